@@ -1,0 +1,73 @@
+// Package channels defines what every platform adapter exchanges with the
+// gateway: one normalised inbound Message, one Reply, the Channel interface
+// each adapter implements and the Handler the gateway gives it. Adapters live
+// in sub-packages and never import the agent.
+package channels
+
+import (
+	"context"
+	"strings"
+	"time"
+)
+
+// Message is one inbound chat message, normalised from a platform event.
+type Message struct {
+	// ID is the platform's event or message id; the gateway de-duplicates
+	// on it. Empty means "never a duplicate" (the console).
+	ID        string    `json:"id,omitempty"`
+	Channel   string    `json:"channel"`             // console, slack, feishu, wechat
+	Workspace string    `json:"workspace,omitempty"` // Slack team, Feishu tenant, WeChat account
+	Chat      string    `json:"chat,omitempty"`      // Slack channel, Feishu chat, WeChat user
+	Thread    string    `json:"thread,omitempty"`    // Slack thread_ts, Feishu thread, …
+	User      string    `json:"user,omitempty"`
+	UserName  string    `json:"user_name,omitempty"`
+	Text      string    `json:"text"`
+	DM        bool      `json:"dm,omitempty"`
+	Received  time.Time `json:"received"`
+	// Meta carries what the adapter needs to answer (a reply token, the
+	// message to react to). The gateway passes it back untouched.
+	Meta map[string]string `json:"meta,omitempty"`
+}
+
+// ConversationKey is channel:workspace:chat:thread, the unit of history,
+// ordering and locking.
+func (m Message) ConversationKey() string {
+	return strings.Join([]string{m.Channel, m.Workspace, m.Chat, m.Thread}, ":")
+}
+
+// Reply is what the gateway sends back for a Message. Text is Markdown; the
+// adapter converts it to the platform's format and splits it to size.
+type Reply struct {
+	Text string
+	// Notice marks a gateway-generated answer (a refusal, a command result)
+	// rather than the model's.
+	Notice bool
+}
+
+// Handler is the gateway as an adapter sees it.
+type Handler interface {
+	// Submit hands over a verified message. It returns once the message is
+	// accepted (de-duplicated and queued) — not when it is answered — so an
+	// adapter can ack its platform at once.
+	Submit(ctx context.Context, m Message) error
+}
+
+// Channel is one platform adapter.
+type Channel interface {
+	// Name is the platform name used in conversation keys and metrics.
+	Name() string
+	// Send delivers a reply to the conversation m came from.
+	Send(ctx context.Context, m Message, r Reply) error
+}
+
+// Runner is implemented by adapters that hold connections or read input
+// (Socket Mode, long connections, the console). Run blocks until ctx ends.
+type Runner interface {
+	Run(ctx context.Context, h Handler) error
+}
+
+// Typing is implemented by adapters that can show that a turn is running
+// (a reaction, a typing indicator). The returned func clears it.
+type Typing interface {
+	StartTyping(ctx context.Context, m Message) (stop func())
+}

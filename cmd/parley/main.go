@@ -1,0 +1,80 @@
+// Command parley is the Parley chat-bot gateway: one binary that serves the
+// webhooks and connections of every configured channel, chats on the
+// console, and manages skills and configuration.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is stamped at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+const usage = `parley — a chat-bot gateway for Slack, Feishu/Lark and WeChat
+
+Usage:
+  parley serve   [--config FILE]                    run the HTTP server and channel connections
+  parley chat    [--config FILE] [-m TEXT] [--conversation ID]
+                                                    chat on the console (one turn with -m)
+  parley config  check [--config FILE]              validate and print the effective config
+  parley version                                    print the version
+
+Environment overrides the config file; see README.md.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+// errUsage marks errors that should print the usage text.
+var errUsage = errors.New("usage")
+
+// run is main without the process: tests call it directly.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	env := &environment{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	var err error
+	switch args[0] {
+	case "serve":
+		err = env.serve(args[1:])
+	case "chat":
+		err = env.chat(args[1:])
+	case "config":
+		err = env.config(args[1:])
+	case "version", "--version", "-v":
+		fmt.Fprintf(stdout, "parley %s\n", version)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		err = fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+	}
+	if err == nil {
+		return 0
+	}
+	if errors.Is(err, errUsage) {
+		fmt.Fprintf(stderr, "parley: %v\n\n%s", err, usage)
+		return 2
+	}
+	fmt.Fprintf(stderr, "parley: %v\n", err)
+	return 1
+}
+
+// environment is what a command may touch of the process.
+type environment struct {
+	ctx            context.Context
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+func (e *environment) serve(args []string) error {
+	fs := newFlagSet("serve", e.stderr)
+	path := configFlag(fs)
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	cfg, err := e.loadConfig(*path)
+	if err != nil {
+		return err
+	}
+	log := newLogger(e.stderr, cfg)
+	a, err := e.newApp(cfg, log)
+	if err != nil {
+		return err
+	}
+	a.gateway.Start()
+
+	var draining atomic.Bool
+	mux := a.routes(&draining)
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), cfg.Gateway.ShutdownTimeout)
+		defer cancel()
+		a.close(shutdownCtx)
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("parley serving", "addr", ln.Addr().String(), "version", version, "model", cfg.Model.Name)
+
+	select {
+	case <-e.ctx.Done():
+	case err := <-serveErr:
+		if !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server", "err", err)
+		}
+	}
+	// Stop intake first (readiness fails, no new requests), then let running
+	// turns finish until the deadline.
+	log.Info("shutting down: draining running turns", "deadline", cfg.Gateway.ShutdownTimeout)
+	draining.Store(true)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), cfg.Gateway.ShutdownTimeout)
+	defer cancel()
+	httpErr := srv.Shutdown(ctx)
+	err = a.close(ctx)
+	if err == nil {
+		err = httpErr
+	}
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// routes is the HTTP surface: health, readiness, metrics and (from the
+// channel issues on) every configured channel's webhook.
+func (a *app) routes(draining *atomic.Bool) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if draining.Load() {
+			http.Error(w, "draining", http.StatusServiceUnavailable)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := a.store.Ping(ctx); err != nil {
+			a.metrics.RedisUp.Set(0)
+			a.log.Warn("readiness: redis unreachable", "err", err)
+			http.Error(w, "redis unreachable", http.StatusServiceUnavailable)
+			return
+		}
+		a.metrics.RedisUp.Set(1)
+		w.Write([]byte("ready\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{Registry: a.metrics.Registry}))
+	return mux
+}

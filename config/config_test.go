@@ -1,0 +1,137 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(kv map[string]string) func(string) string {
+	return func(k string) string { return kv[k] }
+}
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "parley.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadErrorsNameTheKey(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		env        map[string]string
+		want       []string // substrings of the error
+	}{
+		{"unknown top-level key", "listen: :9000\nmodle:\n  name: x\n", nil, []string{"line 2", `unknown key "modle"`}},
+		{"unknown nested key", "model:\n  name: x\n  temprature: 0.2\n", nil, []string{"line 3", `unknown key "temprature"`}},
+		{"bad duration", "model:\n  timeout: soon\n", nil, []string{"line 2", "soon"}},
+		{"wrong type", "sessions:\n  max_messages: lots\n", nil, []string{"line 2", "lots"}},
+		{"negative limit", "sessions:\n  max_messages: -1\n", nil, []string{"sessions.max_messages"}},
+		{"bad log format", "log:\n  format: xml\n", nil, []string{"log.format", "xml"}},
+		{"bad listen", "listen: nope\n", nil, []string{"listen"}},
+		{"bad base url", "model:\n  base_url: ftp://x\n", nil, []string{"model.base_url"}},
+		{"bad redis url", "", map[string]string{"REDIS_URL": "http://x"}, []string{"redis.url"}},
+		{"bad env number", "", map[string]string{"PARLEY_SKILL_BODY_BUDGET": "big"}, []string{"PARLEY_SKILL_BODY_BUDGET"}},
+		{"unknown platform", "policies:\n  platforms:\n    irc:\n      admins: [a]\n", nil, []string{"policies.platforms.irc", "unknown platform"}},
+		{"bad glob", "policies:\n  default:\n    tools:\n      deny: ['[']\n", nil, []string{"policies.default.tools.deny"}},
+		{"lock ttl too short", "sessions:\n  lock_ttl: 100ms\n", nil, []string{"sessions.lock_ttl"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(writeFile(t, tt.yaml), env(tt.env))
+			if err == nil {
+				t.Fatal("Load succeeded; want an error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestEnvironmentOverridesFile(t *testing.T) {
+	p := writeFile(t, "listen: ':9000'\nmodel:\n  name: from-file\n  timeout: 5s\nredis:\n  prefix: 'x:'\n")
+	cfg, err := Load(p, env(map[string]string{
+		"PARLEY_MODEL": "from-env", "REDIS_URL": "redis://localhost:6380/1",
+		"PARLEY_SKILL_BODY_BUDGET": "2048", "PARLEY_LOG_FORMAT": "json", "PARLEY_HOME": "/srv/parley",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Model.Name != "from-env" || cfg.Listen != ":9000" || cfg.Model.Timeout != 5*time.Second {
+		t.Errorf("model/listen = %q %q %v", cfg.Model.Name, cfg.Listen, cfg.Model.Timeout)
+	}
+	if cfg.Redis.URL != "redis://localhost:6380/1" || cfg.Redis.Prefix != "x:" || cfg.Skills.BodyBudget != 2048 || cfg.Log.Format != "json" || cfg.Home != "/srv/parley" {
+		t.Errorf("overrides not applied: %+v", cfg)
+	}
+}
+
+func TestConfigFileFromEnvAndEmptyFile(t *testing.T) {
+	p := writeFile(t, "")
+	cfg, err := Load("", env(map[string]string{"PARLEY_CONFIG": p}))
+	if err != nil {
+		t.Fatalf("empty file: %v", err)
+	}
+	if cfg.Model.MaxToolIterations != 8 || cfg.Skills.BodyBudget != 16*1024 {
+		t.Errorf("defaults lost: %+v", cfg)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml"), env(nil)); err == nil {
+		t.Error("a missing file is not an error")
+	}
+}
+
+func TestMaskedHidesEverySecret(t *testing.T) {
+	cfg := Default()
+	secrets := []string{"sk-live-123", "xoxb-1", "sig-2", "xapp-3", "fs-4", "vt-5", "ek-6", "wc-7", "hunter2"}
+	cfg.Model.APIKey, cfg.Slack.BotToken, cfg.Slack.SigningSecret, cfg.Slack.AppToken = secrets[0], secrets[1], secrets[2], secrets[3]
+	cfg.Feishu.AppSecret, cfg.Feishu.VerificationToken, cfg.Feishu.EncryptKey, cfg.WeChat.WeComSecret = secrets[4], secrets[5], secrets[6], secrets[7]
+	cfg.Redis.URL = "redis://user:hunter2@redis:6379/0"
+	out, err := cfg.Masked().YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range secrets {
+		if strings.Contains(string(out), s) {
+			t.Errorf("masked config shows secret %q:\n%s", s, out)
+		}
+	}
+	if !strings.Contains(string(out), "redis://user:xxxxx@redis:6379/0") {
+		t.Errorf("redis URL not masked as expected:\n%s", out)
+	}
+	if cfg.Model.APIKey != secrets[0] {
+		t.Error("Masked changed the original")
+	}
+}
+
+func TestRequireModelKey(t *testing.T) {
+	tests := []struct {
+		base, key string
+		wantErr   bool
+	}{
+		{"https://api.openai.com/v1", "", true},
+		{"https://api.deepseek.com/v1", "", true},
+		{"https://api.openai.com/v1", "sk-1", false},
+		{"http://localhost:11434/v1", "", false},
+		{"http://127.0.0.1:8000/v1", "", false},
+		{"http://ollama:11434/v1", "", false},
+		{"http://10.0.0.5:8000/v1", "", false},
+	}
+	for _, tt := range tests {
+		cfg := Default()
+		cfg.Model.BaseURL, cfg.Model.APIKey = tt.base, tt.key
+		err := cfg.RequireModelKey()
+		if (err != nil) != tt.wantErr {
+			t.Errorf("%s key=%q: err = %v, want error %v", tt.base, tt.key, err, tt.wantErr)
+		}
+		if err != nil && (!strings.Contains(err.Error(), "OPENAI_API_KEY") || strings.Contains(err.Error(), "\n")) {
+			t.Errorf("error %q must be one line naming OPENAI_API_KEY", err)
+		}
+	}
+}

@@ -1,0 +1,428 @@
+// Package gateway routes messages from every channel to the agent: it drops
+// duplicates, queues each message on its conversation in Redis, runs the
+// turns of one conversation one at a time and in arrival order across all
+// replicas, runs different conversations in parallel on a bounded pool, and
+// sends the reply back through the channel the message came from.
+//
+// Ordering across replicas comes from the conversation inbox in Redis: a
+// message is accepted by appending it there, and whichever replica holds the
+// conversation lock drains the inbox from its head, acknowledging each item in
+// the same atomic step that writes its turn. A replica that dies mid-turn
+// leaves the item at the head; the next holder answers it.
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/parleyhq/parley/agent"
+	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/metrics"
+	"github.com/parleyhq/parley/sessions"
+)
+
+// ErrClosed is returned by Submit once Shutdown has begun.
+var ErrClosed = errors.New("gateway: shutting down")
+
+// Responder runs one turn; *agent.Agent implements it.
+type Responder interface {
+	Run(ctx context.Context, req agent.TurnRequest) (agent.TurnResult, error)
+}
+
+// Config sizes the gateway.
+type Config struct {
+	Workers         int           // conversations served at once on this replica
+	QueueLimit      int           // messages waiting in one conversation
+	MaxMessageChars int           // longer user messages are refused
+	LockRetry       time.Duration // wait between tries for a lock another replica holds
+}
+
+// Gateway is the router. Create it with New, register channels, then Start.
+type Gateway struct {
+	cfg     Config
+	store   sessions.Store
+	agent   Responder
+	metrics *metrics.Metrics
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	channels map[string]channels.Channel
+	active   map[string]bool // conversations a worker is draining
+	dirty    map[string]bool // got a message while being drained
+	ready    []string        // conversations waiting for a worker
+	wake     chan struct{}
+	closed   bool
+
+	runCtx    context.Context // parent of every turn; cancelled at the shutdown deadline
+	cancelRun context.CancelFunc
+	stop      chan struct{} // closed when Shutdown begins
+	wg        sync.WaitGroup
+}
+
+// New returns a gateway; it runs nothing until Start.
+func New(cfg Config, store sessions.Store, a Responder, m *metrics.Metrics, log *slog.Logger) *Gateway {
+	if cfg.Workers <= 0 {
+		cfg.Workers = 16
+	}
+	if cfg.QueueLimit <= 0 {
+		cfg.QueueLimit = 50
+	}
+	if cfg.MaxMessageChars <= 0 {
+		cfg.MaxMessageChars = 8000
+	}
+	if cfg.LockRetry <= 0 {
+		cfg.LockRetry = 200 * time.Millisecond
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	if m == nil {
+		m = metrics.New()
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	return &Gateway{
+		cfg: cfg, store: store, agent: a, metrics: m, log: log,
+		channels: map[string]channels.Channel{},
+		active:   map[string]bool{},
+		dirty:    map[string]bool{},
+		wake:     make(chan struct{}, 1),
+		runCtx:   runCtx, cancelRun: cancel,
+		stop: make(chan struct{}),
+	}
+}
+
+// Register adds a channel; replies to its messages go through it.
+func (g *Gateway) Register(ch channels.Channel) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.channels[ch.Name()] = ch
+}
+
+// Start launches the worker pool. Shutdown stops it.
+func (g *Gateway) Start() {
+	for i := 0; i < g.cfg.Workers; i++ {
+		g.wg.Add(1)
+		go g.worker()
+	}
+}
+
+// Shutdown stops intake, lets running turns finish until ctx ends, then
+// cancels what is left. Queued messages stay in the store for the next
+// replica to serve. No goroutine of the gateway outlives it.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	g.mu.Lock()
+	if !g.closed {
+		g.closed = true
+		close(g.stop)
+	}
+	g.mu.Unlock()
+	done := make(chan struct{})
+	go func() { g.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		g.cancelRun()
+		return nil
+	case <-ctx.Done():
+		g.cancelRun()
+		<-done
+		return fmt.Errorf("gateway: turns still running at the shutdown deadline were cancelled: %w", ctx.Err())
+	}
+}
+
+// queued is the inbox encoding of a message. The nonce keeps two identical
+// messages distinct, since the inbox acknowledges by value.
+type queued struct {
+	Msg   channels.Message `json:"msg"`
+	Nonce string           `json:"nonce"`
+}
+
+// Submit implements channels.Handler.
+func (g *Gateway) Submit(ctx context.Context, m channels.Message) error {
+	g.mu.Lock()
+	closed := g.closed
+	g.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if m.Received.IsZero() {
+		m.Received = time.Now()
+	}
+	g.metrics.MessagesReceived.WithLabelValues(m.Channel).Inc()
+	if m.ID != "" {
+		dup, err := g.store.Seen(ctx, m.Channel, m.ID)
+		if err != nil {
+			return fmt.Errorf("gateway: dedupe: %w", err)
+		}
+		if dup {
+			g.metrics.MessagesDeduplicated.WithLabelValues(m.Channel).Inc()
+			g.log.Debug("duplicate message dropped", "channel", m.Channel, "id", m.ID)
+			return nil
+		}
+	}
+	conv := m.ConversationKey()
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
+	item, err := json.Marshal(queued{Msg: m, Nonce: hex.EncodeToString(nonce[:])})
+	if err != nil {
+		return fmt.Errorf("gateway: encode message: %w", err)
+	}
+	depth, err := g.store.Depth(ctx, conv)
+	if err != nil {
+		return fmt.Errorf("gateway: queue depth: %w", err)
+	}
+	if depth >= int64(g.cfg.QueueLimit) {
+		// A flood into one conversation must not grow Redis without bound;
+		// the sender hears why instead of waiting for an answer that never comes.
+		g.metrics.MessagesRejected.WithLabelValues(m.Channel, "queue_full").Inc()
+		g.send(ctx, m, channels.Reply{Notice: true, Text: "I'm still working through your earlier messages in this conversation. Please wait for my answers before sending more."})
+		return nil
+	}
+	if _, err := g.store.Enqueue(ctx, conv, item); err != nil {
+		return fmt.Errorf("gateway: queue message: %w", err)
+	}
+	g.schedule(conv)
+	return nil
+}
+
+func (g *Gateway) schedule(conv string) {
+	g.mu.Lock()
+	if g.active[conv] {
+		g.dirty[conv] = true
+		g.mu.Unlock()
+		return
+	}
+	g.active[conv] = true
+	g.ready = append(g.ready, conv)
+	g.mu.Unlock()
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+// next blocks until a conversation is ready or Shutdown begins.
+func (g *Gateway) next() (string, bool) {
+	for {
+		g.mu.Lock()
+		if g.closed {
+			g.mu.Unlock()
+			return "", false
+		}
+		if len(g.ready) > 0 {
+			conv := g.ready[0]
+			g.ready = g.ready[1:]
+			more := len(g.ready) > 0
+			g.mu.Unlock()
+			if more { // pass the wake-up on to another idle worker
+				select {
+				case g.wake <- struct{}{}:
+				default:
+				}
+			}
+			return conv, true
+		}
+		g.mu.Unlock()
+		select {
+		case <-g.wake:
+		case <-g.stop:
+		}
+	}
+}
+
+func (g *Gateway) worker() {
+	defer g.wg.Done()
+	for {
+		conv, ok := g.next()
+		if !ok {
+			return
+		}
+		for {
+			g.drain(conv)
+			g.mu.Lock()
+			if g.dirty[conv] && !g.closed {
+				delete(g.dirty, conv)
+				g.mu.Unlock()
+				continue
+			}
+			delete(g.dirty, conv)
+			delete(g.active, conv)
+			g.mu.Unlock()
+			break
+		}
+	}
+}
+
+func (g *Gateway) stopping() bool {
+	select {
+	case <-g.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// drain serves conv's inbox until it is empty or the gateway stops. When
+// another replica holds the lock it waits: that holder drains the inbox,
+// and if it dies the lock expires and this worker takes over.
+func (g *Gateway) drain(conv string) {
+	ctx := g.runCtx
+	for !g.stopping() {
+		if _, ok, err := g.store.Head(ctx, conv); err != nil || !ok {
+			if err != nil {
+				g.log.Error("read conversation queue", "err", err)
+			}
+			return
+		}
+		lock, err := g.store.TryLock(ctx, conv)
+		if errors.Is(err, sessions.ErrLocked) {
+			select {
+			case <-time.After(g.cfg.LockRetry):
+			case <-g.stop:
+				return
+			}
+			continue
+		}
+		if err != nil {
+			g.log.Error("lock conversation", "err", err)
+			return
+		}
+		g.serve(ctx, lock)
+		if err := lock.Release(context.WithoutCancel(ctx)); err != nil {
+			g.log.Warn("release conversation lock", "err", err)
+		}
+	}
+}
+
+// serve runs the queued turns of a locked conversation, oldest first.
+func (g *Gateway) serve(ctx context.Context, lock *sessions.Lock) {
+	conv := lock.Conversation()
+	for !g.stopping() && !lock.Lost() {
+		item, ok, err := g.store.Head(ctx, conv)
+		if err != nil {
+			g.log.Error("read conversation queue", "err", err)
+			return
+		}
+		if !ok {
+			return
+		}
+		var q queued
+		if err := json.Unmarshal(item, &q); err != nil {
+			g.log.Error("dropping an undecodable queued message", "err", err)
+			if err := g.store.Ack(ctx, lock, item); err != nil {
+				return
+			}
+			continue
+		}
+		if err := g.handle(ctx, lock, item, q.Msg); err != nil {
+			g.log.Error("turn failed", "channel", q.Msg.Channel, "err", err)
+			if errors.Is(err, sessions.ErrLockLost) || ctx.Err() != nil {
+				return
+			}
+			// The item is still at the head; acknowledge it so one bad
+			// message cannot wedge its conversation.
+			if err := g.store.Ack(ctx, lock, item); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// handle answers one message under the conversation lock.
+func (g *Gateway) handle(ctx context.Context, lock *sessions.Lock, item []byte, m channels.Message) error {
+	g.metrics.QueueWaitSeconds.WithLabelValues(m.Channel).Observe(time.Since(m.Received).Seconds())
+	text := strings.TrimSpace(m.Text)
+	if reply, ok, err := g.command(ctx, lock, m, text); ok {
+		if err != nil {
+			return err
+		}
+		if err := g.store.Ack(ctx, lock, item); err != nil {
+			return err
+		}
+		g.send(ctx, m, channels.Reply{Text: reply, Notice: true})
+		return nil
+	}
+	if n := utf8.RuneCountInString(text); n > g.cfg.MaxMessageChars {
+		g.metrics.MessagesRejected.WithLabelValues(m.Channel, "too_large").Inc()
+		if err := g.store.Ack(ctx, lock, item); err != nil {
+			return err
+		}
+		g.send(ctx, m, channels.Reply{Notice: true, Text: fmt.Sprintf(
+			"Sorry, that message is too long for me (%d characters; the limit is %d). Please shorten it or split it up.", n, g.cfg.MaxMessageChars)})
+		return nil
+	}
+	if text == "" {
+		return g.store.Ack(ctx, lock, item)
+	}
+	return g.turn(ctx, lock, item, m, text)
+}
+
+func (g *Gateway) turn(ctx context.Context, lock *sessions.Lock, item []byte, m channels.Message, text string) error {
+	start := time.Now()
+	g.metrics.TurnsInFlight.Inc()
+	defer g.metrics.TurnsInFlight.Dec()
+	if ch, ok := g.channel(m.Channel).(channels.Typing); ok {
+		stop := ch.StartTyping(ctx, m)
+		defer stop()
+	}
+	conv := lock.Conversation()
+	history, err := g.store.History(ctx, conv)
+	if err != nil {
+		return err
+	}
+	res, err := g.agent.Run(ctx, agent.TurnRequest{
+		Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat, Conversation: conv, User: m.User,
+		History: history, UserText: text,
+	})
+	outcome := metrics.OutcomeOK
+	if err != nil {
+		g.observeTurn(m.Channel, metrics.OutcomeError, start)
+		return fmt.Errorf("gateway: agent: %w", err)
+	}
+	if res.Failed {
+		outcome = metrics.OutcomeError
+	}
+	trimmed, err := g.store.CommitTurn(ctx, lock, res.Messages, item)
+	if err != nil {
+		g.observeTurn(m.Channel, metrics.OutcomeError, start)
+		return fmt.Errorf("gateway: write turn: %w", err)
+	}
+	if trimmed {
+		g.metrics.HistoryTrimmed.WithLabelValues(m.Channel).Inc()
+	}
+	g.send(ctx, m, channels.Reply{Text: res.Reply})
+	g.observeTurn(m.Channel, outcome, start)
+	return nil
+}
+
+func (g *Gateway) channel(name string) channels.Channel {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.channels[name]
+}
+
+func (g *Gateway) send(ctx context.Context, m channels.Message, r channels.Reply) {
+	ch := g.channel(m.Channel)
+	outcome := metrics.OutcomeOK
+	if ch == nil {
+		g.log.Error("no channel registered for reply", "channel", m.Channel)
+		outcome = metrics.OutcomeError
+	} else if err := ch.Send(ctx, m, r); err != nil {
+		g.log.Error("send reply", "channel", m.Channel, "err", err)
+		outcome = metrics.OutcomeError
+	}
+	g.metrics.RepliesSent.WithLabelValues(m.Channel, outcome).Inc()
+}
+
+func (g *Gateway) observeTurn(channel, outcome string, start time.Time) {
+	g.metrics.TurnDuration.WithLabelValues(channel, outcome).Observe(time.Since(start).Seconds())
+}
+

@@ -1,0 +1,135 @@
+// Package metrics names every Prometheus metric Parley exports. Collectors are
+// created on a registry the caller owns, so tests and the binary never share
+// global state, and every label is a bounded value: a channel, a skill, a tool,
+// an outcome or a reason — never a user, chat or message id.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Label values used across packages. Keeping them here stops the same outcome
+// from being spelled two ways in two packages.
+const (
+	OutcomeOK     = "ok"
+	OutcomeError  = "error"
+	OutcomeDenied = "denied"
+)
+
+// Skill load outcomes, as DESIGN.md lists them.
+const (
+	SkillInjected      = "injected"
+	SkillAlreadyLoaded = "already_loaded"
+	SkillOverBudget    = "over_budget"
+	SkillUntrusted     = "untrusted"
+	SkillNotFound      = "not_found"
+	SkillDisabled      = "disabled"
+	SkillDenied        = "denied"
+)
+
+// Metrics holds every collector. The zero value is not usable; call New.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	MessagesReceived     *prometheus.CounterVec   // channel
+	MessagesDeduplicated *prometheus.CounterVec   // channel
+	MessagesRejected     *prometheus.CounterVec   // channel, reason
+	RepliesSent          *prometheus.CounterVec   // channel, outcome
+	TurnDuration         *prometheus.HistogramVec // channel, outcome
+	TurnsInFlight        prometheus.Gauge
+	QueueWaitSeconds     *prometheus.HistogramVec // channel
+
+	LLMRequests *prometheus.CounterVec   // outcome
+	LLMLatency  *prometheus.HistogramVec // outcome
+	LLMTokens   *prometheus.CounterVec   // channel, kind (prompt, completion, cached)
+	LLMRetries  prometheus.Counter
+
+	ToolCalls      *prometheus.CounterVec // channel, tool, outcome
+	PolicyDenials  *prometheus.CounterVec // channel, kind (tool, skill, access, admin)
+	HistoryTrimmed *prometheus.CounterVec // channel
+
+	SkillLoads           *prometheus.CounterVec   // channel, skill, outcome
+	SkillInjectionBytes  *prometheus.HistogramVec // channel, skill
+	SkillReferenceReads  *prometheus.CounterVec   // channel, skill
+	SkillReferenceWrites *prometheus.CounterVec   // channel, skill, outcome
+	SkillInvocations     *prometheus.CounterVec   // channel, skill (manual /skill:NAME)
+	SkillsKnown          *prometheus.GaugeVec     // source, state
+	SkillIndexBytes      prometheus.Gauge
+	SkillReloads         *prometheus.CounterVec // outcome
+	Compactions          *prometheus.CounterVec // channel, outcome
+
+	RedisUp prometheus.Gauge
+}
+
+// New creates every collector on a fresh registry, together with the Go and
+// process collectors an operator expects on any Go service.
+func New() *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{Registry: reg}
+	f := factory{reg}
+
+	m.MessagesReceived = f.counter("parley_messages_received_total", "Messages received from a channel, before de-duplication.", "channel")
+	m.MessagesDeduplicated = f.counter("parley_messages_deduplicated_total", "Messages dropped because their event or message id was seen before.", "channel")
+	m.MessagesRejected = f.counter("parley_messages_rejected_total", "Inbound requests or messages refused, by reason (bad signature, too large, access, …).", "channel", "reason")
+	m.RepliesSent = f.counter("parley_replies_sent_total", "Replies handed to a channel, by outcome.", "channel", "outcome")
+	m.TurnDuration = f.histogram("parley_turn_duration_seconds", "Time from dequeue to reply for one turn.", prometheus.ExponentialBuckets(0.05, 2, 12), "channel", "outcome")
+	m.TurnsInFlight = f.gauge("parley_turns_in_flight", "Turns running on this replica.")
+	m.QueueWaitSeconds = f.histogram("parley_queue_wait_seconds", "Time a message waited in its conversation queue before its turn started.", prometheus.ExponentialBuckets(0.001, 4, 10), "channel")
+
+	m.LLMRequests = f.counter("parley_llm_requests_total", "Chat completion requests, by outcome (ok, error, retry).", "outcome")
+	m.LLMLatency = f.histogram("parley_llm_request_duration_seconds", "Latency of one chat completion request.", prometheus.ExponentialBuckets(0.05, 2, 12), "outcome")
+	m.LLMTokens = f.counter("parley_llm_tokens_total", "Tokens reported by the model, by kind (prompt, completion, cached).", "channel", "kind")
+	m.LLMRetries = f.plainCounter("parley_llm_retries_total", "Chat completion requests retried after 429, 5xx or a timeout.")
+
+	m.ToolCalls = f.counter("parley_tool_calls_total", "Tool calls by outcome (ok, error, denied).", "channel", "tool", "outcome")
+	m.PolicyDenials = f.counter("parley_policy_denials_total", "Requests refused by a channel policy, by kind (tool, skill, access, admin).", "channel", "kind")
+	m.HistoryTrimmed = f.counter("parley_history_trimmed_total", "Turns whose history was cut to the configured maximum length.", "channel")
+
+	m.SkillLoads = f.counter("parley_skill_loads_total", "load_skill calls by outcome (injected, already_loaded, over_budget, untrusted, not_found, disabled, denied).", "channel", "skill", "outcome")
+	m.SkillInjectionBytes = f.histogram("parley_skill_injection_bytes", "Size of skill injections added to a conversation.", prometheus.ExponentialBuckets(256, 2, 8), "channel", "skill")
+	m.SkillReferenceReads = f.counter("parley_skill_reference_reads_total", "Files read from a skill folder with load_skill(file=…).", "channel", "skill")
+	m.SkillReferenceWrites = f.counter("parley_skill_reference_writes_total", "save_skill_reference calls by outcome.", "channel", "skill", "outcome")
+	m.SkillInvocations = f.counter("parley_skill_invocations_total", "Manual /skill:NAME invocations.", "channel", "skill")
+	m.SkillsKnown = f.gaugeVec("parley_skills", "Skills known, by source (builtin, user, workspace) and state (enabled, disabled).", "source", "state")
+	m.SkillIndexBytes = f.gauge("parley_skill_index_bytes", "Size of the skill index section of the system prompt.")
+	m.SkillReloads = f.counter("parley_skill_reloads_total", "Skill registry reloads, by outcome.", "outcome")
+	m.Compactions = f.counter("parley_compactions_total", "History compactions, by outcome.", "channel", "outcome")
+
+	m.RedisUp = f.gauge("parley_redis_up", "1 when the last Redis health check succeeded, else 0.")
+
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+type factory struct{ reg prometheus.Registerer }
+
+func (f factory) counter(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) plainCounter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) histogram(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+	f.reg.MustRegister(h)
+	return h
+}
+
+func (f factory) gauge(name, help string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	f.reg.MustRegister(g)
+	return g
+}
+
+func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	f.reg.MustRegister(g)
+	return g
+}
