@@ -425,4 +425,3 @@ func (g *Gateway) send(ctx context.Context, m channels.Message, r channels.Reply
 func (g *Gateway) observeTurn(channel, outcome string, start time.Time) {
 	g.metrics.TurnDuration.WithLabelValues(channel, outcome).Observe(time.Since(start).Seconds())
 }
-

@@ -162,7 +162,7 @@ func TestServeHealthReadinessMetricsAndShutdown(t *testing.T) {
 	go func() { done <- run(ctx, []string{"serve"}, nil, io.Discard, io.Discard, getenv) }()
 	base := "http://" + addr
 	waitFor(t, base+"/healthz")
-	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ready", "/metrics": "parley_messages_received_total"} {
+	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ready", "/metrics": "parley_redis_up 1"} {
 		resp, err := http.Get(base + path)
 		if err != nil {
 			t.Fatal(err)
