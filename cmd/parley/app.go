@@ -73,13 +73,17 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (*app, error) 
 	}
 	m.RedisUp.Set(1)
 
+	retries := cfg.Model.MaxRetries
+	if retries == 0 {
+		retries = -1 // the file's 0 means "never retry"; the agent's 0 means its default
+	}
 	tools := agent.NewRegistry()
 	client := agent.NewClient(cfg.Model.BaseURL, cfg.Model.APIKey, &http.Client{})
 	a := agent.New(agent.Config{
 		Model:             cfg.Model.Name,
 		MaxToolIterations: cfg.Model.MaxToolIterations,
 		Timeout:           cfg.Model.Timeout,
-		MaxRetries:        cfg.Model.MaxRetries,
+		MaxRetries:        retries,
 		MaxTokens:         cfg.Model.MaxTokens,
 		SystemPrompt:      cfg.Model.SystemPrompt,
 	}, client, tools, m, log)

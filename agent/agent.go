@@ -1,0 +1,370 @@
+// Package agent runs Parley's model loop: it builds a chat completion request
+// from a stable system prompt, the conversation's history and the new user
+// message, lets the model call tools until it answers, and returns the new
+// messages of the turn for the caller to store atomically.
+//
+// The package owns three rules the rest of Parley relies on:
+//
+//   - the system prompt holds no per-turn data, so that it is byte-identical
+//     from turn to turn and prompt caches keep working;
+//   - every tool result enters the history wrapped as untrusted data (see
+//     WrapToolResult), and the system prompt tells the model never to follow
+//     instructions found inside;
+//   - tools a policy excludes are neither offered nor run, even when the
+//     model calls them anyway.
+//
+// A failing model never fails a turn with an error: after the retries the
+// user gets a short apology, and only the user's message is kept.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/parleyhq/parley/metrics"
+	"github.com/parleyhq/parley/sessions"
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// Defaults applied by New to zero Config fields.
+const (
+	DefaultMaxToolIterations = 8
+	DefaultMaxRetries        = 3
+	DefaultTimeout           = 60 * time.Second
+	DefaultBackoffBase       = 500 * time.Millisecond
+	DefaultBackoffMax        = 8 * time.Second
+)
+
+// Texts the agent writes itself.
+const (
+	// DefaultSystemPrompt is used when Config.SystemPrompt is empty.
+	DefaultSystemPrompt = "You are Parley, a helpful assistant answering messages in a team chat. " +
+		"Answer concisely, in the language the user writes in, using plain text or light Markdown that reads well in a chat window. " +
+		"Use the tools you are offered when they help; when you cannot do something, say so plainly instead of guessing."
+
+	// ApologyReply is the reply when the model could not be reached.
+	ApologyReply = "Sorry — I couldn't reach the language model just now. Please try again in a moment."
+
+	// EmptyReply stands in for a final answer without text.
+	EmptyReply = "Sorry — I don't have an answer to that."
+
+	// budgetNote asks for an answer once the tool budget is spent. It is a
+	// user-role message at the end of the last request, never stored, so
+	// that the system prompt stays untouched and servers whose templates
+	// only accept a leading system message still take it.
+	budgetNote = "[Parley] The tool budget for this turn is spent; no more tools can be called. " +
+		"Answer the user now with what you have, and say what is still missing if anything is."
+)
+
+// Config tunes an Agent. Zero fields take the defaults above.
+type Config struct {
+	// Model is the model name sent with every request. Required.
+	Model string
+	// MaxToolIterations bounds the model requests that may run tools in
+	// one turn; after that one last request offers no tools.
+	MaxToolIterations int
+	// Timeout bounds each model request attempt.
+	Timeout time.Duration
+	// MaxRetries is how many times a failed request is retried after the
+	// first attempt. Zero means DefaultMaxRetries; negative means never.
+	MaxRetries int
+	// MaxTokens caps the completion tokens of each request (sent as
+	// max_completion_tokens); zero leaves it to the server.
+	MaxTokens int
+	// SystemPrompt replaces DefaultSystemPrompt.
+	SystemPrompt string
+	// BackoffBase and BackoffMax shape the exponential backoff between
+	// retries; a Retry-After header from the server takes precedence.
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// Sleep waits between retries; nil waits on a timer. Tests replace it to
+	// record the chosen backoff without waiting. It must return ctx.Err()
+	// when ctx ends first.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxToolIterations <= 0 {
+		c.MaxToolIterations = DefaultMaxToolIterations
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	switch {
+	case c.MaxRetries == 0:
+		c.MaxRetries = DefaultMaxRetries
+	case c.MaxRetries < 0:
+		c.MaxRetries = 0
+	}
+	if c.MaxTokens < 0 {
+		c.MaxTokens = 0
+	}
+	if c.SystemPrompt == "" {
+		c.SystemPrompt = DefaultSystemPrompt
+	}
+	if c.BackoffBase <= 0 {
+		c.BackoffBase = DefaultBackoffBase
+	}
+	if c.BackoffMax <= 0 {
+		c.BackoffMax = DefaultBackoffMax
+	}
+	if c.BackoffMax < c.BackoffBase {
+		c.BackoffMax = c.BackoffBase
+	}
+	if c.Sleep == nil {
+		c.Sleep = sleep
+	}
+	return c
+}
+
+// Agent answers turns. It is safe for concurrent use by many conversations.
+type Agent struct {
+	cfg    Config
+	client *openai.Client
+	tools  *Registry
+	m      *metrics.Metrics
+	log    *slog.Logger
+	// system is the system prompt without SystemExtra, built once.
+	system string
+}
+
+// New returns an Agent. tools may be nil (no tools), m may be nil (nothing is
+// recorded) and log may be nil (nothing is logged). Use NewClient for client
+// so that Retry-After headers are honoured.
+func New(cfg Config, client *openai.Client, tools *Registry, m *metrics.Metrics, log *slog.Logger) *Agent {
+	cfg = cfg.withDefaults()
+	if tools == nil {
+		tools = NewRegistry()
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Agent{
+		cfg:    cfg,
+		client: client,
+		tools:  tools,
+		m:      m,
+		log:    log,
+		system: strings.TrimSpace(cfg.SystemPrompt) + "\n\n" + boundaryParagraph,
+	}
+}
+
+// SystemPrompt returns the system prompt of a turn whose TurnRequest has
+// SystemExtra extra. It depends on nothing else, so it is byte-identical for
+// every turn with the same extra.
+func (a *Agent) SystemPrompt(extra string) string {
+	extra = strings.TrimSpace(extra)
+	if extra == "" {
+		return a.system
+	}
+	return a.system + "\n\n" + extra
+}
+
+// TurnRequest is one user message to answer.
+type TurnRequest struct {
+	Channel      string
+	Workspace    string
+	Chat         string
+	Conversation string
+	User         string
+	// History is the stored history, oldest first. Run sanitises it (see
+	// Sanitize) and never modifies it.
+	History []sessions.Message
+	// UserText is the new user message.
+	UserText string
+	// SystemExtra is appended to the system prompt (the skill index). Keep
+	// it free of per-turn data.
+	SystemExtra string
+	// Allow reports whether the conversation may use a tool; nil allows
+	// every registered tool.
+	Allow func(toolName string) bool
+}
+
+// Usage sums the tokens of every model request of a turn.
+type Usage struct {
+	Prompt     int
+	Completion int
+	Cached     int
+}
+
+// TurnResult is the outcome of Run.
+type TurnResult struct {
+	// Reply is the text for the user.
+	Reply string
+	// Messages are the new messages of the turn, in order, starting with
+	// the user message; the caller appends them to the history atomically.
+	// On failure they hold only the user message.
+	Messages []sessions.Message
+	Usage    Usage
+	// Iterations counts the model answers whose tool calls were executed.
+	Iterations int
+	// Failed reports that the model could not be reached (Reply is then
+	// ApologyReply).
+	Failed bool
+}
+
+// ErrEmptyMessage is returned by Run for a TurnRequest without UserText.
+var ErrEmptyMessage = errors.New("agent: empty user message")
+
+// Run answers one user message. It returns an error only when ctx ends
+// (ctx.Err()), UserText is empty (ErrEmptyMessage) or the Agent has no
+// client; a model that cannot be reached yields a TurnResult with Failed set
+// and a nil error.
+func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
+	if err := ctx.Err(); err != nil {
+		return TurnResult{}, err
+	}
+	if a.client == nil {
+		return TurnResult{}, errors.New("agent: no model client")
+	}
+	if strings.TrimSpace(req.UserText) == "" {
+		// The API rejects an empty user message; failing here names the
+		// real problem instead of apologising for the model.
+		return TurnResult{}, ErrEmptyMessage
+	}
+	start := time.Now()
+	user := sessions.Message{Role: openai.ChatMessageRoleUser, Content: req.UserText}
+
+	// all is the history the model sees plus this turn's messages; tools
+	// get a view of it, and the turn's part is returned at the end.
+	history := Sanitize(req.History)
+	base := len(history)
+	all := append(history, user)
+
+	msgs := make([]openai.ChatCompletionMessage, 0, len(all)+8)
+	msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: a.SystemPrompt(req.SystemExtra)})
+	for _, m := range all {
+		msgs = append(msgs, toOpenAI(m))
+	}
+
+	tc := TurnContext{
+		Channel:      req.Channel,
+		Workspace:    req.Workspace,
+		Chat:         req.Chat,
+		Conversation: req.Conversation,
+		User:         req.User,
+	}
+	offered := a.offer(req.Allow)
+	log := a.log.With("channel", req.Channel, "conversation", req.Conversation)
+
+	var res TurnResult
+	for {
+		last := res.Iterations >= a.cfg.MaxToolIterations
+		reqMsgs, reqTools := msgs, offered
+		if last {
+			// Capped so the note never lands in msgs' spare capacity.
+			reqMsgs = append(msgs[:len(msgs):len(msgs)], openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: budgetNote})
+			reqTools = nil
+		}
+		answer, err := a.complete(ctx, req.Channel, reqMsgs, reqTools, &res.Usage)
+		if err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return TurnResult{}, ctxErr
+			}
+			log.ErrorContext(ctx, "agent: model unreachable, apologising", "err", err,
+				"iterations", res.Iterations, "duration", time.Since(start))
+			res.Reply = ApologyReply
+			res.Messages = []sessions.Message{user}
+			res.Failed = true
+			return res, nil
+		}
+
+		// A model that calls tools after being offered none (the budget is
+		// spent) gets its text taken as the answer; the calls are dropped
+		// rather than stored without results.
+		if len(answer.ToolCalls) == 0 || last {
+			reply := answer.Content
+			if strings.TrimSpace(reply) == "" {
+				reply = EmptyReply
+			}
+			all = append(all, sessions.Message{Role: openai.ChatMessageRoleAssistant, Content: reply})
+			res.Reply = reply
+			res.Messages = all[base:]
+			log.DebugContext(ctx, "agent: turn answered", "iterations", res.Iterations,
+				"prompt_tokens", res.Usage.Prompt, "completion_tokens", res.Usage.Completion,
+				"cached_tokens", res.Usage.Cached, "duration", time.Since(start))
+			return res, nil
+		}
+
+		call := sessions.Message{
+			Role:      openai.ChatMessageRoleAssistant,
+			Content:   answer.Content,
+			ToolCalls: normaliseCalls(answer.ToolCalls),
+		}
+		all = append(all, call)
+		msgs = append(msgs, toOpenAI(call))
+
+		tc.History = all[:len(all):len(all)]
+		outcomes := a.runTools(ctx, log, &tc, call.ToolCalls, req.Allow)
+		for i, o := range outcomes {
+			m := sessions.Message{
+				Role:       openai.ChatMessageRoleTool,
+				Content:    WrapToolResult(call.ToolCalls[i].Name, o.content),
+				Name:       call.ToolCalls[i].Name,
+				ToolCallID: call.ToolCalls[i].ID,
+			}
+			all = append(all, m)
+			msgs = append(msgs, toOpenAI(m))
+		}
+		for _, o := range outcomes {
+			for _, inj := range o.inject {
+				m, ok := injection(inj)
+				if !ok {
+					continue
+				}
+				all = append(all, m)
+				msgs = append(msgs, toOpenAI(m))
+			}
+		}
+		res.Iterations++
+		if err := ctx.Err(); err != nil {
+			return TurnResult{}, err
+		}
+	}
+}
+
+// offer lists the registered tools the conversation may use, sorted by name
+// so the request's tools part is stable from turn to turn.
+func (a *Agent) offer(allow func(string) bool) []openai.Tool {
+	var out []openai.Tool
+	for _, t := range a.tools.All() {
+		if allow != nil && !allow(t.Name()) {
+			continue
+		}
+		params := t.Parameters()
+		if params == nil {
+			params = json.RawMessage(emptySchema)
+		}
+		out = append(out, openai.Tool{
+			Type: openai.ToolTypeFunction,
+			Function: &openai.FunctionDefinition{
+				Name:        t.Name(),
+				Description: t.Description(),
+				Parameters:  params,
+			},
+		})
+	}
+	return out
+}
+
+// emptySchema is offered for tools without parameters: the API wants an
+// object schema for every function.
+const emptySchema = `{"type":"object","properties":{}}`
+
+// injection turns a tool's Inject message into the stored form: always a
+// user message, Kind injection unless the tool named another Kind, without
+// tool fields that would break the history's call/result pairing.
+func injection(m sessions.Message) (sessions.Message, bool) {
+	if m.Content == "" {
+		return sessions.Message{}, false
+	}
+	kind := m.Kind
+	if kind == "" {
+		kind = sessions.KindInjection
+	}
+	return sessions.Message{Role: openai.ChatMessageRoleUser, Content: m.Content, Name: m.Name, Kind: kind}, true
+}

@@ -1,0 +1,157 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/parleyhq/parley/metrics"
+	"github.com/parleyhq/parley/sessions"
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// maxParallelTools bounds the read-only calls of one batch that run at once,
+// so a model asking for fifty fetches cannot start fifty.
+const maxParallelTools = 16
+
+// unknownToolLabel is the tool label of calls to tools that do not exist:
+// the name comes from the model, and metric labels must stay bounded.
+const unknownToolLabel = "(unknown)"
+
+// outcome is what one tool call produced, before wrapping.
+type outcome struct {
+	content string
+	inject  []sessions.Message
+	result  string // metrics.OutcomeOK, OutcomeError or OutcomeDenied
+}
+
+// normaliseCalls converts the model's tool calls to the stored form. Calls
+// without an id, or repeating one, get a fresh id so every result pairs with
+// exactly one call; empty arguments become "{}" (some models send nothing
+// for tools without parameters).
+func normaliseCalls(calls []openai.ToolCall) []sessions.ToolCall {
+	out := make([]sessions.ToolCall, len(calls))
+	seen := make(map[string]bool, len(calls))
+	for i, c := range calls {
+		id := c.ID
+		if id == "" || seen[id] {
+			id = "call_parley_" + strconv.FormatUint(rand.Uint64(), 36)
+		}
+		seen[id] = true
+		args := c.Function.Arguments
+		if args == "" {
+			args = "{}"
+		}
+		out[i] = sessions.ToolCall{ID: id, Name: c.Function.Name, Arguments: args}
+	}
+	return out
+}
+
+// runTools executes one batch of calls and returns their outcomes in call
+// order. Read-only tools run concurrently; write tools then run one at a
+// time in call order, so a write never races another write and never
+// changes what a read of the same batch sees. Calls that cannot run (unknown,
+// not allowed, bad arguments) are answered without running anything.
+func (a *Agent) runTools(ctx context.Context, log *slog.Logger, tc *TurnContext, calls []sessions.ToolCall, allow func(string) bool) []outcome {
+	type job struct {
+		i    int
+		tool Tool
+		args json.RawMessage
+	}
+	out := make([]outcome, len(calls))
+	labels := make([]string, len(calls))
+	var reads, writes []job
+	for i, c := range calls {
+		t, ok := a.tools.Get(c.Name)
+		labels[i] = c.Name
+		if !ok {
+			labels[i] = unknownToolLabel
+		}
+		switch {
+		case !ok:
+			out[i] = outcome{content: fmt.Sprintf("error: unknown tool %s; call only the tools you are offered", c.Name), result: metrics.OutcomeError}
+		case allow != nil && !allow(c.Name):
+			out[i] = outcome{content: fmt.Sprintf("error: tool %s is not permitted in this conversation; do not call it again, answer without it", c.Name), result: metrics.OutcomeDenied}
+		case !isJSONObject([]byte(c.Arguments)):
+			problem := "not a JSON object"
+			if !json.Valid([]byte(c.Arguments)) {
+				problem = "not valid JSON"
+			}
+			out[i] = outcome{content: fmt.Sprintf("error: invalid arguments for tool %s: %s; send a JSON object that matches the tool's parameters", c.Name, problem), result: metrics.OutcomeError}
+		case t.Writes():
+			writes = append(writes, job{i, t, json.RawMessage(c.Arguments)})
+		default:
+			reads = append(reads, job{i, t, json.RawMessage(c.Arguments)})
+		}
+	}
+
+	durations := make([]time.Duration, len(calls))
+	run := func(j job) {
+		start := time.Now()
+		out[j.i] = a.call(ctx, log, tc, j.tool, j.args)
+		durations[j.i] = time.Since(start)
+	}
+	if len(reads) == 1 {
+		run(reads[0])
+	} else if len(reads) > 1 {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, maxParallelTools)
+		for _, j := range reads {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				run(j)
+			})
+		}
+		wg.Wait()
+	}
+	for _, j := range writes {
+		run(j)
+	}
+
+	for i, o := range out {
+		label := labels[i]
+		if a.m != nil {
+			a.m.ToolCalls.WithLabelValues(tc.Channel, label, o.result).Inc()
+			if o.result == metrics.OutcomeDenied {
+				a.m.PolicyDenials.WithLabelValues(tc.Channel, "tool").Inc()
+			}
+		}
+		level := slog.LevelDebug
+		if o.result != metrics.OutcomeOK {
+			level = slog.LevelInfo
+		}
+		log.Log(ctx, level, "agent: tool call", "tool", label, "outcome", o.result,
+			"duration", durations[i], "injections", len(o.inject))
+	}
+	return out
+}
+
+// call runs one tool, turning an error or a panic into an error result the
+// model can read, so that nothing a tool does can end the turn.
+func (a *Agent) call(ctx context.Context, log *slog.Logger, tc *TurnContext, t Tool, args json.RawMessage) (o outcome) {
+	name := t.Name()
+	defer func() {
+		if p := recover(); p != nil {
+			log.ErrorContext(ctx, "agent: tool panicked", "tool", name, "panic", p, "stack", string(debug.Stack()))
+			o = outcome{content: fmt.Sprintf("error: tool %s failed with an internal error", name), result: metrics.OutcomeError}
+		}
+	}()
+	if err := ctx.Err(); err != nil {
+		return outcome{content: "error: the turn was cancelled before the tool ran", result: metrics.OutcomeError}
+	}
+	// Each call gets its own copy, so a tool that reassigns fields cannot
+	// disturb a concurrent one.
+	view := *tc
+	res, err := t.Call(ctx, &view, args)
+	if err != nil {
+		return outcome{content: "error: " + err.Error(), result: metrics.OutcomeError}
+	}
+	return outcome{content: res.Content, inject: res.Inject, result: metrics.OutcomeOK}
+}

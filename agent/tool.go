@@ -1,0 +1,142 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/parleyhq/parley/sessions"
+)
+
+// A Tool is a function the model may call during a turn.
+//
+// Call receives the arguments exactly as the model sent them, already checked
+// to be a JSON object. It runs concurrently with other read-only calls of the
+// same batch, so a tool whose Writes reports false must be safe for
+// concurrent use. An error from Call is shown to the model as the tool's
+// result; it does not end the turn.
+type Tool interface {
+	// Name is what the model calls; it must match ^[a-zA-Z0-9_-]{1,64}$.
+	Name() string
+	// Description tells the model when to use the tool.
+	Description() string
+	// Parameters is the JSON schema of the arguments object. Nil means the
+	// tool takes no arguments.
+	Parameters() json.RawMessage
+	// Writes reports whether the tool changes state. Write tools run one at
+	// a time, in the order the model called them, and policies may exclude
+	// them.
+	Writes() bool
+	Call(ctx context.Context, tc *TurnContext, args json.RawMessage) (Result, error)
+}
+
+// Result is what a tool call produced.
+type Result struct {
+	// Content becomes the tool message, wrapped as untrusted data.
+	Content string
+	// Inject holds messages appended after the whole batch of tool results
+	// of this iteration, in call order, so that the model sees them in its
+	// next request (skill injections). They are sent as user messages and
+	// stored with Kind sessions.KindInjection unless they name another Kind.
+	Inject []sessions.Message
+}
+
+// TurnContext describes the conversation a tool is called in.
+type TurnContext struct {
+	Channel      string
+	Workspace    string
+	Chat         string
+	Conversation string
+	User         string
+	// History is what the model sees this turn: the sanitised stored
+	// history followed by this turn's messages so far, including injections
+	// made by earlier iterations. It is shared between concurrent calls and
+	// must not be modified.
+	History []sessions.Message
+}
+
+// Errors returned by Registry.Register.
+var (
+	ErrInvalidToolName = errors.New("agent: invalid tool name")
+	ErrDuplicateTool   = errors.New("agent: duplicate tool")
+)
+
+var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// Registry holds the tools an Agent can offer. It is safe for concurrent
+// use; tools registered while a turn runs are seen from the next turn on.
+type Registry struct {
+	mu    sync.RWMutex
+	tools map[string]Tool
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{tools: make(map[string]Tool)}
+}
+
+// Register adds t. It fails when the name is invalid or taken, or when the
+// parameter schema is not a JSON object, because the API would then reject
+// every request that offers the tool.
+func (r *Registry) Register(t Tool) error {
+	if t == nil {
+		return fmt.Errorf("%w: nil tool", ErrInvalidToolName)
+	}
+	name := t.Name()
+	if !toolNameRE.MatchString(name) {
+		return fmt.Errorf("%w: %q must match %s", ErrInvalidToolName, name, toolNameRE)
+	}
+	if p := t.Parameters(); p != nil && !isJSONObject(p) {
+		return fmt.Errorf("agent: tool %q: parameters are not a JSON schema object", name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.tools[name]; ok {
+		return fmt.Errorf("%w: %q", ErrDuplicateTool, name)
+	}
+	r.tools[name] = t
+	return nil
+}
+
+// Get returns the tool called name.
+func (r *Registry) Get(name string) (Tool, bool) {
+	if r == nil {
+		return nil, false
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.tools[name]
+	return t, ok
+}
+
+// All returns every tool, sorted by name. The order is stable so that the
+// tools part of a request stays byte-identical from turn to turn (prompt
+// caches depend on it).
+func (r *Registry) All() []Tool {
+	if r == nil {
+		return nil
+	}
+	r.mu.RLock()
+	out := make([]Tool, 0, len(r.tools))
+	for _, t := range r.tools {
+		out = append(out, t)
+	}
+	r.mu.RUnlock()
+	slices.SortFunc(out, func(a, b Tool) int { return strings.Compare(a.Name(), b.Name()) })
+	return out
+}
+
+// isJSONObject reports whether b is valid JSON whose top level is an object.
+func isJSONObject(b []byte) bool {
+	if !json.Valid(b) {
+		return false
+	}
+	b = bytes.TrimLeft(b, " \t\r\n")
+	return len(b) > 0 && b[0] == '{'
+}
