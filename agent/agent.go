@@ -182,6 +182,12 @@ type TurnRequest struct {
 	// Allow reports whether the conversation may use a tool; nil allows
 	// every registered tool.
 	Allow func(toolName string) bool
+	// Skills is what this turn sees of the skills, fixed for the whole turn
+	// so that a reload applies from the next one. Nil: no skills.
+	Skills *SkillSet
+	// Preface holds messages placed before the user message and stored
+	// with the turn: the injection of a manual /skill:NAME.
+	Preface []sessions.Message
 }
 
 // Usage sums the tokens of every model request of a turn.
@@ -233,7 +239,8 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 	// get a view of it, and the turn's part is returned at the end.
 	history := Sanitize(req.History)
 	base := len(history)
-	all := append(history, user)
+	all := append(history, req.Preface...)
+	all = append(all, user)
 
 	msgs := make([]openai.ChatCompletionMessage, 0, len(all)+8)
 	msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: a.SystemPrompt(req.SystemExtra)})
@@ -247,13 +254,17 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 		Chat:         req.Chat,
 		Conversation: req.Conversation,
 		User:         req.User,
+		Skills:       req.Skills,
 	}
-	offered := a.offer(req.Allow)
 	log := a.log.With("channel", req.Channel, "conversation", req.Conversation)
 
 	var res TurnResult
 	for {
 		last := res.Iterations >= a.cfg.MaxToolIterations
+		// Recomputed each iteration: a skill loaded by the previous batch
+		// may narrow the tools with its allowed-tools.
+		allow := narrowed(req.Allow, req.Skills, all)
+		offered := a.offer(allow)
 		reqMsgs, reqTools := msgs, offered
 		if last {
 			// Capped so the note never lands in msgs' spare capacity.
@@ -268,7 +279,7 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 			log.ErrorContext(ctx, "agent: model unreachable, apologising", "err", err,
 				"iterations", res.Iterations, "duration", time.Since(start))
 			res.Reply = ApologyReply
-			res.Messages = []sessions.Message{user}
+			res.Messages = append(append([]sessions.Message(nil), req.Preface...), user)
 			res.Failed = true
 			return res, nil
 		}
@@ -299,7 +310,7 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 		msgs = append(msgs, toOpenAI(call))
 
 		tc.History = all[:len(all):len(all)]
-		outcomes := a.runTools(ctx, log, &tc, call.ToolCalls, req.Allow)
+		outcomes := a.runTools(ctx, log, &tc, call.ToolCalls, allow)
 		for i, o := range outcomes {
 			m := sessions.Message{
 				Role:       openai.ChatMessageRoleTool,

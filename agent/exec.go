@@ -84,7 +84,7 @@ func (a *Agent) runTools(ctx context.Context, log *slog.Logger, tc *TurnContext,
 				problem = "not valid JSON"
 			}
 			out[i] = outcome{content: fmt.Sprintf("error: invalid arguments for tool %s: %s; send a JSON object that matches the tool's parameters", c.Name, problem), result: metrics.OutcomeError}
-		case t.Writes():
+		case t.Writes() || isSequential(t):
 			writes = append(writes, job{i, t, json.RawMessage(c.Arguments)})
 		default:
 			reads = append(reads, job{i, t, json.RawMessage(c.Arguments)})
@@ -113,6 +113,11 @@ func (a *Agent) runTools(ctx context.Context, log *slog.Logger, tc *TurnContext,
 	}
 	for _, j := range writes {
 		run(j)
+		if inj := out[j.i].inject; len(inj) > 0 {
+			// Later sequential calls decide on what this one injected; the
+			// concurrent reads are done, so nothing else reads tc now.
+			tc.History = append(tc.History[:len(tc.History):len(tc.History)], inj...)
+		}
 	}
 
 	for i, o := range out {
@@ -131,6 +136,11 @@ func (a *Agent) runTools(ctx context.Context, log *slog.Logger, tc *TurnContext,
 			"duration", durations[i], "injections", len(o.inject))
 	}
 	return out
+}
+
+func isSequential(t Tool) bool {
+	s, ok := t.(Sequential)
+	return ok && s.Sequential()
 }
 
 // call runs one tool, turning an error or a panic into an error result the

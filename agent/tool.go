@@ -59,6 +59,17 @@ type TurnContext struct {
 	// made by earlier iterations. It is shared between concurrent calls and
 	// must not be modified.
 	History []sessions.Message
+	// Skills is the turn's view of the skills (nil when there are none).
+	Skills *SkillSet
+}
+
+// Sequential is implemented by read-only tools whose calls must not run
+// concurrently with each other because each decides on what the previous
+// one injected (load_skill's de-duplication and budget). They run one at a
+// time, in call order, with the write tools, and each sees the injections of
+// the calls before it in TurnContext.History.
+type Sequential interface {
+	Sequential() bool
 }
 
 // Errors returned by Registry.Register.
