@@ -1,0 +1,60 @@
+package skills
+
+import (
+	"fmt"
+	"strings"
+)
+
+// InjectionMarker is the first line of every injection message. The agent
+// and compaction use it to tell injected skill bodies from real user input.
+const InjectionMarker = "[PARLEY_SKILL_INJECTION]"
+
+// headingPrefix starts the second line of an injection message.
+const headingPrefix = "## Loaded skill: "
+
+// InjectionText builds the user-role message that carries a loaded skill's
+// body: the marker line, a heading with name and source, the skill folder
+// with the rule for relative paths, and the first BodyChunkBytes of the body
+// (cut on a line boundary) with a hint to read on when cut.
+func InjectionText(s *Skill) string {
+	var b strings.Builder
+	b.WriteString(InjectionMarker + "\n")
+	fmt.Fprintf(&b, "%s%s (source: %s)\n", headingPrefix, s.Name, s.Source)
+	fmt.Fprintf(&b, "Skill directory: %s — relative paths in this skill (references/, scripts/, assets/) resolve against it; read its files with load_skill(name=%q, file=\"relative/path\").\n", s.Dir, s.Name)
+	b.WriteString("These are the skill's instructions, loaded by load_skill: follow them to continue the current task.\n\n")
+	body, _ := pageWithHint(s.Body, 0, s.Name, skillFileName) // offset 0 never fails
+	b.WriteString(body)
+	return b.String()
+}
+
+// ParseInjection reports whether content is an injection message built by
+// InjectionText and, if so, which skill it carries.
+func ParseInjection(content string) (name string, ok bool) {
+	first, rest, _ := strings.Cut(content, "\n")
+	if strings.TrimRight(first, " \r") != InjectionMarker {
+		return "", false
+	}
+	heading, _, _ := strings.Cut(rest, "\n")
+	heading = strings.TrimRight(heading, " \r")
+	after, found := strings.CutPrefix(heading, headingPrefix)
+	if !found {
+		return "", false
+	}
+	name, _, found = strings.Cut(after, " (source: ")
+	if !found || !ValidName(name) {
+		return "", false
+	}
+	return name, true
+}
+
+// SkillFileChunk returns the skill body from byte offset: one BodyChunkBytes
+// page cut on a line boundary, followed, when more remains, by a hint line
+// load_skill(name=…, file="SKILL.md", offset=N). It serves both the
+// injection's continuation and load_skill(file="SKILL.md").
+func SkillFileChunk(s *Skill, offset int) (string, error) {
+	out, err := pageWithHint(s.Body, offset, s.Name, skillFileName)
+	if err != nil {
+		return "", fmt.Errorf("skill %s SKILL.md: %w", s.Name, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,84 @@
+package skills
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// maxScanDepth bounds how far below a layer root a skill folder may sit
+// (root/a/b/c/d/SKILL.md is the deepest), so a stray huge tree cannot stall
+// start-up.
+const maxScanDepth = 4
+
+// skillFileName is the file that makes a folder a skill.
+const skillFileName = "SKILL.md"
+
+// scanRoot returns the SKILL.md files under root in lexical order. It skips
+// dot-folders (including .git) and node_modules, never follows symlinked
+// folders, stops descending below a skill folder and below maxScanDepth.
+// When rootIsSkill is set, root itself may be a skill folder (Lint accepts a
+// single skill); layer roots never are. A missing root yields nothing.
+func scanRoot(root string, rootIsSkill bool) ([]string, []Warning) {
+	sc := &scanner{}
+	if _, err := os.Stat(root); err != nil {
+		if !os.IsNotExist(err) {
+			sc.warn(root, fmt.Sprintf("cannot scan skills folder: %v", err))
+		}
+		return nil, sc.warns
+	}
+	sc.walk(root, 0, rootIsSkill)
+	return sc.paths, sc.warns
+}
+
+type scanner struct {
+	paths []string
+	warns []Warning
+}
+
+func (sc *scanner) warn(file, msg string) {
+	sc.warns = append(sc.warns, Warning{File: file, Msg: msg})
+}
+
+func (sc *scanner) walk(dir string, depth int, mayBeSkill bool) {
+	entries, err := os.ReadDir(dir) // sorted by name: deterministic order
+	if err != nil {
+		sc.warn(dir, fmt.Sprintf("cannot read folder: %v", err))
+		return
+	}
+	if mayBeSkill {
+		for _, e := range entries {
+			if e.Name() != skillFileName {
+				continue
+			}
+			p := filepath.Join(dir, e.Name())
+			if !e.Type().IsRegular() {
+				sc.warn(p, "SKILL.md is not a regular file (symlink?); folder ignored")
+				return
+			}
+			sc.paths = append(sc.paths, p)
+			return // a skill's own subfolders are its resources, not skills
+		}
+	}
+	if depth >= maxScanDepth {
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		p := filepath.Join(dir, name)
+		switch {
+		case e.Type()&os.ModeSymlink != 0:
+			if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+				sc.warn(p, "symlinked folder ignored (skills are never loaded through symlinks)")
+			}
+		case !e.IsDir(), skipFolder(name):
+		default:
+			sc.walk(p, depth+1, true)
+		}
+	}
+}
+
+// skipFolder lists folders that never hold skills but may be huge or hidden.
+func skipFolder(name string) bool {
+	return name == "" || name[0] == '.' || name == "node_modules"
+}

@@ -1,0 +1,231 @@
+package skills
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// Write-back limits for save_skill_reference.
+const (
+	MaxReferenceRunes     = 8000     // characters per call
+	MaxReferenceFileBytes = 64 << 10 // resulting file size
+	maxPathElement        = 255
+)
+
+// Writer saves model-written notes into the user supplement folder
+// $home/skills/NAME/references/. Its mutex serialises saves in this process
+// so the size check and the append are one step; share one Writer.
+type Writer struct {
+	home string
+	mu   sync.Mutex
+}
+
+// NewWriter returns a Writer for $PARLEY_HOME home.
+func NewWriter(home string) *Writer { return &Writer{home: home} }
+
+// SaveReference is a one-off Writer.Save. Calls through different Writers
+// are not serialised with each other; the agent should share one Writer.
+func SaveReference(home, name, file, content string, overwrite bool) (written int, path string, err error) {
+	return NewWriter(home).Save(name, file, content, overwrite)
+}
+
+// Save writes content to file (e.g. "references/site-patterns/x.md") in the
+// supplement folder of skill name and returns the bytes written and the
+// absolute path (for the audit log). Only .md files under references/ are
+// writable, never SKILL.md; paths follow the ReadFile fence and a symlink
+// anywhere from $home/skills down refuses the write. content is at most
+// MaxReferenceRunes characters and gets a trailing newline if it lacks one;
+// the resulting file is at most MaxReferenceFileBytes. By default content is
+// appended with O_APPEND; overwrite replaces the file atomically. The
+// builtin cache and the skill's own SKILL.md are never touched.
+func (w *Writer) Save(name, file, content string, overwrite bool) (written int, path string, err error) {
+	parts, err := checkReferencePath(name, file)
+	if err != nil {
+		return 0, "", err
+	}
+	if err := checkContent(content); err != nil {
+		return 0, "", err
+	}
+	if !strings.HasSuffix(content, "\n") {
+		content += "\n" // keeps concurrent appends on separate lines
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	root, err := openUserSkills(w.home)
+	if err != nil {
+		return 0, "", err
+	}
+	defer root.Close()
+	rel := append([]string{name}, parts...)
+	if err := mkdirChain(root, rel[:len(rel)-1], file); err != nil {
+		return 0, "", err
+	}
+	target := strings.Join(rel, "/")
+	var size int64
+	switch fi, err := root.Lstat(target); {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return 0, "", fmt.Errorf("%s: %w", file, cleanPathErr(err))
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return 0, "", fmt.Errorf("%s is a symlink: %w", file, ErrPathEscape)
+	case !fi.Mode().IsRegular():
+		return 0, "", fmt.Errorf("%s is not a regular file: %w", file, ErrNotAllowed)
+	default:
+		size = fi.Size()
+	}
+	if overwrite {
+		size = 0
+	}
+	if size+int64(len(content)) > MaxReferenceFileBytes {
+		return 0, "", fmt.Errorf("%s would grow to %d bytes, over the %d-byte limit (save to a new file or overwrite): %w",
+			file, size+int64(len(content)), MaxReferenceFileBytes, ErrTooLarge)
+	}
+	abs := filepath.Join(UserSkillsDir(w.home), filepath.FromSlash(target))
+	if overwrite {
+		n, err := replaceFile(root, target, content)
+		if err != nil {
+			return 0, "", fmt.Errorf("%s: %w", file, err)
+		}
+		return n, abs, nil
+	}
+	f, err := root.OpenFile(target, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return 0, "", fmt.Errorf("open %s: %w", file, cleanPathErr(err))
+	}
+	// One write call per append: with O_APPEND the kernel places it at the
+	// end atomically, so other processes appending do not interleave.
+	n, err := f.WriteString(content)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return n, abs, fmt.Errorf("append %s: %w", file, cleanPathErr(err))
+	}
+	return n, abs, nil
+}
+
+// checkReferencePath validates name and file and returns file's elements,
+// the first being "references".
+func checkReferencePath(name, file string) ([]string, error) {
+	if !ValidName(name) {
+		return nil, fmt.Errorf("skill name %q: %w", name, ErrInvalidName)
+	}
+	parts, err := cleanRel(file)
+	if err != nil {
+		return nil, err
+	}
+	if len(parts) < 2 || parts[0] != referencesDir {
+		return nil, fmt.Errorf("file %q: only files under references/ can be written (e.g. references/notes.md): %w", file, ErrPathEscape)
+	}
+	for _, p := range parts[1:] {
+		switch {
+		case strings.HasPrefix(p, "."):
+			return nil, fmt.Errorf("file %q: hidden names are not allowed: %w", file, ErrNotAllowed)
+		case strings.EqualFold(p, skillFileName):
+			return nil, fmt.Errorf("file %q: SKILL.md can never be written: %w", file, ErrNotAllowed)
+		case len(p) > maxPathElement:
+			return nil, fmt.Errorf("file %q: name too long: %w", file, ErrNotAllowed)
+		}
+	}
+	if !strings.EqualFold(path.Ext(parts[len(parts)-1]), ".md") {
+		return nil, fmt.Errorf("file %q: only .md files can be written: %w", file, ErrNotAllowed)
+	}
+	return parts, nil
+}
+
+func checkContent(content string) error {
+	switch {
+	case strings.TrimSpace(content) == "":
+		return fmt.Errorf("content is empty: %w", ErrNotAllowed)
+	case !utf8.ValidString(content) || strings.ContainsRune(content, 0):
+		return fmt.Errorf("content is not UTF-8 text: %w", ErrNotAllowed)
+	}
+	if n := utf8.RuneCountInString(content); n > MaxReferenceRunes {
+		return fmt.Errorf("content is %d characters, over the %d-character limit per call: %w", n, MaxReferenceRunes, ErrTooLarge)
+	}
+	return nil
+}
+
+// openUserSkills opens $home/skills as an os.Root, creating it if missing
+// and refusing it if it is a symlink.
+func openUserSkills(home string) (*os.Root, error) {
+	if home == "" {
+		return nil, fmt.Errorf("no home folder configured: %w", ErrNotAllowed)
+	}
+	dir := UserSkillsDir(home)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create user skills folder: %w", cleanPathErr(err))
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("user skills folder: %w", cleanPathErr(err))
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, fmt.Errorf("user skills folder is a symlink; refusing to write: %w", ErrPathEscape)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open user skills folder: %w", cleanPathErr(err))
+	}
+	return root, nil
+}
+
+// mkdirChain makes each folder of dirs under root (0755), refusing symlinks
+// and non-folders on the way.
+func mkdirChain(root *os.Root, dirs []string, file string) error {
+	for i := range dirs {
+		p := strings.Join(dirs[:i+1], "/")
+		fi, err := root.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			if err := root.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("%s: create folder: %w", file, cleanPathErr(err))
+			}
+			if fi, err = root.Lstat(p); err != nil {
+				return fmt.Errorf("%s: %w", file, cleanPathErr(err))
+			}
+		} else if err != nil {
+			return fmt.Errorf("%s: %w", file, cleanPathErr(err))
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("%s: folder %s is a symlink: %w", file, p, ErrPathEscape)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("%s: %s is not a folder: %w", file, p, ErrNotAllowed)
+		}
+	}
+	return nil
+}
+
+// replaceFile writes content to a temporary file beside target and renames
+// it over target, so readers see the old or the new file, never a mix.
+func replaceFile(root *os.Root, target, content string) (int, error) {
+	dir, base := path.Split(target)
+	tmp := dir + "." + base + ".tmp-" + rand.Text()
+	f, err := root.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return 0, fmt.Errorf("create temporary file: %w", cleanPathErr(err))
+	}
+	n, err := f.WriteString(content)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Rename(tmp, target)
+	}
+	if err != nil {
+		_ = root.Remove(tmp)
+		return 0, fmt.Errorf("replace: %w", cleanPathErr(err))
+	}
+	return n, nil
+}
