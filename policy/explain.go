@@ -1,0 +1,166 @@
+package policy
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// Explain writes a report of the effective policy of s for an operator
+// (`parley policy explain`): the levels consulted, the decision on each of
+// tools and skills with the rule and level that made it, who may talk to the
+// bot and who administers it. tools and skills are not modified.
+func (r *Resolver) Explain(w io.Writer, s Scope, tools []ToolInfo, skills []string) error {
+	levels, missing := r.chain(s)
+	e := resolve(levels)
+
+	// tabwriter reports write errors only through the calls that happen to
+	// flush; remembering the first one here means no Fprintf result needs
+	// checking and a failed write is never reported as success.
+	ew := &errWriter{w: w}
+	tw := tabwriter.NewWriter(ew, 0, 8, 2, ' ', 0)
+	p := func(format string, args ...any) { fmt.Fprintf(tw, format, args...) }
+
+	p("Policy for %s\n", describeScope(s))
+	names := make([]string, len(levels))
+	for i, l := range levels {
+		names[i] = l.name
+	}
+	p("Levels consulted (later wins): %s\n", strings.Join(names, " < "))
+	if !isPlatform(s.Channel) {
+		p("Channel %q is not a known platform (console, slack, feishu, wechat): only the default levels apply.\n", s.Channel)
+	}
+	if len(missing) > 0 {
+		p("Not in config (nothing set there): %s\n", strings.Join(missing, ", "))
+	}
+
+	p("\nTOOLS  allow: %s  deny: %s  write: %s\n",
+		describeAllow(e.toolAllow), describeDeny(e.toolDeny), describeWrite(e.toolWrite))
+	if len(tools) == 0 {
+		p("  (no tools given)\n")
+	} else {
+		p("  TOOL\tKIND\tDECISION\tRULE\tLEVEL\n")
+		sorted := slices.SortedFunc(slices.Values(tools), func(a, b ToolInfo) int { return cmp.Compare(a.Name, b.Name) })
+		for _, t := range sorted {
+			kind := "read"
+			if t.Writes {
+				kind = "write"
+			}
+			d := e.Tool(t.Name, t.Writes)
+			p("  %s\t%s\t%s\t%s\t%s\n", t.Name, kind, verdict(d), d.Rule, d.Level)
+		}
+	}
+
+	p("\nSKILLS  allow: %s  deny: %s\n", describeAllow(e.skillAllow), describeDeny(e.skillDeny))
+	if len(skills) == 0 {
+		p("  (no skills given)\n")
+	} else {
+		p("  SKILL\tDECISION\tRULE\tLEVEL\n")
+		for _, name := range slices.Sorted(slices.Values(skills)) {
+			d := e.Skill(name)
+			p("  %s\t%s\t%s\t%s\n", name, verdict(d), d.Rule, d.Level)
+		}
+	}
+
+	p("\nACCESS\n")
+	p("  users\t%s\t%s\n", describeAccessList(e.users, "everyone"), e.users.level)
+	p("  chats\t%s\t%s\n", describeAccessList(e.chats, "every chat"), e.chats.level)
+	p("  dms\t%s\t%s\n", describeDMs(e.dms), e.dms.level)
+
+	p("\nADMINS\n")
+	admins := "none"
+	if len(e.admins.val) > 0 {
+		admins = strings.Join(e.admins.val, ", ")
+	}
+	p("  %s\t%s\n", admins, e.admins.level)
+
+	if err := tw.Flush(); err != nil && ew.err == nil {
+		return fmt.Errorf("policy explain: %w", err)
+	}
+	if ew.err != nil {
+		return fmt.Errorf("policy explain: %w", ew.err)
+	}
+	return nil
+}
+
+func describeScope(s Scope) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "channel %q", s.Channel)
+	if s.Workspace != "" || s.Chat != "" {
+		fmt.Fprintf(&b, ", workspace %q", s.Workspace)
+	}
+	if s.Chat != "" {
+		fmt.Fprintf(&b, ", chat %q", s.Chat)
+	}
+	return b.String()
+}
+
+func verdict(d Decision) string {
+	if d.Allowed {
+		return "allowed"
+	}
+	return "DENIED"
+}
+
+func describeAllow(st setting[[]string]) string {
+	switch {
+	case !st.set:
+		return "all (" + st.level + ")"
+	case len(st.val) == 0:
+		return "[] = nothing (" + st.level + ")"
+	}
+	return strings.Join(st.val, ", ") + " (" + st.level + ")"
+}
+
+func describeDeny(st setting[[]string]) string {
+	if len(st.val) == 0 {
+		return "none (" + st.level + ")"
+	}
+	return strings.Join(st.val, ", ") + " (" + st.level + ")"
+}
+
+func describeWrite(st setting[bool]) string {
+	return fmt.Sprintf("%t (%s)", st.val, st.level)
+}
+
+func describeAccessList(st setting[[]string], all string) string {
+	switch {
+	case !st.set:
+		return "default: " + all
+	case len(st.val) == 0:
+		return all + " (set to [])"
+	}
+	return strings.Join(st.val, ", ")
+}
+
+func describeDMs(st setting[bool]) string {
+	v := "off"
+	if st.val {
+		v = "on"
+	}
+	if !st.set {
+		return "default: " + v
+	}
+	return v
+}
+
+// errWriter keeps the first error of the underlying writer and drops
+// everything after it.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (ew *errWriter) Write(p []byte) (int, error) {
+	if ew.err != nil {
+		return 0, ew.err
+	}
+	n, err := ew.w.Write(p)
+	if err != nil {
+		ew.err = err
+	}
+	return n, err
+}
