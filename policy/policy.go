@@ -6,8 +6,8 @@
 // Levels are consulted from least to most specific:
 //
 //	builtin default            every tool, skill, user and chat allowed
-//	builtin <platform> default only wechat: tools.write: false
 //	policies.default
+//	builtin <platform> default only wechat: tools.write: false
 //	policies.platforms.P
 //	policies.platforms.P.workspaces.W
 //	policies.platforms.P.workspaces.W.chats.C
