@@ -5,21 +5,26 @@ import (
 	"strings"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/sessions"
 )
 
 // command handles chat commands. ok reports whether text was a command; a
 // text that merely starts with a slash but names no command goes to the
 // model like any other message. Commands run under the conversation lock,
-// so /reset is ordered with the messages around it.
-func (g *Gateway) command(ctx context.Context, lock *sessions.Lock, m channels.Message, text string) (reply string, ok bool, err error) {
-	name, _ := splitCommand(text)
+// so they are ordered with the messages around them.
+func (g *Gateway) command(ctx context.Context, lock *sessions.Lock, m channels.Message, eff *policy.Effective, text string) (reply string, ok bool, err error) {
+	name, args := splitCommand(text)
 	switch name {
 	case "/reset":
 		if err := g.store.Clear(ctx, lock.Conversation()); err != nil {
 			return "", true, err
 		}
 		return "Conversation cleared. I've forgotten everything we said here.", true, nil
+	case "/compact":
+		return g.forceCompact(ctx, lock, m.Channel), true, nil
+	case "/skill", "/skills":
+		return g.skillCommand(ctx, m, eff, args), true, nil
 	case "/help":
 		return helpText, true, nil
 	}
@@ -28,7 +33,22 @@ func (g *Gateway) command(ctx context.Context, lock *sessions.Lock, m channels.M
 
 const helpText = "Commands:\n" +
 	"- `/reset` — forget this conversation\n" +
+	"- `/compact` — summarise the older part of this conversation to make room\n" +
+	"- `/skill:NAME [request]` — use a skill for this message\n" +
+	"- `/skill list | show NAME | on NAME | off NAME | trust NAME | reload` — manage skills (administrators)\n" +
 	"- `/help` — this list"
+
+func (g *Gateway) forceCompact(ctx context.Context, lock *sessions.Lock, channel string) string {
+	history, err := g.store.History(ctx, lock.Conversation())
+	if err != nil {
+		g.log.Error("compact: read history", "err", err)
+		return "Sorry, I could not read this conversation. Please try again."
+	}
+	if _, done := g.compact(ctx, lock, channel, history); !done {
+		return "Nothing to compact yet: this conversation is short enough."
+	}
+	return "Compacted: the older part of this conversation is now a summary; the latest exchanges are kept as they were."
+}
 
 // splitCommand returns "/name" (lower-cased) and the rest of the line.
 func splitCommand(text string) (name, args string) {

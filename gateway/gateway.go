@@ -26,24 +26,39 @@ import (
 
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/metrics"
+	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/sessions"
 )
 
 // ErrClosed is returned by Submit once Shutdown has begun.
 var ErrClosed = errors.New("gateway: shutting down")
 
-// Responder runs one turn; *agent.Agent implements it.
+// Responder runs turns and compacts histories; *agent.Agent implements it.
 type Responder interface {
 	Run(ctx context.Context, req agent.TurnRequest) (agent.TurnResult, error)
+	Compact(ctx context.Context, channel string, history []sessions.Message, keep int) (agent.Compaction, bool, error)
 }
 
-// Config sizes the gateway.
+// Config sizes the gateway and names the parts it consults per turn.
 type Config struct {
 	Workers         int           // conversations served at once on this replica
 	QueueLimit      int           // messages waiting in one conversation
 	MaxMessageChars int           // longer user messages are refused
 	LockRetry       time.Duration // wait between tries for a lock another replica holds
+
+	CompactTokens int // compact a history estimated above this many tokens
+	KeepRounds    int // rounds kept verbatim by compaction
+	SkillBudget   int // bytes of skill injections one history may hold
+
+	// Policy decides tools, skills, access and admins per conversation;
+	// nil allows everything and makes nobody an admin.
+	Policy *policy.Resolver
+	// Tools is the agent's registry, consulted for whether a tool writes.
+	Tools *agent.Registry
+	// Skills is nil on a bot without skills.
+	Skills *Skills
 }
 
 // Gateway is the router. Create it with New, register channels, then Start.
@@ -81,6 +96,18 @@ func New(cfg Config, store sessions.Store, a Responder, m *metrics.Metrics, log 
 	}
 	if cfg.LockRetry <= 0 {
 		cfg.LockRetry = 200 * time.Millisecond
+	}
+	if cfg.CompactTokens <= 0 {
+		cfg.CompactTokens = 24000
+	}
+	if cfg.KeepRounds <= 0 {
+		cfg.KeepRounds = 4
+	}
+	if cfg.SkillBudget <= 0 {
+		cfg.SkillBudget = 16 * 1024
+	}
+	if cfg.Policy == nil {
+		cfg.Policy = policy.New(config.Policies{})
 	}
 	if log == nil {
 		log = slog.Default()
@@ -340,7 +367,14 @@ func (g *Gateway) serve(ctx context.Context, lock *sessions.Lock) {
 func (g *Gateway) handle(ctx context.Context, lock *sessions.Lock, item []byte, m channels.Message) error {
 	g.metrics.QueueWaitSeconds.WithLabelValues(m.Channel).Observe(time.Since(m.Received).Seconds())
 	text := strings.TrimSpace(m.Text)
-	if reply, ok, err := g.command(ctx, lock, m, text); ok {
+	eff := g.cfg.Policy.Resolve(policy.Scope{Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat})
+	if d := eff.Access(m.User, m.Chat, m.DM); !d.Allowed && !eff.IsAdmin(m.User) {
+		return g.refuseAccess(ctx, lock, item, m, d)
+	}
+	if strings.HasPrefix(strings.ToLower(text), "/skill:") {
+		return g.turn(ctx, lock, item, m, eff, text)
+	}
+	if reply, ok, err := g.command(ctx, lock, m, eff, text); ok {
 		if err != nil {
 			return err
 		}
@@ -362,10 +396,30 @@ func (g *Gateway) handle(ctx context.Context, lock *sessions.Lock, item []byte, 
 	if text == "" {
 		return g.store.Ack(ctx, lock, item)
 	}
-	return g.turn(ctx, lock, item, m, text)
+	return g.turn(ctx, lock, item, m, eff, text)
 }
 
-func (g *Gateway) turn(ctx context.Context, lock *sessions.Lock, item []byte, m channels.Message, text string) error {
+// refuseAccess answers someone the policy does not let in: once per
+// conversation a day, so a persistent sender is not answered every time,
+// and nothing reaches the model.
+func (g *Gateway) refuseAccess(ctx context.Context, lock *sessions.Lock, item []byte, m channels.Message, d policy.Decision) error {
+	g.metrics.PolicyDenials.WithLabelValues(m.Channel, "access").Inc()
+	g.metrics.MessagesRejected.WithLabelValues(m.Channel, "access").Inc()
+	g.log.Info("access refused", "channel", m.Channel, "rule", d.Rule, "level", d.Level)
+	if err := g.store.Ack(ctx, lock, item); err != nil {
+		return err
+	}
+	told, err := g.store.Seen(ctx, "access-refusal", lock.Conversation()+":"+m.User)
+	if err != nil {
+		return err
+	}
+	if !told {
+		g.send(ctx, m, channels.Reply{Notice: true, Text: "Sorry, I'm not available to you here. Please ask an administrator of this bot if you think you should have access."})
+	}
+	return nil
+}
+
+func (g *Gateway) turn(ctx context.Context, lock *sessions.Lock, item []byte, m channels.Message, eff *policy.Effective, text string) error {
 	start := time.Now()
 	g.metrics.TurnsInFlight.Inc()
 	defer g.metrics.TurnsInFlight.Dec()
@@ -378,9 +432,32 @@ func (g *Gateway) turn(ctx context.Context, lock *sessions.Lock, item []byte, m 
 	if err != nil {
 		return err
 	}
+	if agent.EstimateTokens(history) > g.cfg.CompactTokens {
+		history, _ = g.compact(ctx, lock, m.Channel, history)
+	}
+	set := g.skillSet(ctx, eff)
+	var preface []sessions.Message
+	if name, args, ok := manualSkill(text); ok {
+		var refusal string
+		preface, text, refusal = g.invokeSkill(set, history, name, args)
+		if refusal != "" {
+			if err := g.store.Ack(ctx, lock, item); err != nil {
+				return err
+			}
+			g.send(ctx, m, channels.Reply{Notice: true, Text: refusal})
+			return nil
+		}
+		g.metrics.SkillInvocations.WithLabelValues(m.Channel, name).Inc()
+	}
+	index, omitted := set.Index()
+	if len(omitted) > 0 {
+		g.log.Debug("skills left out of the index; find_skills still reaches them", "omitted", omitted)
+	}
+	g.metrics.SkillIndexBytes.Set(float64(len(index)))
 	res, err := g.agent.Run(ctx, agent.TurnRequest{
 		Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat, Conversation: conv, User: m.User,
-		History: history, UserText: text,
+		History: history, UserText: text, SystemExtra: index, Skills: set, Preface: preface,
+		Allow: g.toolPolicy(eff),
 	})
 	outcome := metrics.OutcomeOK
 	if err != nil {

@@ -7,12 +7,17 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync"
 
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway"
 	"github.com/parleyhq/parley/metrics"
+	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/sessions"
+	"github.com/parleyhq/parley/skills"
+	"github.com/parleyhq/parley/skills/builtin"
+	"github.com/redis/go-redis/v9"
 )
 
 // app is everything one process wires together.
@@ -21,17 +26,16 @@ type app struct {
 	log     *slog.Logger
 	metrics *metrics.Metrics
 	store   *sessions.RedisStore
+	shared  bool // store is a real Redis shared with other replicas
 	agent   *agent.Agent
+	tools   *agent.Registry
+	policy  *policy.Resolver
+	skills  *skills.Registry
+	state   skills.State
 	gateway *gateway.Gateway
-}
 
-// loadConfig parses the common --config flag out of fs and loads the file.
-func (e *environment) loadConfig(path string) (config.Config, error) {
-	cfg, err := config.Load(path, e.getenv)
-	if err != nil {
-		return cfg, err
-	}
-	return cfg, nil
+	stopWatch context.CancelFunc
+	watchers  sync.WaitGroup
 }
 
 func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
@@ -44,42 +48,82 @@ func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// newApp builds the store, agent and gateway for cfg. The caller closes it.
-func (e *environment) newApp(cfg config.Config, log *slog.Logger) (*app, error) {
-	if err := cfg.RequireModelKey(); err != nil {
-		return nil, err
-	}
-	m := metrics.New()
+// openStore connects to REDIS_URL, or starts the in-memory store.
+func (e *environment) openStore(cfg config.Config, log *slog.Logger) (*sessions.RedisStore, bool, error) {
 	opts := sessions.Options{
 		Prefix:      cfg.Redis.Prefix,
 		HistoryTTL:  cfg.Sessions.HistoryTTL,
 		MaxMessages: cfg.Sessions.MaxMessages,
 		LockTTL:     cfg.Sessions.LockTTL,
 	}
-	var store *sessions.RedisStore
 	if cfg.Redis.URL == "" {
 		log.Warn("REDIS_URL is not set: using the in-memory store, which keeps conversations in this process only — run one replica, and expect a restart to forget everything")
 		s, err := sessions.NewMemory(opts)
-		if err != nil {
-			return nil, err
-		}
-		store = s
-	} else {
-		client, err := sessions.OpenRedis(e.ctx, cfg.Redis.URL)
-		if err != nil {
-			return nil, err
-		}
-		store = sessions.NewRedis(client, opts)
+		return s, false, err
+	}
+	client, err := sessions.OpenRedis(e.ctx, cfg.Redis.URL)
+	if err != nil {
+		return nil, false, err
+	}
+	return sessions.NewRedis(client, opts), true, nil
+}
+
+// openSkills loads the three skill layers and the skill state: in Redis
+// when Redis is configured, else $PARLEY_HOME/skills.json.
+func openSkills(cfg config.Config, client redis.UniversalClient, log *slog.Logger) (*skills.Registry, skills.State, error) {
+	reg, err := skills.NewRegistry(skills.Layers{Builtin: builtin.FS, Home: cfg.Home, Workspace: cfg.Workspace})
+	if err != nil {
+		return nil, nil, fmt.Errorf("skills: %w", err)
+	}
+	for _, w := range reg.Catalog().Warnings() {
+		log.Warn("skills: " + w.String())
+	}
+	if client != nil {
+		return reg, skills.NewRedisState(client, cfg.Redis.Prefix), nil
+	}
+	st, warns := skills.OpenFileState(cfg.Home)
+	for _, w := range warns {
+		log.Warn("skills state: " + w.String())
+	}
+	return reg, st, nil
+}
+
+// newApp builds the store, skills, policy, agent and gateway for cfg. The
+// caller closes it.
+func (e *environment) newApp(cfg config.Config, log *slog.Logger) (*app, error) {
+	if err := cfg.RequireModelKey(); err != nil {
+		return nil, err
+	}
+	m := metrics.New()
+	store, shared, err := e.openStore(cfg, log)
+	if err != nil {
+		return nil, err
 	}
 	m.RedisUp.Set(1)
+	var sharedClient redis.UniversalClient
+	if shared {
+		sharedClient = store.Client()
+	}
+	reg, state, err := openSkills(cfg, sharedClient, log)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
 
 	retries := cfg.Model.MaxRetries
 	if retries == 0 {
 		retries = -1 // the file's 0 means "never retry"; the agent's 0 means its default
 	}
 	tools := agent.NewRegistry()
+	skillTools := &agent.SkillTools{Home: cfg.Home, Budget: cfg.Skills.BodyBudget, Writer: skills.NewWriter(cfg.Home), M: m, Log: log}
+	for _, t := range skillTools.Tools() {
+		if err := tools.Register(t); err != nil {
+			store.Close()
+			return nil, err
+		}
+	}
 	client := agent.NewClient(cfg.Model.BaseURL, cfg.Model.APIKey, &http.Client{})
-	a := agent.New(agent.Config{
+	ag := agent.New(agent.Config{
 		Model:             cfg.Model.Name,
 		MaxToolIterations: cfg.Model.MaxToolIterations,
 		Timeout:           cfg.Model.Timeout,
@@ -87,17 +131,103 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (*app, error) 
 		MaxTokens:         cfg.Model.MaxTokens,
 		SystemPrompt:      cfg.Model.SystemPrompt,
 	}, client, tools, m, log)
-	g := gateway.New(gateway.Config{
+
+	a := &app{cfg: cfg, log: log, metrics: m, store: store, shared: shared, agent: ag, tools: tools,
+		policy: policy.New(cfg.Policies), skills: reg, state: state}
+	a.gateway = gateway.New(gateway.Config{
 		Workers:         cfg.Gateway.Workers,
 		QueueLimit:      cfg.Sessions.QueueLimit,
 		MaxMessageChars: cfg.Sessions.MaxMessageChars,
-	}, store, a, m, log)
-	return &app{cfg: cfg, log: log, metrics: m, store: store, agent: a, gateway: g}, nil
+		CompactTokens:   cfg.Sessions.CompactTokens,
+		KeepRounds:      cfg.Sessions.KeepRounds,
+		SkillBudget:     cfg.Skills.BodyBudget,
+		Policy:          a.policy,
+		Tools:           tools,
+		Skills:          &gateway.Skills{Registry: reg, State: state, Reload: a.reloadSkills},
+	}, store, ag, m, log)
+	a.observeSkills(e.ctx)
+	a.watchReloads()
+	return a, nil
 }
 
-// close stops the gateway (draining turns until ctx ends) and the store.
+// reloadSkills reloads here, then announces it so every replica reloads.
+func (a *app) reloadSkills(ctx context.Context) (*skills.Catalog, error) {
+	c, err := a.skills.Reload()
+	if err != nil {
+		a.metrics.SkillReloads.WithLabelValues(metrics.OutcomeError).Inc()
+		return nil, err
+	}
+	a.metrics.SkillReloads.WithLabelValues(metrics.OutcomeOK).Inc()
+	a.observeSkills(ctx)
+	if a.shared {
+		if err := skills.AnnounceReload(ctx, a.store.Client(), a.cfg.Redis.Prefix); err != nil {
+			a.log.Warn("skills reloaded here, but the other replicas were not told", "err", err)
+		}
+	}
+	return c, nil
+}
+
+// watchReloads follows reloads announced by other replicas until close.
+func (a *app) watchReloads() {
+	if !a.shared {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.stopWatch = cancel
+	ready := make(chan struct{})
+	a.watchers.Go(func() {
+		err := skills.WatchReloads(ctx, a.store.Client(), a.cfg.Redis.Prefix, a.skills, a.log, ready, func(_ *skills.Catalog, err error) {
+			outcome := metrics.OutcomeOK
+			if err != nil {
+				outcome = metrics.OutcomeError
+			}
+			a.metrics.SkillReloads.WithLabelValues(outcome).Inc()
+			a.observeSkills(ctx)
+		})
+		if err != nil {
+			a.log.Warn("skills: not following reloads from other replicas", "err", err)
+		}
+	})
+	<-ready
+}
+
+// observeSkills sets the skill gauges from the current catalog and state.
+func (a *app) observeSkills(ctx context.Context) {
+	disabled, _ := a.state.Disabled(ctx)
+	a.metrics.SkillsKnown.Reset()
+	for _, s := range a.skills.Catalog().All() {
+		state := "enabled"
+		if disabled[s.Name] {
+			state = "disabled"
+		}
+		a.metrics.SkillsKnown.WithLabelValues(string(s.Source), state).Inc()
+	}
+}
+
+// skillSummary is the start-up report of the skills.
+func (a *app) skillSummary(ctx context.Context) string {
+	c := a.skills.Catalog()
+	disabled, _ := a.state.Disabled(ctx)
+	set := &agent.SkillSet{Catalog: c, Disabled: disabled}
+	index, omitted := set.Index()
+	out := c.Summary(disabled, func(s *skills.Skill) bool {
+		ok, _ := a.state.Trusted(ctx, s.Path, s.SHA256)
+		return ok
+	}, len(index))
+	if len(omitted) > 0 {
+		out += fmt.Sprintf("\nLeft out of the index (still reachable with find_skills): %v", omitted)
+	}
+	return out
+}
+
+// close stops the gateway (draining turns until ctx ends), the reload
+// watcher and the store.
 func (a *app) close(ctx context.Context) error {
 	err := a.gateway.Shutdown(ctx)
+	if a.stopWatch != nil {
+		a.stopWatch()
+	}
+	a.watchers.Wait()
 	if cerr := a.store.Close(); err == nil {
 		err = cerr
 	}
@@ -124,7 +254,7 @@ func (e *environment) config(args []string) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	cfg, err := e.loadConfig(*path)
+	cfg, err := config.Load(*path, e.getenv)
 	if err != nil {
 		return err
 	}

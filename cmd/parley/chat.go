@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/parleyhq/parley/config"
 	"strings"
 
 	"github.com/parleyhq/parley/channels/console"
@@ -19,7 +20,7 @@ func (e *environment) chat(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q (quote the message: -m \"…\")", errUsage, strings.Join(fs.Args(), " "))
 	}
-	cfg, err := e.loadConfig(*path)
+	cfg, err := config.Load(*path, e.getenv)
 	if err != nil {
 		return err
 	}

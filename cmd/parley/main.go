@@ -22,6 +22,10 @@ Usage:
   parley serve   [--config FILE]                    run the HTTP server and channel connections
   parley chat    [--config FILE] [-m TEXT] [--conversation ID]
                                                     chat on the console (one turn with -m)
+  parley skills  list [--json] | show NAME | lint [DIR] | on NAME | off NAME | trust NAME
+                                                    inspect and manage skills
+  parley policy  explain --channel C [--workspace W] [--chat X]
+                                                    show the effective policy of a conversation
   parley config  check [--config FILE]              validate and print the effective config
   parley version                                    print the version
 
@@ -53,6 +57,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = env.chat(args[1:])
 	case "config":
 		err = env.config(args[1:])
+	case "skills":
+		err = env.skills(args[1:])
+	case "policy":
+		err = env.policy(args[1:])
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "parley %s\n", version)
 	case "help", "-h", "--help":

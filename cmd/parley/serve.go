@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/parleyhq/parley/config"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -18,7 +19,7 @@ func (e *environment) serve(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	cfg, err := e.loadConfig(*path)
+	cfg, err := config.Load(*path, e.getenv)
 	if err != nil {
 		return err
 	}
@@ -28,6 +29,11 @@ func (e *environment) serve(args []string) error {
 		return err
 	}
 	a.gateway.Start()
+	if cfg.Log.Format == "json" {
+		log.Info("skills loaded", "summary", a.skillSummary(e.ctx))
+	} else {
+		fmt.Fprintln(e.stderr, a.skillSummary(e.ctx))
+	}
 
 	var draining atomic.Bool
 	mux := a.routes(&draining)

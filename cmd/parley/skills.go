@@ -1,0 +1,172 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/sessions"
+	"github.com/parleyhq/parley/skills"
+	"github.com/redis/go-redis/v9"
+)
+
+// skillsCLI is `parley skills …`: it works on the same layers and state as a
+// running bot, without a model.
+func (e *environment) skills(args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: parley skills list [--json] | show NAME | lint [DIR] | on NAME | off NAME | trust NAME", errUsage)
+	}
+	sub := args[0]
+	fs := newFlagSet("skills "+sub, e.stderr)
+	path := configFlag(fs)
+	asJSON := fs.Bool("json", false, "list as JSON")
+	if err := fs.Parse(args[1:]); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if sub == "lint" {
+		return e.lintSkills(*path, fs.Args())
+	}
+	cfg, err := config.Load(*path, e.getenv)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	var client redis.UniversalClient
+	if cfg.Redis.URL != "" {
+		client, err = sessions.OpenRedis(e.ctx, cfg.Redis.URL)
+		if err != nil {
+			return err
+		}
+		defer client.Close()
+	}
+	reg, state, err := openSkills(cfg, client, log)
+	if err != nil {
+		return err
+	}
+	c := reg.Catalog()
+	name := fs.Arg(0)
+	needName := func() (*skills.Skill, error) {
+		if name == "" {
+			return nil, fmt.Errorf("%w: parley skills %s NAME", errUsage, sub)
+		}
+		s, ok := c.Get(name)
+		if !ok {
+			return nil, fmt.Errorf("no skill named %q (parley skills list shows them)", name)
+		}
+		return s, nil
+	}
+	switch sub {
+	case "list":
+		disabled, err := state.Disabled(e.ctx)
+		if err != nil {
+			return err
+		}
+		trusted := func(s *skills.Skill) bool { ok, _ := state.Trusted(e.ctx, s.Path, s.SHA256); return ok }
+		if *asJSON {
+			return writeSkillsJSON(e.stdout, c, disabled, trusted)
+		}
+		index, _ := c.Index(func(s *skills.Skill) bool { return !disabled[s.Name] })
+		fmt.Fprintln(e.stdout, c.Summary(disabled, trusted, len(index)))
+		for _, w := range c.Warnings() {
+			fmt.Fprintln(e.stderr, "warning: "+w.String())
+		}
+		return nil
+	case "show":
+		s, err := needName()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "name:        %s\nsource:      %s\npath:        %s\ndescription: %s\n", s.Name, s.Source, s.Path, s.Description)
+		if s.Replaced != "" {
+			fmt.Fprintf(e.stdout, "replaces:    %s\n", s.Replaced)
+		}
+		if s.Version != "" {
+			fmt.Fprintf(e.stdout, "version:     %s\n", s.Version)
+		}
+		if len(s.AllowedTools) > 0 {
+			fmt.Fprintf(e.stdout, "allowed-tools: %s\n", strings.Join(s.AllowedTools, " "))
+		}
+		fmt.Fprintf(e.stdout, "sha256:      %s\n\n%s", s.SHA256, s.Body)
+		return nil
+	case "on", "off":
+		s, err := needName()
+		if err != nil {
+			return err
+		}
+		if err := state.SetDisabled(e.ctx, s.Name, sub == "off"); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "%s: %s\n", s.Name, map[string]string{"on": "enabled", "off": "disabled"}[sub])
+		return nil
+	case "trust":
+		s, err := needName()
+		if err != nil {
+			return err
+		}
+		if !s.NeedsTrust() {
+			fmt.Fprintf(e.stdout, "%s is a %s skill; only workspace skills need trust\n", s.Name, s.Source)
+			return nil
+		}
+		if err := state.Trust(e.ctx, s.Path, s.SHA256); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "%s: trusted (sha256 %s)\n", s.Name, s.SHA256)
+		return nil
+	}
+	return fmt.Errorf("%w: unknown skills command %q", errUsage, sub)
+}
+
+// lintSkills checks DIR, or every layer of the configuration, strictly.
+func (e *environment) lintSkills(path string, dirs []string) error {
+	if len(dirs) == 0 {
+		cfg, err := config.Load(path, e.getenv)
+		if err != nil {
+			return err
+		}
+		dirs = []string{skills.UserSkillsDir(cfg.Home), skills.WorkspaceSkillsDir(cfg.Workspace)}
+	}
+	var n int
+	for _, d := range dirs {
+		for _, w := range skills.Lint(d) {
+			if len(dirs) > 1 && strings.Contains(w.Msg, "does not exist") {
+				continue // an absent layer is not a lint error when linting the defaults
+			}
+			fmt.Fprintln(e.stdout, w.String())
+			n++
+		}
+	}
+	if n > 0 {
+		return fmt.Errorf("skills lint: %d problem(s)", n)
+	}
+	fmt.Fprintln(e.stdout, "skills lint: no problems")
+	return nil
+}
+
+type skillJSON struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Source      string `json:"source"`
+	Replaced    string `json:"replaces,omitempty"`
+	Path        string `json:"path"`
+	Enabled     bool   `json:"enabled"`
+	Trusted     bool   `json:"trusted"`
+	Invocable   bool   `json:"model_invocable"`
+	BodyBytes   int    `json:"body_bytes"`
+}
+
+func writeSkillsJSON(w io.Writer, c *skills.Catalog, disabled map[string]bool, trusted func(*skills.Skill) bool) error {
+	out := []skillJSON{}
+	for _, s := range c.All() {
+		out = append(out, skillJSON{
+			Name: s.Name, Description: s.Description, Source: string(s.Source), Replaced: string(s.Replaced),
+			Path: s.Path, Enabled: !disabled[s.Name], Trusted: !s.NeedsTrust() || trusted(s),
+			Invocable: !s.DisableModelInvocation, BodyBytes: len(s.Body),
+		})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
