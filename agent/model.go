@@ -18,7 +18,7 @@ import (
 
 // outcomeRetry labels LLM request attempts that failed and were retried.
 // metrics names only ok/error/denied, but its help text lists "retry".
-const outcomeRetry = "retry"
+const outcomeRetry = metrics.OutcomeRetry
 
 // errNoChoices marks a 200 response without any choice, which is as useless
 // as a body that does not parse and is retried like one.

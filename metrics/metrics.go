@@ -15,6 +15,7 @@ const (
 	OutcomeOK     = "ok"
 	OutcomeError  = "error"
 	OutcomeDenied = "denied"
+	OutcomeRetry  = "retry"
 )
 
 // Skill load outcomes, as DESIGN.md lists them.
@@ -31,6 +32,9 @@ const (
 // Metrics holds every collector. The zero value is not usable; call New.
 type Metrics struct {
 	Registry *prometheus.Registry
+	// declared lists every Parley metric with its labels, for the checks
+	// that dashboards, alerts and labels stay consistent with the code.
+	declared []Declared
 
 	MessagesReceived     *prometheus.CounterVec   // channel
 	MessagesDeduplicated *prometheus.CounterVec   // channel
@@ -67,7 +71,7 @@ type Metrics struct {
 func New() *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{Registry: reg}
-	f := factory{reg}
+	f := factory{reg: reg, m: m}
 
 	m.MessagesReceived = f.counter("parley_messages_received_total", "Messages received from a channel, before de-duplication.", "channel")
 	m.MessagesDeduplicated = f.counter("parley_messages_deduplicated_total", "Messages dropped because their event or message id was seen before.", "channel")
@@ -102,34 +106,70 @@ func New() *Metrics {
 	return m
 }
 
-type factory struct{ reg prometheus.Registerer }
+// Declared describes one Parley metric.
+type Declared struct {
+	Name   string
+	Type   string // counter, gauge or histogram
+	Labels []string
+}
+
+// Declared lists every Parley metric (not the Go and process collectors).
+func (m *Metrics) Declared() []Declared { return append([]Declared(nil), m.declared...) }
+
+// SeriesNames lists every series name a scrape can show for Parley's own
+// metrics: histograms add _bucket, _sum and _count.
+func (m *Metrics) SeriesNames() []string {
+	var out []string
+	for _, d := range m.declared {
+		if d.Type == "histogram" {
+			out = append(out, d.Name+"_bucket", d.Name+"_sum", d.Name+"_count")
+			continue
+		}
+		out = append(out, d.Name)
+	}
+	return out
+}
+
+type factory struct {
+	reg prometheus.Registerer
+	m   *Metrics
+}
+
+func (f factory) declare(name, typ string, labels []string) {
+	f.m.declared = append(f.m.declared, Declared{Name: name, Type: typ, Labels: labels})
+}
 
 func (f factory) counter(name, help string, labels ...string) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 	f.reg.MustRegister(c)
+	f.declare(name, "counter", labels)
 	return c
 }
 
 func (f factory) plainCounter(name, help string) prometheus.Counter {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 	f.reg.MustRegister(c)
+	f.declare(name, "counter", nil)
 	return c
 }
 
 func (f factory) histogram(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 	f.reg.MustRegister(h)
+	f.declare(name, "histogram", labels)
 	return h
 }
 
 func (f factory) gauge(name, help string) prometheus.Gauge {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
 	f.reg.MustRegister(g)
+	f.declare(name, "gauge", nil)
 	return g
 }
 
 func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
 	f.reg.MustRegister(g)
+	f.declare(name, "gauge", labels)
 	return g
 }

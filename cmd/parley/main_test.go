@@ -7,10 +7,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -159,9 +161,10 @@ func TestServeHealthReadinessMetricsAndShutdown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	getenv := mapEnv(map[string]string{"OPENAI_BASE_URL": model.URL(), "PARLEY_LISTEN": addr, "PARLEY_HOME": t.TempDir()})
-	go func() { done <- run(ctx, []string{"serve"}, nil, io.Discard, io.Discard, getenv) }()
+	var stderr syncBuffer
+	go func() { done <- run(ctx, []string{"serve"}, nil, io.Discard, &stderr, getenv) }()
 	base := "http://" + addr
-	waitFor(t, base+"/healthz")
+	waitFor(t, base+"/healthz", &stderr)
 	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ready", "/metrics": "parley_redis_up 1"} {
 		resp, err := http.Get(base + path)
 		if err != nil {
@@ -195,12 +198,17 @@ func TestReadyzFailsWhileRedisIsDown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
-	proxy := newTCPProxy(t, strings.TrimPrefix(r.URL, "redis://"))
+	target, err := url.Parse(r.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := newTCPProxy(t, target.Host)
 	getenv := mapEnv(map[string]string{"OPENAI_BASE_URL": model.URL(), "PARLEY_LISTEN": addr, "PARLEY_HOME": t.TempDir(),
 		"REDIS_URL": "redis://" + proxy.addr()})
-	go func() { done <- run(ctx, []string{"serve"}, nil, io.Discard, io.Discard, getenv) }()
+	var stderr syncBuffer
+	go func() { done <- run(ctx, []string{"serve"}, nil, io.Discard, &stderr, getenv) }()
 	base := "http://" + addr
-	waitFor(t, base+"/readyz")
+	waitFor(t, base+"/readyz", &stderr)
 	proxy.close()
 	resp, err := http.Get(base + "/readyz")
 	if err != nil {
@@ -218,7 +226,25 @@ func mapEnv(kv map[string]string) func(string) string {
 	return func(k string) string { return kv[k] }
 }
 
-func waitFor(t *testing.T, url string) {
+// syncBuffer is a bytes.Buffer safe to write from the server goroutine.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func waitFor(t *testing.T, url string, stderr *syncBuffer) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -230,7 +256,7 @@ func waitFor(t *testing.T, url string) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s never answered 200 (last error %v)", url, err)
+			t.Fatalf("%s never answered 200 (last error %v); stderr:\n%s", url, err, stderr.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
