@@ -6,6 +6,7 @@ package channels
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"time"
 )
@@ -70,4 +71,16 @@ type Runner interface {
 // (a reaction, a typing indicator). The returned func clears it.
 type Typing interface {
 	StartTyping(ctx context.Context, m Message) (stop func())
+}
+
+// HTTPChannel is implemented by adapters that receive webhooks; Mount adds
+// their routes (e.g. POST /slack/events) to the server's mux.
+type HTTPChannel interface {
+	Mount(mux *http.ServeMux)
+}
+
+// Health is implemented by adapters whose connection can be lost (long
+// connections, long polls). A non-nil error marks /readyz degraded.
+type Health interface {
+	Ready() error
 }

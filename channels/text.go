@@ -1,0 +1,181 @@
+package channels
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxWebhookBody is the largest webhook body an adapter reads. Every
+// platform's events are far smaller; a larger body is refused unread.
+const MaxWebhookBody = 1 << 20
+
+// ErrBodyTooLarge is returned by ReadBody for a body over its limit.
+var ErrBodyTooLarge = errors.New("channels: request body too large")
+
+// ReadBody reads a webhook body of at most limit bytes. Signatures are
+// computed over the raw bytes, so adapters read it whole before parsing.
+func ReadBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, ErrBodyTooLarge
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("channels: read body: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, ErrBodyTooLarge
+	}
+	return b, nil
+}
+
+// Split cuts Markdown text into chunks of at most limit bytes for platforms
+// with a message size limit. It prefers paragraph breaks, then line breaks,
+// then spaces, and never cuts inside a UTF-8 sequence. A fenced code block
+// is never split while it fits in one chunk; one that does not fit is split
+// on its lines and each part is closed and reopened with the same fence, so
+// every chunk renders on its own.
+func Split(text string, limit int) []string {
+	text = strings.TrimSpace(text)
+	if limit <= 0 || len(text) <= limit {
+		if text == "" {
+			return nil
+		}
+		return []string{text}
+	}
+	var chunks []string
+	var cur strings.Builder
+	flush := func() {
+		if s := strings.TrimSpace(cur.String()); s != "" {
+			chunks = append(chunks, s)
+		}
+		cur.Reset()
+	}
+	add := func(block string) {
+		sep := ""
+		if cur.Len() > 0 {
+			sep = "\n\n"
+		}
+		if cur.Len()+len(sep)+len(block) <= limit {
+			cur.WriteString(sep + block)
+			return
+		}
+		flush()
+		if len(block) <= limit {
+			cur.WriteString(block)
+			return
+		}
+		for _, piece := range splitBlock(block, limit) {
+			chunks = append(chunks, piece)
+		}
+	}
+	for _, block := range blocks(text) {
+		add(block)
+	}
+	flush()
+	return chunks
+}
+
+// blocks splits text into paragraphs, keeping each fenced code block whole
+// (blank lines inside a fence do not end it).
+func blocks(text string) []string {
+	var out []string
+	var cur []string
+	fence := ""
+	for _, line := range strings.Split(text, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if fence == "" && strings.HasPrefix(trimmed, "```") {
+			fence = "```"
+		} else if fence != "" && strings.HasPrefix(trimmed, fence) {
+			fence = ""
+			cur = append(cur, line)
+			continue
+		}
+		if fence == "" && trimmed == "" {
+			if len(cur) > 0 {
+				out = append(out, strings.Join(cur, "\n"))
+				cur = nil
+			}
+			continue
+		}
+		cur = append(cur, line)
+	}
+	if len(cur) > 0 {
+		out = append(out, strings.Join(cur, "\n"))
+	}
+	return out
+}
+
+// splitBlock cuts one oversized block on lines (then spaces, then runes),
+// re-fencing the parts of a code block.
+func splitBlock(block string, limit int) []string {
+	lines := strings.Split(block, "\n")
+	opening := ""
+	if strings.HasPrefix(strings.TrimSpace(lines[0]), "```") && len(lines) > 1 {
+		opening = strings.TrimSpace(lines[0])
+		last := strings.TrimSpace(lines[len(lines)-1])
+		if last == "```" {
+			lines = lines[1 : len(lines)-1]
+		} else {
+			lines = lines[1:]
+		}
+	}
+	overhead := 0
+	if opening != "" {
+		overhead = len(opening) + len("\n\n```")
+	}
+	room := limit - overhead
+	if room < 16 { // a limit this small cannot carry fences; cut plainly
+		room, opening = limit, ""
+	}
+	var parts []string
+	var cur strings.Builder
+	emit := func() {
+		if cur.Len() == 0 {
+			return
+		}
+		s := cur.String()
+		if opening != "" {
+			s = opening + "\n" + s + "\n```"
+		}
+		parts = append(parts, s)
+		cur.Reset()
+	}
+	for _, line := range lines {
+		for len(line) > room {
+			emit()
+			cut := cutPoint(line, room)
+			cur.WriteString(line[:cut])
+			emit()
+			line = strings.TrimLeft(line[cut:], " ")
+		}
+		if cur.Len() > 0 && cur.Len()+1+len(line) > room {
+			emit()
+		}
+		if cur.Len() > 0 {
+			cur.WriteByte('\n')
+		}
+		cur.WriteString(line)
+	}
+	emit()
+	return parts
+}
+
+// cutPoint is the byte index at which to cut s to at most n bytes: the last
+// space if there is one in the second half, else a rune boundary.
+func cutPoint(s string, n int) int {
+	if i := strings.LastIndexByte(s[:n], ' '); i > n/2 {
+		return i
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	if n == 0 { // a single rune wider than n: take it whole
+		_, size := utf8.DecodeRuneInString(s)
+		return size
+	}
+	return n
+}

@@ -1,0 +1,67 @@
+package channels
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestSplit(t *testing.T) {
+	code := "```go\n" + strings.Repeat("fmt.Println(\"x\")\n", 10) + "```"
+	tests := []struct {
+		name  string
+		text  string
+		limit int
+		want  int // chunks
+	}{
+		{"short", "hello", 100, 1},
+		{"empty", "   ", 100, 0},
+		{"paragraphs", "aaaa aaaa\n\nbbbb bbbb\n\ncccc cccc", 20, 2},
+		{"code block kept whole", "intro\n\n" + code + "\n\noutro", len(code) + 2, 3},
+		{"long code block re-fenced", code, 60, 4},
+		{"cjk never cut inside a rune", strings.Repeat("你好世界", 50), 31, 20},
+		{"one long line", strings.Repeat("word ", 100), 50, 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Split(tt.text, tt.limit)
+			if len(got) != tt.want {
+				t.Fatalf("%d chunks, want %d: %q", len(got), tt.want, got)
+			}
+			for _, c := range got {
+				if len(c) > tt.limit {
+					t.Errorf("chunk of %d bytes over the limit %d: %q", len(c), tt.limit, c)
+				}
+				if !utf8.ValidString(c) {
+					t.Errorf("chunk cut inside a rune: %q", c)
+				}
+				if strings.Count(c, "```")%2 != 0 {
+					t.Errorf("chunk leaves a code fence open: %q", c)
+				}
+			}
+			joined := strings.Join(got, "")
+			for _, word := range []string{"intro", "outro", "fmt.Println"} {
+				if strings.Contains(tt.text, word) && !strings.Contains(joined, word) {
+					t.Errorf("lost %q", word)
+				}
+			}
+		})
+	}
+}
+
+func TestReadBody(t *testing.T) {
+	for _, tt := range []struct {
+		body    string
+		limit   int64
+		wantErr bool
+	}{{"abc", 3, false}, {"abcd", 3, true}} {
+		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(tt.body))
+		r.ContentLength = -1 // unknown length: the reader must still stop
+		b, err := ReadBody(r, tt.limit)
+		if (err != nil) != tt.wantErr || (err == nil && string(b) != tt.body) {
+			t.Errorf("ReadBody(%q, %d) = %q, %v", tt.body, tt.limit, b, err)
+		}
+	}
+}
