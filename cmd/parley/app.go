@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/parleyhq/parley/agent"
+	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway"
 	"github.com/parleyhq/parley/metrics"
@@ -36,6 +37,10 @@ type app struct {
 
 	stopWatch context.CancelFunc
 	watchers  sync.WaitGroup
+
+	channels    []channels.Channel
+	stopRunners context.CancelFunc
+	runners     sync.WaitGroup
 }
 
 func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
@@ -223,6 +228,7 @@ func (a *app) skillSummary(ctx context.Context) string {
 // close stops the gateway (draining turns until ctx ends), the reload
 // watcher and the store.
 func (a *app) close(ctx context.Context) error {
+	a.stopChannels()
 	err := a.gateway.Shutdown(ctx)
 	if a.stopWatch != nil {
 		a.stopWatch()

@@ -37,6 +37,12 @@ func (e *environment) serve(args []string) error {
 
 	var draining atomic.Bool
 	mux := a.routes(&draining)
+	if err := a.startChannels(mux); err != nil {
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), cfg.Gateway.ShutdownTimeout)
+		defer cancel()
+		a.close(shutdownCtx)
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), cfg.Gateway.ShutdownTimeout)
@@ -62,6 +68,7 @@ func (e *environment) serve(args []string) error {
 	draining.Store(true)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), cfg.Gateway.ShutdownTimeout)
 	defer cancel()
+	a.stopChannels()
 	httpErr := srv.Shutdown(ctx)
 	err = a.close(ctx)
 	if err == nil {
@@ -95,6 +102,11 @@ func (a *app) routes(draining *atomic.Bool) *http.ServeMux {
 			return
 		}
 		a.metrics.RedisUp.Set(1)
+		if err := a.channelsReady(); err != nil {
+			a.log.Warn("readiness: channel degraded", "err", err)
+			http.Error(w, "degraded: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		w.Write([]byte("ready\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{Registry: a.metrics.Registry}))
