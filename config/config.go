@@ -84,12 +84,17 @@ type Skills struct {
 	BodyBudget int `yaml:"body_budget"` // bytes of injections kept in one history
 }
 
-// Slack holds the Slack app's credentials.
+// Slack holds the Slack app's credentials and conversation rules.
 type Slack struct {
 	BotToken      string `yaml:"bot_token"`
 	SigningSecret string `yaml:"signing_secret"`
 	AppToken      string `yaml:"app_token"`
 	APIURL        string `yaml:"api_url"`
+	// FollowThreads continues a thread the bot answered without a new
+	// mention (needs the channels:history / groups:history scopes).
+	FollowThreads bool `yaml:"follow_threads"`
+	// Command is the registered slash command, e.g. /parley.
+	Command string `yaml:"command"`
 }
 
 // Feishu holds the Feishu/Lark app's credentials.
@@ -101,6 +106,12 @@ type Feishu struct {
 	BaseURL           string `yaml:"base_url"`
 	Domain            string `yaml:"domain"` // feishu or lark
 	Mode              string `yaml:"mode"`   // "" (long connection and webhook) or webhook
+	// ReplyInThread answers a mention in a normal group inside a thread
+	// of that message (reply_in_thread), making the thread the conversation.
+	ReplyInThread bool `yaml:"reply_in_thread"`
+	// FollowThreads continues a thread the bot answered without a new
+	// mention (needs the group-message scope).
+	FollowThreads bool `yaml:"follow_threads"`
 }
 
 // WeChat holds the iLink and WeCom settings.
@@ -109,6 +120,9 @@ type WeChat struct {
 	WeComBotID   string `yaml:"wecom_bot_id"`
 	WeComSecret  string `yaml:"wecom_bot_secret"`
 	WeComWSURL   string `yaml:"wecom_ws_url"`
+	// ChunkChars is the size of one message of a split answer; phones
+	// read short messages better than one wall of text.
+	ChunkChars int `yaml:"chunk_chars"`
 }
 
 // Default returns the configuration used when no file and no environment
@@ -143,6 +157,13 @@ func Default() Config {
 		},
 		Gateway: Gateway{Workers: 16, ShutdownTimeout: 30 * time.Second},
 		Skills:  Skills{BodyBudget: 16 * 1024},
+		Slack:   Slack{FollowThreads: true, Command: "/parley", APIURL: "https://slack.com/api/"},
+		Feishu:  Feishu{Domain: "feishu", ReplyInThread: true, FollowThreads: true},
+		WeChat: WeChat{
+			ILinkBaseURL: "https://ilinkai.weixin.qq.com",
+			WeComWSURL:   "wss://openws.work.weixin.qq.com",
+			ChunkChars:   600,
+		},
 	}
 }
 
@@ -296,6 +317,7 @@ func (c Config) Validate() error {
 		{"sessions.keep_rounds", c.Sessions.KeepRounds},
 		{"gateway.workers", c.Gateway.Workers},
 		{"skills.body_budget", c.Skills.BodyBudget},
+		{"wechat.chunk_chars", c.WeChat.ChunkChars},
 	}
 	for _, p := range positive {
 		if p.v <= 0 {

@@ -20,6 +20,10 @@ import (
 var boundedLabels = map[string]bool{
 	"channel": true, "skill": true, "tool": true, "outcome": true,
 	"reason": true, "kind": true, "source": true, "state": true,
+	// A platform's documented error codes: a small fixed set per platform.
+	"code": true,
+	// A logged-in bot account: configured by the operator, a handful at most.
+	"bot": true,
 }
 
 func TestLabelsAreBounded(t *testing.T) {
