@@ -44,8 +44,11 @@ func (g *Gateway) forceCompact(ctx context.Context, lock *sessions.Lock, channel
 		g.log.Error("compact: read history", "err", err)
 		return "Sorry, I could not read this conversation. Please try again."
 	}
-	if _, done := g.compact(ctx, lock, channel, history); !done {
+	switch _, outcome := g.compact(ctx, lock, channel, history); outcome {
+	case compactNothing:
 		return "Nothing to compact yet: this conversation is short enough."
+	case compactFailed:
+		return "Sorry, I could not compact this conversation just now. Please try again later."
 	}
 	return "Compacted: the older part of this conversation is now a summary; the latest exchanges are kept as they were."
 }

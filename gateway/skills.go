@@ -237,25 +237,32 @@ func (g *Gateway) toolPolicy(eff *policy.Effective) func(string) bool {
 	}
 }
 
+// Outcomes of compact.
+const (
+	compactDone    = "ok"
+	compactNothing = "nothing"
+	compactFailed  = "error"
+)
+
 // compact summarises an oversized history under the conversation lock and
-// reports whether it did. On failure the turn goes on with the whole
-// history: a long prompt is better than no answer.
-func (g *Gateway) compact(ctx context.Context, lock *sessions.Lock, channel string, history []sessions.Message) ([]sessions.Message, bool) {
+// says what happened. On failure the turn goes on with the whole history: a
+// long prompt is better than no answer.
+func (g *Gateway) compact(ctx context.Context, lock *sessions.Lock, channel string, history []sessions.Message) ([]sessions.Message, string) {
 	c, ok, err := g.agent.Compact(ctx, channel, history, g.cfg.KeepRounds)
 	if err != nil {
-		g.metrics.Compactions.WithLabelValues(channel, "error").Inc()
+		g.metrics.Compactions.WithLabelValues(channel, compactFailed).Inc()
 		g.log.Warn("compaction failed; continuing with the whole history", "err", err)
-		return history, false
+		return history, compactFailed
 	}
 	if !ok {
-		return history, false
+		return history, compactNothing
 	}
 	if err := g.store.ReplaceHistory(ctx, lock, c.History); err != nil {
-		g.metrics.Compactions.WithLabelValues(channel, "error").Inc()
+		g.metrics.Compactions.WithLabelValues(channel, compactFailed).Inc()
 		g.log.Warn("compaction could not be stored", "err", err)
-		return history, false
+		return history, compactFailed
 	}
-	g.metrics.Compactions.WithLabelValues(channel, "ok").Inc()
+	g.metrics.Compactions.WithLabelValues(channel, compactDone).Inc()
 	g.log.Info("history compacted", "channel", channel, "rounds", c.Rounds, "skills_removed", c.RemovedSkills)
-	return c.History, true
+	return c.History, compactDone
 }
