@@ -385,7 +385,7 @@ func (g *Gateway) handle(ctx context.Context, lock *sessions.Lock, item []byte, 
 		return nil
 	}
 	if n := utf8.RuneCountInString(text); n > g.cfg.MaxMessageChars {
-		g.metrics.MessagesRejected.WithLabelValues(m.Channel, "too_large").Inc()
+		g.metrics.MessagesRejected.WithLabelValues(m.Channel, "message_too_long").Inc()
 		if err := g.store.Ack(ctx, lock, item); err != nil {
 			return err
 		}

@@ -207,8 +207,8 @@ func TestOversizedMessageIsRefusedWithoutAModelCall(t *testing.T) {
 	if n := rg.model.RequestCount(); n != 0 {
 		t.Fatalf("model saw %d requests; want 0", n)
 	}
-	if v := testutil.ToFloat64(rg.metrics.MessagesRejected.WithLabelValues("slack", "too_large")); v != 1 {
-		t.Fatalf("rejected{too_large} = %v", v)
+	if v := testutil.ToFloat64(rg.metrics.MessagesRejected.WithLabelValues("slack", "message_too_long")); v != 1 {
+		t.Fatalf("rejected{message_too_long} = %v", v)
 	}
 }
 

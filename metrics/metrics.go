@@ -118,6 +118,25 @@ func New() *Metrics {
 	return m
 }
 
+// Prime creates the series an operator alerts on at zero for each channel,
+// so that the first error shows as an increase rather than as a new series
+// that increase() cannot see.
+func (m *Metrics) Prime(channels ...string) {
+	for _, ch := range channels {
+		m.MessagesReceived.WithLabelValues(ch)
+		for _, o := range []string{OutcomeOK, OutcomeError} {
+			m.RepliesSent.WithLabelValues(ch, o)
+			m.TurnDuration.WithLabelValues(ch, o)
+		}
+	}
+	for _, o := range []string{OutcomeOK, OutcomeError, OutcomeRetry} {
+		m.LLMRequests.WithLabelValues(o)
+	}
+	for _, o := range []string{OutcomeOK, OutcomeError} {
+		m.SkillReloads.WithLabelValues(o)
+	}
+}
+
 // Declared describes one Parley metric.
 type Declared struct {
 	Name   string

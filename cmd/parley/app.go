@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/channels"
@@ -35,8 +36,11 @@ type app struct {
 	state   skills.State
 	gateway *gateway.Gateway
 
-	stopWatch context.CancelFunc
-	watchers  sync.WaitGroup
+	// Background work (reload announcements, Redis health) runs under bg
+	// until close cancels it and waits.
+	bg       context.Context
+	stopBg   context.CancelFunc
+	watchers sync.WaitGroup
 
 	channels    []channels.Channel
 	stopRunners context.CancelFunc
@@ -139,6 +143,8 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (*app, error) 
 
 	a := &app{cfg: cfg, log: log, metrics: m, store: store, shared: shared, agent: ag, tools: tools,
 		policy: policy.New(cfg.Policies), skills: reg, state: state}
+	a.bg, a.stopBg = context.WithCancel(context.Background())
+	m.Prime("console")
 	a.gateway = gateway.New(gateway.Config{
 		Workers:         cfg.Gateway.Workers,
 		QueueLimit:      cfg.Sessions.QueueLimit,
@@ -177,8 +183,7 @@ func (a *app) watchReloads() {
 	if !a.shared {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	a.stopWatch = cancel
+	ctx := a.bg
 	ready := make(chan struct{})
 	a.watchers.Go(func() {
 		err := skills.WatchReloads(ctx, a.store.Client(), a.cfg.Redis.Prefix, a.skills, a.log, ready, func(_ *skills.Catalog, err error) {
@@ -194,6 +199,31 @@ func (a *app) watchReloads() {
 		}
 	})
 	<-ready
+}
+
+// watchRedis keeps parley_redis_up current without waiting for a
+// readiness probe, so the Redis-down alert fires on its own.
+func (a *app) watchRedis(every time.Duration) {
+	a.watchers.Go(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-a.bg.Done():
+				return
+			case <-t.C:
+				ctx, cancel := context.WithTimeout(a.bg, every)
+				err := a.store.Ping(ctx)
+				cancel()
+				if err != nil {
+					a.metrics.RedisUp.Set(0)
+					a.log.Warn("redis health check failed", "err", err)
+				} else {
+					a.metrics.RedisUp.Set(1)
+				}
+			}
+		}
+	})
 }
 
 // observeSkills sets the skill gauges from the current catalog and state.
@@ -230,9 +260,7 @@ func (a *app) skillSummary(ctx context.Context) string {
 func (a *app) close(ctx context.Context) error {
 	a.stopChannels()
 	err := a.gateway.Shutdown(ctx)
-	if a.stopWatch != nil {
-		a.stopWatch()
-	}
+	a.stopBg()
 	a.watchers.Wait()
 	if cerr := a.store.Close(); err == nil {
 		err = cerr

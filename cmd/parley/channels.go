@@ -36,6 +36,7 @@ func (a *app) startChannels(mux *http.ServeMux) error {
 	a.stopRunners = cancel
 	for _, ch := range chs {
 		a.gateway.Register(ch)
+		a.metrics.Prime(ch.Name())
 		a.channels = append(a.channels, ch)
 		if h, ok := ch.(channels.HTTPChannel); ok {
 			h.Mount(mux)

@@ -29,6 +29,7 @@ func (e *environment) serve(args []string) error {
 		return err
 	}
 	a.gateway.Start()
+	a.watchRedis(5 * time.Second)
 	if cfg.Log.Format == "json" {
 		log.Info("skills loaded", "summary", a.skillSummary(e.ctx))
 	} else {
