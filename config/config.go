@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -261,6 +262,18 @@ func envStrings(c *Config) map[string]*string {
 		"WECOM_BOT_SECRET":          &c.WeChat.WeComSecret,
 		"WECOM_WS_URL":              &c.WeChat.WeComWSURL,
 	}
+}
+
+// EnvVars lists every environment variable Parley reads, for the checks
+// that deployment files name only variables that exist.
+func EnvVars() []string {
+	var c Config
+	names := []string{"PARLEY_CONFIG", "PARLEY_SKILL_BODY_BUDGET"}
+	for name := range envStrings(&c) {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
 }
 
 func applyEnv(c *Config, getenv func(string) string) error {

@@ -1,0 +1,312 @@
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/skills"
+)
+
+// The binary's contracts the deployment files lean on.
+const listenPort = "8080"
+
+// knownEnv is every variable the binary reads.
+func knownEnv() map[string]bool {
+	out := map[string]bool{}
+	for _, v := range config.EnvVars() {
+		out[v] = true
+	}
+	return out
+}
+
+func readYAMLDocs(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []map[string]any
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	for {
+		var d map[string]any
+		err := dec.Decode(&d)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if d != nil {
+			docs = append(docs, d)
+		}
+	}
+	return docs
+}
+
+// dig walks nested maps and lists: dig(doc, "spec", "template", 0).
+func dig(v any, path ...any) any {
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil
+			}
+			v = m[k]
+		case int:
+			l, ok := v.([]any)
+			if !ok || k >= len(l) {
+				return nil
+			}
+			v = l[k]
+		}
+	}
+	return v
+}
+
+// checkConfig loads a parley.yaml as the binary would: unknown keys and bad
+// values fail.
+func checkConfig(t *testing.T, name, body string) config.Config {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "parley.yaml")
+	os.WriteFile(p, []byte(body), 0o600)
+	cfg, err := config.Load(p, func(string) string { return "" })
+	if err != nil {
+		t.Fatalf("%s is not a valid Parley config: %v", name, err)
+	}
+	return cfg
+}
+
+func TestComposeFile(t *testing.T) {
+	docs := readYAMLDocs(t, "compose.yaml")
+	parley := dig(docs[0], "services", "parley")
+	if parley == nil {
+		t.Fatal("compose.yaml has no parley service")
+	}
+	env := knownEnv()
+	for name := range dig(parley, "environment").(map[string]any) {
+		if !env[name] {
+			t.Errorf("compose parley.environment sets %s, which the binary does not read", name)
+		}
+	}
+	if listen := dig(parley, "environment", "PARLEY_LISTEN"); listen != ":"+listenPort {
+		t.Errorf("PARLEY_LISTEN = %v; want :%s", listen, listenPort)
+	}
+	if ports := fmt.Sprint(dig(parley, "ports")); !strings.Contains(ports, ":"+listenPort) {
+		t.Errorf("ports %s do not publish %s", ports, listenPort)
+	}
+	if hc := fmt.Sprint(dig(parley, "healthcheck", "test")); !strings.Contains(hc, "parley healthcheck") {
+		t.Errorf("healthcheck %s does not use parley healthcheck", hc)
+	}
+	if ef := dig(parley, "env_file"); ef != ".env" {
+		t.Errorf("env_file = %v; want the git-ignored .env", ef)
+	}
+	ignored, _ := os.ReadFile("../.gitignore")
+	if !strings.Contains(string(ignored), "deploy/.env") {
+		t.Error("deploy/.env is not git-ignored")
+	}
+	f, err := os.Open(".env.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, _, _ := strings.Cut(line, "=")
+		if !env[name] {
+			t.Errorf(".env.example names %s, which the binary does not read", name)
+		}
+	}
+	// Every mounted file or folder exists, and the config mounted is valid.
+	for _, svc := range []string{"parley", "prometheus", "grafana"} {
+		for _, v := range dig(docs[0], "services", svc, "volumes").([]any) {
+			src, _, _ := strings.Cut(v.(string), ":")
+			if strings.HasPrefix(src, ".") {
+				if _, err := os.Stat(src); err != nil {
+					t.Errorf("%s mounts %s, which does not exist", svc, src)
+				}
+			}
+		}
+	}
+	body, _ := os.ReadFile("parley.yaml")
+	checkConfig(t, "deploy/parley.yaml", string(body))
+	if redis := fmt.Sprint(dig(docs[0], "services", "redis", "command")); !strings.Contains(redis, "--appendonly yes") {
+		t.Errorf("redis runs without append-only persistence: %s", redis)
+	}
+}
+
+// kubeDocs loads every resource the kustomization lists, by kind.
+func kubeDocs(t *testing.T) map[string][]map[string]any {
+	t.Helper()
+	k := readYAMLDocs(t, "kubernetes/kustomization.yaml")[0]
+	byKind := map[string][]map[string]any{}
+	for _, r := range k["resources"].([]any) {
+		for _, d := range readYAMLDocs(t, filepath.Join("kubernetes", r.(string))) {
+			kind := d["kind"].(string)
+			byKind[kind] = append(byKind[kind], d)
+		}
+	}
+	return byKind
+}
+
+func TestKubernetesManifests(t *testing.T) {
+	docs := kubeDocs(t)
+	for _, kind := range []string{"Deployment", "Service", "ConfigMap", "PodDisruptionBudget", "HorizontalPodAutoscaler", "ServiceMonitor", "PersistentVolumeClaim"} {
+		if len(docs[kind]) == 0 {
+			t.Errorf("kustomization has no %s", kind)
+		}
+	}
+	dep := docs["Deployment"][0]
+	if r := dig(dep, "spec", "replicas"); r != 2 {
+		t.Errorf("replicas = %v; want 2", r)
+	}
+	c := dig(dep, "spec", "template", "spec", "containers", 0)
+	env := knownEnv()
+	var listen string
+	for _, e := range dig(c, "env").([]any) {
+		name := dig(e, "name").(string)
+		if !env[name] {
+			t.Errorf("deployment sets %s, which the binary does not read", name)
+		}
+		if name == "PARLEY_LISTEN" {
+			listen = dig(e, "value").(string)
+		}
+	}
+	if listen != ":"+listenPort || fmt.Sprint(dig(c, "ports", 0, "containerPort")) != listenPort {
+		t.Errorf("container port %v and PARLEY_LISTEN %q disagree with %s", dig(c, "ports", 0, "containerPort"), listen, listenPort)
+	}
+	for probe, want := range map[string]string{"readinessProbe": "/readyz", "livenessProbe": "/healthz"} {
+		if p := dig(c, probe, "httpGet", "path"); p != want {
+			t.Errorf("%s path = %v; want %s", probe, p, want)
+		}
+		if p := dig(c, probe, "httpGet", "port"); p != dig(c, "ports", 0, "name") {
+			t.Errorf("%s port %v is not the container's port", probe, p)
+		}
+	}
+	if dig(c, "resources", "requests") == nil || dig(c, "resources", "limits") == nil {
+		t.Error("container has no resource requests and limits")
+	}
+	if dig(c, "securityContext", "readOnlyRootFilesystem") != true || dig(dep, "spec", "template", "spec", "securityContext", "runAsNonRoot") != true {
+		t.Error("container is not non-root with a read-only root filesystem")
+	}
+	// The config map is a valid config whose drain fits the grace period.
+	var cfg config.Config
+	for _, cm := range docs["ConfigMap"] {
+		if body, ok := dig(cm, "data", "parley.yaml").(string); ok {
+			cfg = checkConfig(t, "configmap parley.yaml", body)
+		}
+	}
+	grace := time.Duration(dig(dep, "spec", "template", "spec", "terminationGracePeriodSeconds").(int)) * time.Second
+	if grace <= cfg.Gateway.ShutdownTimeout {
+		t.Errorf("terminationGracePeriodSeconds %v does not exceed gateway.shutdown_timeout %v", grace, cfg.Gateway.ShutdownTimeout)
+	}
+	// Workspace skills lay out as the loader expects and lint clean.
+	root := t.TempDir()
+	for _, v := range dig(dep, "spec", "template", "spec", "volumes").([]any) {
+		items, ok := dig(v, "configMap", "items").([]any)
+		if !ok {
+			continue
+		}
+		for _, it := range items {
+			key, path := dig(it, "key").(string), dig(it, "path").(string)
+			var content string
+			for _, cm := range docs["ConfigMap"] {
+				if s, ok := dig(cm, "data", key).(string); ok {
+					content = s
+				}
+			}
+			if content == "" {
+				t.Errorf("volume item %s names a key no ConfigMap has", key)
+				continue
+			}
+			os.MkdirAll(filepath.Join(root, filepath.Dir(path)), 0o755)
+			os.WriteFile(filepath.Join(root, path), []byte(content), 0o644)
+		}
+	}
+	for _, w := range skills.Lint(root) {
+		t.Errorf("workspace skill: %s", w)
+	}
+	secret := readYAMLDocs(t, "kubernetes/secret.example.yaml")[0]
+	for name := range dig(secret, "stringData").(map[string]any) {
+		if !env[name] {
+			t.Errorf("secret example names %s, which the binary does not read", name)
+		}
+	}
+	if mode := fmt.Sprint(dig(docs["PersistentVolumeClaim"][0], "spec", "accessModes")); !strings.Contains(mode, "ReadWriteMany") {
+		t.Errorf("the shared skills volume is %s; want ReadWriteMany", mode)
+	}
+	if p := dig(docs["ServiceMonitor"][0], "spec", "endpoints", 0, "path"); p != "/metrics" {
+		t.Errorf("ServiceMonitor path = %v", p)
+	}
+}
+
+// TestProbePathsExistInTheBinary runs the real binary and asks every path
+// the deployment files probe or scrape.
+func TestProbePathsExistInTheBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "parley")
+	build := exec.Command("go", "build", "-o", bin, "../cmd/parley")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = append(os.Environ(), "PARLEY_LISTEN="+addr, "PARLEY_HOME="+t.TempDir(), "OPENAI_BASE_URL=http://127.0.0.1:1/v1", "REDIS_URL=")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+
+	paths := []string{"/healthz", "/readyz"}
+	docs := kubeDocs(t)
+	c := dig(docs["Deployment"][0], "spec", "template", "spec", "containers", 0)
+	for _, probe := range []string{"readinessProbe", "livenessProbe"} {
+		paths = append(paths, dig(c, probe, "httpGet", "path").(string))
+	}
+	paths = append(paths, dig(docs["ServiceMonitor"][0], "spec", "endpoints", 0, "path").(string))
+	prom := readYAMLDocs(t, prometheusFile)[0]
+	if mp, ok := dig(prom, "scrape_configs", 0, "metrics_path").(string); ok {
+		paths = append(paths, mp)
+	}
+	slices.Sort(paths)
+	deadline := time.Now().Add(30 * time.Second)
+	for _, p := range slices.Compact(paths) {
+		for {
+			resp, err := http.Get("http://" + addr + p)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Errorf("GET %s = %d; the deployment probes a path the binary does not serve", p, resp.StatusCode)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("parley serve never answered: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
