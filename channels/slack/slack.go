@@ -1,0 +1,435 @@
+// Package slack is the Slack channel: the Events API and slash commands over
+// HTTP (POST /slack/events, POST /slack/commands, signed with the app's
+// signing secret) and Socket Mode (an outbound WebSocket opened with the
+// app-level token). Either transport turns Slack events into
+// channels.Message values for the gateway; replies go back with
+// chat.postMessage into the thread they belong to.
+//
+// Conversations: an app_mention starts or continues the conversation of
+// its thread (thread_ts, or the message's own ts when it is top-level), and
+// the bot answers in that thread. Once the bot has taken part in a thread,
+// follow-ups there continue the conversation without a new mention
+// (Config.FollowThreads; needs the channels:history/groups:history scopes
+// and the message.channels/message.groups events). A DM is one conversation
+// unless the user opens a thread in it. Slash commands (Config.Command) form
+// a private conversation of their user in their channel and are answered
+// ephemerally through their response_url.
+//
+// Dropped to avoid loops and noise: anything with a bot_id, any message
+// subtype other than file_share and thread_broadcast (edits, deletes, bot
+// messages, joins), the bot's own user, channel messages that mention the
+// bot (their app_mention event carries them) and app_mentions in DMs (their
+// message.im event carries them).
+//
+// The Slack app needs the bot scopes app_mentions:read, chat:write,
+// reactions:write, im:history and commands (plus channels:history,
+// groups:history and mpim:history for thread following), the bot events
+// app_mention and message.im (plus message.channels, message.groups and
+// message.mpim for thread following), and for Socket Mode an app-level
+// token with connections:write.
+package slack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	slackapi "github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackevents"
+
+	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/metrics"
+)
+
+// Name is the platform name in conversation keys and metrics.
+const Name = "slack"
+
+// DefaultAPIURL is Slack's Web API.
+const DefaultAPIURL = "https://slack.com/api/"
+
+// Meta keys of a Slack message, read back by Send and StartTyping.
+const (
+	MetaTS          = "ts"           // the message to react to
+	MetaThreadTS    = "thread_ts"    // the thread to answer in ("" = top level)
+	MetaResponseURL = "response_url" // a slash command's reply address
+)
+
+// Config configures an Adapter. BotToken is required; SigningSecret turns
+// on the HTTP routes and AppToken Socket Mode.
+type Config struct {
+	BotToken      string // xoxb-…, for the Web API
+	SigningSecret string // verifies HTTP requests
+	AppToken      string // xapp-…, for Socket Mode
+	APIURL        string // default DefaultAPIURL
+	// FollowThreads continues a thread the bot answered without a new
+	// mention. It needs Threads.
+	FollowThreads bool
+	// Command is the slash command this app registered (default /parley).
+	Command string
+
+	// Handler receives messages from the HTTP routes. When nil, the
+	// handler given to Run is used once Run has started.
+	Handler channels.Handler
+	// Threads remembers the threads the bot takes part in; nil turns
+	// thread following off.
+	Threads ThreadStore
+
+	Metrics    *metrics.Metrics // nil: a private registry
+	Log        *slog.Logger     // nil: slog.Default()
+	HTTPClient *http.Client     // nil: a client with a 30 s timeout
+	// Now is the clock for signature timestamps (tests inject one).
+	Now func() time.Time
+
+	// MaxAttempts bounds the tries of one chat.postMessage (default 4).
+	MaxAttempts int
+	// RetryWait is the first wait between tries after a 5xx or network
+	// error, doubling each time (default 1 s). A 429 waits Retry-After.
+	RetryWait time.Duration
+	// MaxRetryAfter is the longest Retry-After honoured; a longer one fails
+	// the send at once (default 30 s).
+	MaxRetryAfter time.Duration
+	// ReconnectWait is the first wait before reopening Socket Mode after
+	// the client gave up, doubling up to a minute (default 1 s).
+	ReconnectWait time.Duration
+}
+
+// Adapter is the Slack channel. It implements channels.Channel, Runner,
+// Typing, HTTPChannel and Health.
+type Adapter struct {
+	cfg Config
+	api *slackapi.Client
+	log *slog.Logger
+	m   *metrics.Metrics
+
+	mu        sync.Mutex
+	botUserID string // from auth.test
+	botID     string
+	handler   channels.Handler // from Run, when cfg.Handler is nil
+
+	connected atomic.Bool
+	connects  atomic.Int64
+	connErr   atomic.Pointer[string]
+}
+
+// New returns an adapter; it makes no network call.
+func New(cfg Config) (*Adapter, error) {
+	if cfg.BotToken == "" {
+		return nil, errors.New("slack: a bot token (SLACK_BOT_TOKEN) is required")
+	}
+	if cfg.AppToken != "" && !strings.HasPrefix(cfg.AppToken, "xapp-") {
+		return nil, errors.New("slack: SLACK_APP_TOKEN must be an app-level token (xapp-…) with the connections:write scope")
+	}
+	if cfg.APIURL == "" {
+		cfg.APIURL = DefaultAPIURL
+	}
+	if !strings.HasSuffix(cfg.APIURL, "/") {
+		cfg.APIURL += "/"
+	}
+	if cfg.Command == "" {
+		cfg.Command = "/parley"
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New()
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 4
+	}
+	if cfg.RetryWait <= 0 {
+		cfg.RetryWait = time.Second
+	}
+	if cfg.MaxRetryAfter <= 0 {
+		cfg.MaxRetryAfter = 30 * time.Second
+	}
+	if cfg.ReconnectWait <= 0 {
+		cfg.ReconnectWait = time.Second
+	}
+	opts := []slackapi.Option{slackapi.OptionAPIURL(cfg.APIURL), slackapi.OptionHTTPClient(cfg.HTTPClient)}
+	if cfg.AppToken != "" {
+		opts = append(opts, slackapi.OptionAppLevelToken(cfg.AppToken))
+	}
+	a := &Adapter{cfg: cfg, api: slackapi.New(cfg.BotToken, opts...), log: cfg.Log, m: cfg.Metrics}
+	if cfg.AppToken != "" { // only a long connection has a connected state
+		a.m.ChannelConnected.WithLabelValues(Name).Set(0)
+	}
+	return a, nil
+}
+
+// Name implements channels.Channel.
+func (a *Adapter) Name() string { return Name }
+
+// Identify calls auth.test and remembers the bot's own user id, which is
+// stripped from mentions and never answered. Run calls it until it
+// succeeds; callers may call it first to fail fast on a bad token.
+func (a *Adapter) Identify(ctx context.Context) error {
+	res, err := a.api.AuthTestContext(ctx)
+	if err != nil {
+		a.countAPIError(err)
+		return fmt.Errorf("slack: auth.test: %w", err)
+	}
+	a.mu.Lock()
+	a.botUserID, a.botID = res.UserID, res.BotID
+	a.mu.Unlock()
+	a.log.Info("slack: signed in", "team", res.TeamID, "bot_user", res.UserID)
+	return nil
+}
+
+// BotUserID is the bot's user id from auth.test ("" until known).
+func (a *Adapter) BotUserID() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.botUserID
+}
+
+// IsAuthError reports whether err means the token itself was refused, so
+// retrying cannot help.
+func IsAuthError(err error) bool {
+	var se slackapi.SlackErrorResponse
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Err {
+	case "invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive", "not_allowed_token_type":
+		return true
+	}
+	return false
+}
+
+// Ready implements channels.Health: with Socket Mode, the connection must
+// be up.
+func (a *Adapter) Ready() error {
+	if a.cfg.AppToken == "" || a.connected.Load() {
+		return nil
+	}
+	if p := a.connErr.Load(); p != nil {
+		return fmt.Errorf("socket mode not connected: %s", *p)
+	}
+	return errors.New("socket mode not connected yet")
+}
+
+// Run implements channels.Runner. It signs in with auth.test (retrying
+// until it succeeds) and, when an app token is configured, holds the
+// Socket Mode connection, reconnecting as needed. It returns when ctx
+// ends, after every goroutine it started has stopped.
+func (a *Adapter) Run(ctx context.Context, h channels.Handler) error {
+	a.mu.Lock()
+	a.handler = h
+	a.mu.Unlock()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if a.BotUserID() == "" {
+		wg.Go(func() { a.identifyLoop(ctx) })
+	}
+	if a.cfg.AppToken == "" {
+		<-ctx.Done()
+		return nil
+	}
+	if h == nil {
+		h = a.cfg.Handler
+	}
+	if h == nil {
+		return errors.New("slack: Run needs a handler")
+	}
+	a.runSocket(ctx, h)
+	return nil
+}
+
+func (a *Adapter) identifyLoop(ctx context.Context) {
+	wait := a.cfg.ReconnectWait
+	for {
+		callCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err := a.Identify(callCtx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		a.log.Warn("slack: auth.test failed; mentions of the bot are recognised from each event meanwhile", "err", err, "retry_in", wait)
+		if !sleep(ctx, wait) {
+			return
+		}
+		wait = min(wait*2, time.Minute)
+	}
+}
+
+// httpHandler is the handler for webhook messages.
+func (a *Adapter) httpHandler() channels.Handler {
+	if a.cfg.Handler != nil {
+		return a.cfg.Handler
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.handler
+}
+
+// envelope is the outer Events API payload, over HTTP and inside a Socket
+// Mode events_api envelope alike.
+type envelope struct {
+	Type           string                        `json:"type"`
+	Challenge      string                        `json:"challenge"`
+	TeamID         string                        `json:"team_id"`
+	EventID        string                        `json:"event_id"`
+	Event          json.RawMessage               `json:"event"`
+	Authorizations []slackapi.EventAuthorization `json:"authorizations"`
+}
+
+// allowedSubtypes are message subtypes a person writes.
+var allowedSubtypes = map[string]bool{"": true, "file_share": true, "thread_broadcast": true}
+
+// message turns an event_callback into the message to submit; ok is false
+// for events the bot does not answer. why says why, for debug logs.
+func (a *Adapter) message(ctx context.Context, env envelope) (m channels.Message, ok bool, why string) {
+	var peek struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(env.Event, &peek); err != nil {
+		return m, false, "undecodable event"
+	}
+	bot := a.BotUserID()
+	if bot == "" { // auth.test has not answered yet: the event says who we are
+		for _, au := range env.Authorizations {
+			if au.IsBot && au.UserID != "" {
+				bot = au.UserID
+				break
+			}
+		}
+	}
+	base := channels.Message{ID: env.EventID, Channel: Name, Workspace: env.TeamID, Received: time.Now()}
+	switch peek.Type {
+	case string(slackevents.AppMention):
+		var e slackevents.AppMentionEvent
+		if err := json.Unmarshal(env.Event, &e); err != nil {
+			return m, false, "undecodable app_mention"
+		}
+		switch {
+		case e.BotID != "" || e.User == "":
+			return m, false, "from a bot"
+		case e.User == bot:
+			return m, false, "own message"
+		case e.Edited != nil:
+			return m, false, "edited"
+		case isDMChannel(e.Channel):
+			return m, false, "mention in a DM (the message.im event carries it)"
+		}
+		thread := e.ThreadTimeStamp
+		if thread == "" {
+			thread = e.TimeStamp
+		}
+		a.follow(ctx, env.TeamID, e.Channel, thread)
+		m = base
+		m.Chat, m.Thread, m.User = e.Channel, thread, e.User
+		m.Text = CleanText(e.Text, bot)
+		m.Meta = map[string]string{MetaTS: e.TimeStamp, MetaThreadTS: thread}
+		return m, true, ""
+	case string(slackevents.Message):
+		var e slackevents.MessageEvent
+		if err := json.Unmarshal(env.Event, &e); err != nil {
+			return m, false, "undecodable message"
+		}
+		switch {
+		case e.BotID != "" || e.User == "":
+			return m, false, "from a bot"
+		case !allowedSubtypes[e.SubType]:
+			return m, false, "subtype " + e.SubType
+		case e.User == bot:
+			return m, false, "own message"
+		}
+		m = base
+		m.Chat, m.User = e.Channel, e.User
+		m.Text = CleanText(e.Text, bot)
+		if e.IsIM() || isDMChannel(e.Channel) {
+			m.DM = true
+			m.Thread = e.ThreadTimeStamp
+			m.Meta = map[string]string{MetaTS: e.TimeStamp, MetaThreadTS: e.ThreadTimeStamp}
+			return m, true, ""
+		}
+		switch {
+		case e.ThreadTimeStamp == "" || e.ThreadTimeStamp == e.TimeStamp:
+			return m, false, "not in a thread"
+		case mentions(e.Text, bot):
+			return m, false, "mentions the bot (the app_mention event carries it)"
+		case !a.cfg.FollowThreads || a.cfg.Threads == nil:
+			return m, false, "thread following is off"
+		}
+		key := threadKey(env.TeamID, e.Channel, e.ThreadTimeStamp)
+		followed, err := a.cfg.Threads.Followed(ctx, key)
+		if err != nil {
+			a.log.Warn("slack: cannot tell whether a thread is followed; ignoring the message", "err", err)
+			return m, false, "thread lookup failed"
+		}
+		if !followed {
+			return m, false, "thread not followed"
+		}
+		a.follow(ctx, env.TeamID, e.Channel, e.ThreadTimeStamp)
+		m.Thread = e.ThreadTimeStamp
+		m.Meta = map[string]string{MetaTS: e.TimeStamp, MetaThreadTS: e.ThreadTimeStamp}
+		return m, true, ""
+	}
+	return m, false, "event type " + peek.Type
+}
+
+// follow remembers a thread the bot takes part in.
+func (a *Adapter) follow(ctx context.Context, team, channel, thread string) {
+	if !a.cfg.FollowThreads || a.cfg.Threads == nil {
+		return
+	}
+	if err := a.cfg.Threads.Remember(ctx, threadKey(team, channel, thread)); err != nil {
+		a.log.Warn("slack: could not remember the thread; follow-ups there will need a mention", "err", err)
+	}
+}
+
+func threadKey(team, channel, thread string) string { return team + ":" + channel + ":" + thread }
+
+// isDMChannel reports a direct-message channel id.
+func isDMChannel(id string) bool { return strings.HasPrefix(id, "D") }
+
+// commandMessage turns a slash command into the message to submit. The
+// text goes to the gateway as typed after the command: "/parley /skill
+// list" runs the chat command, "/parley how do I…" asks the model, and an
+// empty "/parley" shows the help.
+func (a *Adapter) commandMessage(c slackapi.SlashCommand) channels.Message {
+	text := CleanText(c.Text, a.BotUserID())
+	if text == "" {
+		text = "/help"
+	}
+	id := ""
+	if c.TriggerID != "" {
+		id = "cmd:" + c.TriggerID
+	}
+	return channels.Message{
+		ID: id, Channel: Name, Workspace: c.TeamID, Chat: c.ChannelID,
+		Thread: "slash:" + c.UserID, User: c.UserID, UserName: c.UserName,
+		Text: text, DM: isDMChannel(c.ChannelID), Received: time.Now(),
+		Meta: map[string]string{MetaResponseURL: c.ResponseURL},
+	}
+}
+
+// isCommand reports whether c is this app's slash command.
+func (a *Adapter) isCommand(c slackapi.SlashCommand) bool {
+	return strings.EqualFold(c.Command, a.cfg.Command)
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

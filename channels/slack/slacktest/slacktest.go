@@ -1,0 +1,437 @@
+// Package slacktest is a fake Slack for tests: a Web API (auth.test,
+// chat.postMessage, reactions.add/remove, apps.connections.open), a
+// response_url endpoint for slash command answers, and a Socket Mode
+// WebSocket endpoint, all on one httptest server. Point the adapter at
+// APIURL(); every call is recorded, failures can be scripted, and signed
+// Events API requests can be built with Signed.
+package slacktest
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// Identity of the fake workspace.
+const (
+	TeamID    = "T0PARLEY"
+	BotUserID = "UBOT"
+	BotID     = "BBOT"
+	BotToken  = "xoxb-test-token"
+	AppToken  = "xapp-test-token"
+	Secret    = "8f742231b10e8888abcd99yyyzzz85a5"
+)
+
+// Post is one chat.postMessage (or response_url) call.
+type Post struct {
+	Channel  string
+	Text     string
+	ThreadTS string
+	TS       string // the ts the fake gave the posted message
+	// ResponseURL is set for a post to a slash command's response_url,
+	// with ResponseType (ephemeral, in_channel).
+	ResponseURL  string
+	ResponseType string
+}
+
+// Reaction is one reactions.add or reactions.remove call.
+type Reaction struct {
+	Method    string // reactions.add or reactions.remove
+	Channel   string
+	Timestamp string
+	Name      string
+}
+
+// Failure scripts the answer to one call of a method: an HTTP status
+// (with Retry-After when set) or an ok:false error.
+type Failure struct {
+	Status     int
+	RetryAfter string
+	Error      string
+}
+
+// Server is the fake Slack.
+type Server struct {
+	srv *httptest.Server
+	t   testing.TB
+
+	mu        sync.Mutex
+	calls     []string // methods in arrival order
+	posts     []Post
+	reactions []Reaction
+	failures  map[string][]Failure
+	nextTS    int
+	conns     []*wsConn
+	opened    int // apps.connections.open calls
+	acks      []json.RawMessage
+	closed    bool
+}
+
+type wsConn struct {
+	mu   sync.Mutex // serialises writes
+	conn *websocket.Conn
+}
+
+// New starts a fake Slack, stopped at cleanup.
+func New(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{t: t, failures: map[string][]Failure{}, nextTS: 1}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/api/", s.api)
+	mux.HandleFunc("/response/", s.response)
+	mux.HandleFunc("/socket", s.socket)
+	s.srv = httptest.NewServer(mux)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// APIURL is the value for SLACK_API_URL.
+func (s *Server) APIURL() string { return s.srv.URL + "/api/" }
+
+// ResponseURL is a response_url for a slash command that posts here.
+func (s *Server) ResponseURL(id string) string { return s.srv.URL + "/response/" + id }
+
+// Close ends every socket connection and stops the server.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	conns := s.conns
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.conn.Close()
+	}
+	s.srv.Close()
+}
+
+// Fail scripts the next calls of method to fail, in order.
+func (s *Server) Fail(method string, f ...Failure) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failures[method] = append(s.failures[method], f...)
+}
+
+// Calls lists the Web API methods called, in order.
+func (s *Server) Calls() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.calls...)
+}
+
+// Count reports how many times method was called.
+func (s *Server) Count(method string) int {
+	n := 0
+	for _, c := range s.Calls() {
+		if c == method {
+			n++
+		}
+	}
+	return n
+}
+
+// Posts lists the messages posted successfully, in order.
+func (s *Server) Posts() []Post {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Post(nil), s.posts...)
+}
+
+// Reactions lists the successful reaction calls, in order.
+func (s *Server) Reactions() []Reaction {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Reaction(nil), s.reactions...)
+}
+
+// WaitFor polls cond until it holds or the deadline passes.
+func WaitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) api(w http.ResponseWriter, r *http.Request) {
+	method := strings.TrimPrefix(r.URL.Path, "/api/")
+	var params url.Values
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		var m map[string]any
+		json.NewDecoder(r.Body).Decode(&m)
+		params = url.Values{}
+		for k, v := range m {
+			params.Set(k, fmt.Sprint(v))
+		}
+	} else {
+		r.ParseForm()
+		params = r.Form
+	}
+	token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if token == "" {
+		token = params.Get("token")
+	}
+
+	s.mu.Lock()
+	s.calls = append(s.calls, method)
+	var fail *Failure
+	if fs := s.failures[method]; len(fs) > 0 {
+		fail = &fs[0]
+		s.failures[method] = fs[1:]
+	}
+	s.mu.Unlock()
+
+	want := BotToken
+	if method == "apps.connections.open" {
+		want = AppToken
+	}
+	if token != want {
+		writeJSON(w, map[string]any{"ok": false, "error": "invalid_auth"})
+		return
+	}
+	if fail != nil {
+		if fail.Status != 0 {
+			if fail.RetryAfter != "" {
+				w.Header().Set("Retry-After", fail.RetryAfter)
+			}
+			w.WriteHeader(fail.Status)
+			return
+		}
+		writeJSON(w, map[string]any{"ok": false, "error": fail.Error})
+		return
+	}
+	switch method {
+	case "auth.test":
+		writeJSON(w, map[string]any{"ok": true, "url": "https://parley.slack.com/", "team": "Parley", "user": "parley",
+			"team_id": TeamID, "user_id": BotUserID, "bot_id": BotID})
+	case "chat.postMessage":
+		if params.Get("text") == "" {
+			writeJSON(w, map[string]any{"ok": false, "error": "no_text"})
+			return
+		}
+		s.mu.Lock()
+		ts := fmt.Sprintf("1800000000.%06d", s.nextTS)
+		s.nextTS++
+		s.posts = append(s.posts, Post{Channel: params.Get("channel"), Text: params.Get("text"), ThreadTS: params.Get("thread_ts"), TS: ts})
+		s.mu.Unlock()
+		writeJSON(w, map[string]any{"ok": true, "channel": params.Get("channel"), "ts": ts})
+	case "reactions.add", "reactions.remove":
+		s.mu.Lock()
+		s.reactions = append(s.reactions, Reaction{Method: method, Channel: params.Get("channel"), Timestamp: params.Get("timestamp"), Name: params.Get("name")})
+		s.mu.Unlock()
+		writeJSON(w, map[string]any{"ok": true})
+	case "apps.connections.open":
+		s.mu.Lock()
+		s.opened++
+		n := s.opened
+		s.mu.Unlock()
+		writeJSON(w, map[string]any{"ok": true, "url": "ws" + strings.TrimPrefix(s.srv.URL, "http") + "/socket?n=" + strconv.Itoa(n)})
+	default:
+		writeJSON(w, map[string]any{"ok": false, "error": "unknown_method"})
+	}
+}
+
+func (s *Server) response(w http.ResponseWriter, r *http.Request) {
+	var msg struct {
+		Text         string `json:"text"`
+		ResponseType string `json:"response_type"`
+		ThreadTS     string `json:"thread_ts"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&msg); err != nil {
+		http.Error(w, "invalid_payload", http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	s.calls = append(s.calls, "response_url")
+	s.posts = append(s.posts, Post{Text: msg.Text, ThreadTS: msg.ThreadTS, ResponseURL: r.URL.Path, ResponseType: msg.ResponseType})
+	s.mu.Unlock()
+	writeJSON(w, map[string]any{"ok": true})
+}
+
+var upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
+
+func (s *Server) socket(w http.ResponseWriter, r *http.Request) {
+	conn, err := upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return
+	}
+	c := &wsConn{conn: conn}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		conn.Close()
+		return
+	}
+	s.conns = append(s.conns, c)
+	n := len(s.conns)
+	s.mu.Unlock()
+	c.write(map[string]any{"type": "hello", "num_connections": n, "connection_info": map[string]string{"app_id": "A0PARLEY"},
+		"debug_info": map[string]any{"host": "slacktest"}})
+	for {
+		_, data, err := conn.ReadMessage()
+		if err != nil {
+			conn.Close()
+			return
+		}
+		s.mu.Lock()
+		s.acks = append(s.acks, json.RawMessage(data))
+		s.mu.Unlock()
+	}
+}
+
+func (c *wsConn) write(v any) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conn.WriteJSON(v)
+}
+
+// Connections reports how many Socket Mode connections were opened.
+func (s *Server) Connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+func (s *Server) latest() *wsConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.conns) == 0 {
+		return nil
+	}
+	return s.conns[len(s.conns)-1]
+}
+
+// Send writes an envelope to the newest Socket Mode connection.
+func (s *Server) Send(envelope any) error {
+	c := s.latest()
+	if c == nil {
+		return fmt.Errorf("slacktest: no socket mode connection")
+	}
+	return c.write(envelope)
+}
+
+// SendEvent wraps an Events API payload in an events_api envelope and sends
+// it on the newest connection.
+func (s *Server) SendEvent(envelopeID string, payload any) error {
+	return s.Send(map[string]any{"envelope_id": envelopeID, "type": "events_api", "payload": payload,
+		"accepts_response_payload": false, "retry_attempt": 0, "retry_reason": ""})
+}
+
+// SendCommand sends a slash_commands envelope on the newest connection.
+func (s *Server) SendCommand(envelopeID string, form map[string]string) error {
+	return s.Send(map[string]any{"envelope_id": envelopeID, "type": "slash_commands", "payload": form,
+		"accepts_response_payload": true})
+}
+
+// Disconnect asks the newest connection to reconnect, as Slack does before
+// it rotates a connection.
+func (s *Server) Disconnect() error {
+	return s.Send(map[string]any{"type": "disconnect", "reason": "refresh_requested",
+		"debug_info": map[string]any{"host": "slacktest"}})
+}
+
+// Acked reports whether an envelope was acknowledged.
+func (s *Server) Acked(envelopeID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, raw := range s.acks {
+		var a struct {
+			EnvelopeID string `json:"envelope_id"`
+		}
+		if json.Unmarshal(raw, &a) == nil && a.EnvelopeID == envelopeID {
+			return true
+		}
+	}
+	return false
+}
+
+// Event builds an event_callback payload around an inner event.
+func Event(eventID string, inner map[string]any) map[string]any {
+	return map[string]any{
+		"token": "legacy-verification-token", "team_id": TeamID, "api_app_id": "A0PARLEY",
+		"type": "event_callback", "event_id": eventID, "event_time": time.Now().Unix(), "event": inner,
+		"authorizations": []map[string]any{{"team_id": TeamID, "user_id": BotUserID, "is_bot": true}},
+	}
+}
+
+// Mention is an app_mention of the bot; thread is "" for a top-level one.
+func Mention(channel, user, ts, thread, text string) map[string]any {
+	e := map[string]any{"type": "app_mention", "user": user, "text": "<@" + BotUserID + "> " + text, "ts": ts,
+		"channel": channel, "event_ts": ts}
+	if thread != "" {
+		e["thread_ts"] = thread
+	}
+	return e
+}
+
+// Message is a message event; channelType is im, channel, group or mpim.
+func Message(channel, channelType, user, ts, thread, text string) map[string]any {
+	e := map[string]any{"type": "message", "user": user, "text": text, "ts": ts, "channel": channel,
+		"channel_type": channelType, "event_ts": ts, "client_msg_id": "m-" + ts}
+	if thread != "" {
+		e["thread_ts"] = thread
+	}
+	return e
+}
+
+// Signed builds a request to url carrying body, signed with secret at
+// time at.
+func Signed(t testing.TB, url, secret string, at time.Time, body []byte) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := strconv.FormatInt(at.Unix(), 10)
+	req.Header.Set("X-Slack-Request-Timestamp", ts)
+	req.Header.Set("X-Slack-Signature", sign(secret, ts, body))
+	if strings.HasPrefix(strings.TrimSpace(string(body)), "{") {
+		req.Header.Set("Content-Type", "application/json")
+	} else {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	return req
+}
+
+// Do sends req and returns the status and body.
+func Do(t testing.TB, req *http.Request) (int, string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// sign is Slack's v0 signature, written independently of the adapter's so
+// that tests check one against the other.
+func sign(secret, ts string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	fmt.Fprintf(mac, "v0:%s:%s", ts, body)
+	return "v0=" + hex.EncodeToString(mac.Sum(nil))
+}
