@@ -1,0 +1,247 @@
+package feishu
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/channels/feishu/feishutest"
+)
+
+func TestDecryptOfficialVector(t *testing.T) {
+	got, err := Decrypt("P37w+VZImNgPEO1RBhJ6RtKl7n6zymIbEG1pReEzghk=", "test key")
+	if err != nil || string(got) != "hello world" {
+		t.Fatalf("Decrypt = %q, %v; want hello world", got, err)
+	}
+}
+
+func TestSignatureVector(t *testing.T) {
+	const want = "5e1d3ec760c9b1047e0c2ace8f278e16862ec42000daa56bb6c6c4b83d6b51ac"
+	if got := Signature("1", "n", "test key", []byte("{}")); got != want {
+		t.Fatalf("Signature = %s; want %s", got, want)
+	}
+	if !validSignature(want, "1", "n", "test key", []byte("{}")) || validSignature(strings.ToUpper(want), "1", "n", "test key", []byte("{}")) {
+		t.Fatal("validSignature disagrees with the vector")
+	}
+}
+
+func TestDecryptRejectsBadPaddingAndShortInput(t *testing.T) {
+	iv := bytes.Repeat([]byte{7}, 16)
+	enc, err := encrypt([]byte("hello world"), "k", iv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Decrypt(enc, "k"); err != nil || string(got) != "hello world" {
+		t.Fatalf("round trip = %q, %v", got, err)
+	}
+	// Flipping a bit of the IV flips the same bit of the (only) plaintext
+	// block: the last padding byte 5 becomes 4, which is not PKCS#7.
+	raw := mustB64(t, enc)
+	raw[15] ^= 1
+	if _, err := Decrypt(b64(raw), "k"); !errors.Is(err, ErrDecrypt) {
+		t.Fatalf("tampered padding: err = %v; want ErrDecrypt", err)
+	}
+	for _, in := range []string{"", "not base64!", b64(make([]byte, 16)), b64(make([]byte, 33))} {
+		if _, err := Decrypt(in, "k"); !errors.Is(err, ErrDecrypt) {
+			t.Errorf("Decrypt(%q) err = %v; want ErrDecrypt", in, err)
+		}
+	}
+	// A wrong key almost never yields valid padding; with a fixed IV and
+	// text this one does not.
+	if _, err := Decrypt(enc, "other key"); !errors.Is(err, ErrDecrypt) {
+		t.Fatalf("wrong key: err = %v", err)
+	}
+}
+
+func groupMention(id string) []byte {
+	return feishutest.Event(feishutest.Message{
+		Token: testToken, MessageID: id, ChatID: "oc_group", ChatType: "group", Sender: "ou_alice",
+		Content: feishutest.Text("@_user_1 hello"), Mentions: []feishutest.Mention{mentionBot()},
+	})
+}
+
+func TestCallbacksThroughTheRealHandler(t *testing.T) {
+	type tc struct {
+		name       string
+		plain      bool // channel without an Encrypt Key
+		req        func(f *fixture) *http.Request
+		wantStatus int
+		wantBody   string
+		reason     string // counted rejection; "" means accepted
+		submitted  int
+	}
+	signed := func(f *fixture, body []byte) *http.Request {
+		return feishutest.Request(f.srv.URL+EventsPath, body, testKey, f.now)
+	}
+	cases := []tc{
+		{name: "encrypted and signed event", req: func(f *fixture) *http.Request {
+			return signed(f, feishutest.Encrypted(groupMention("om_1"), testKey))
+		}, wantStatus: 200, submitted: 1},
+		{name: "plain event, token only", plain: true, req: func(f *fixture) *http.Request {
+			return feishutest.Request(f.srv.URL+EventsPath, groupMention("om_1"), "", f.now)
+		}, wantStatus: 200, submitted: 1},
+		{name: "challenge, plain", plain: true, req: func(f *fixture) *http.Request {
+			return feishutest.Request(f.srv.URL+EventsPath, feishutest.Challenge(testToken, "ch-123"), "", f.now)
+		}, wantStatus: 200, wantBody: `"challenge":"ch-123"`},
+		{name: "challenge, encrypted, unsigned", req: func(f *fixture) *http.Request {
+			return feishutest.Request(f.srv.URL+EventsPath, feishutest.Encrypted(feishutest.Challenge(testToken, "ch-456"), testKey), "", f.now)
+		}, wantStatus: 200, wantBody: `"challenge":"ch-456"`},
+		{name: "challenge with a wrong token", plain: true, req: func(f *fixture) *http.Request {
+			return feishutest.Request(f.srv.URL+EventsPath, feishutest.Challenge("wrong", "ch"), "", f.now)
+		}, wantStatus: 401, reason: ReasonBadToken},
+		{name: "bad signature", req: func(f *fixture) *http.Request {
+			r := signed(f, feishutest.Encrypted(groupMention("om_1"), testKey))
+			r.Header.Set(HeaderSignature, strings.Repeat("0", 64))
+			return r
+		}, wantStatus: 401, reason: ReasonBadSignature},
+		{name: "signed with another key", req: func(f *fixture) *http.Request {
+			return feishutest.Request(f.srv.URL+EventsPath, feishutest.Encrypted(groupMention("om_1"), testKey), "other", f.now)
+		}, wantStatus: 401, reason: ReasonBadSignature},
+		{name: "unsigned event", req: func(f *fixture) *http.Request {
+			return feishutest.Request(f.srv.URL+EventsPath, feishutest.Encrypted(groupMention("om_1"), testKey), "", f.now)
+		}, wantStatus: 401, reason: ReasonBadSignature},
+		{name: "stale timestamp", req: func(f *fixture) *http.Request {
+			return feishutest.Request(f.srv.URL+EventsPath, feishutest.Encrypted(groupMention("om_1"), testKey), testKey, f.now.Add(-6*time.Minute))
+		}, wantStatus: 401, reason: ReasonStaleTimestamp},
+		{name: "timestamp from the future", req: func(f *fixture) *http.Request {
+			return feishutest.Request(f.srv.URL+EventsPath, feishutest.Encrypted(groupMention("om_1"), testKey), testKey, f.now.Add(time.Hour))
+		}, wantStatus: 401, reason: ReasonStaleTimestamp},
+		{name: "wrong token on a normal event (encrypted, signed)", req: func(f *fixture) *http.Request {
+			ev := feishutest.Event(feishutest.Message{Token: "wrong", MessageID: "om_1", ChatID: "oc_p", ChatType: "p2p", Sender: "ou_a", Content: feishutest.Text("hi")})
+			return signed(f, feishutest.Encrypted(ev, testKey))
+		}, wantStatus: 401, reason: ReasonBadToken},
+		{name: "wrong token on a normal event (plain)", plain: true, req: func(f *fixture) *http.Request {
+			ev := feishutest.Event(feishutest.Message{Token: "wrong", MessageID: "om_1", ChatID: "oc_p", ChatType: "p2p", Sender: "ou_a", Content: feishutest.Text("hi")})
+			return feishutest.Request(f.srv.URL+EventsPath, ev, "", f.now)
+		}, wantStatus: 401, reason: ReasonBadToken},
+		{name: "malformed JSON (plain)", plain: true, req: func(f *fixture) *http.Request {
+			return feishutest.Request(f.srv.URL+EventsPath, []byte(`{"schema":"2.0",`), "", f.now)
+		}, wantStatus: 400, reason: ReasonBadRequest},
+		{name: "malformed JSON (signed)", req: func(f *fixture) *http.Request {
+			return signed(f, []byte(`{"encrypt":`))
+		}, wantStatus: 400, reason: ReasonBadRequest},
+		{name: "malformed JSON inside the ciphertext", req: func(f *fixture) *http.Request {
+			return signed(f, feishutest.Encrypted([]byte(`{"header":`), testKey))
+		}, wantStatus: 400, reason: ReasonBadRequest},
+		{name: "undecryptable", req: func(f *fixture) *http.Request {
+			return signed(f, []byte(`{"encrypt":"P37w+VZImNgPEO1RBhJ6RtKl7n6zymIbEG1pReEzghk="}`))
+		}, wantStatus: 400, reason: ReasonDecryptFailed},
+		{name: "not encrypted although a key is set", req: func(f *fixture) *http.Request {
+			return signed(f, groupMention("om_1"))
+		}, wantStatus: 400, reason: ReasonBadRequest},
+		{name: "oversized body", req: func(f *fixture) *http.Request {
+			big := bytes.Repeat([]byte("a"), channels.MaxWebhookBody+1)
+			return signed(f, big)
+		}, wantStatus: 413, reason: ReasonTooLarge},
+		{name: "unknown event type is acked and ignored", req: func(f *fixture) *http.Request {
+			ev := []byte(`{"schema":"2.0","header":{"event_id":"e9","event_type":"im.chat.updated_v1","token":"` + testToken + `"},"event":{}}`)
+			return signed(f, feishutest.Encrypted(ev, testKey))
+		}, wantStatus: 200},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, func(o *Options) {
+				if c.plain {
+					o.EncryptKey = ""
+				}
+			})
+			status, body := f.do(t, c.req(f))
+			if status != c.wantStatus {
+				t.Fatalf("status %d (%s); want %d", status, body, c.wantStatus)
+			}
+			if c.wantBody != "" && !strings.Contains(body, c.wantBody) {
+				t.Errorf("body %q lacks %q", body, c.wantBody)
+			}
+			if c.reason != "" {
+				if v := testutil.ToFloat64(f.m.MessagesRejected.WithLabelValues(Name, c.reason)); v != 1 {
+					t.Errorf("rejected{reason=%s} = %v; want 1", c.reason, v)
+				}
+			} else if n := testutil.CollectAndCount(f.m.MessagesRejected); n != 0 {
+				t.Errorf("%d rejection series for an accepted callback", n)
+			}
+			if got := len(f.rec.messages()); got != c.submitted {
+				t.Errorf("%d messages submitted; want %d", got, c.submitted)
+			}
+			if len(f.api.Sent()) != 0 {
+				t.Errorf("a callback caused a send: %+v", f.api.Sent())
+			}
+		})
+	}
+}
+
+func TestChallengeAnsweredFast(t *testing.T) {
+	f := newFixture(t, nil)
+	// Even with the Open API failing, the challenge needs nothing from it.
+	f.api.Fail("bot_info", feishutest.Failure{Status: 500, Code: 1})
+	start := time.Now()
+	status, body := f.do(t, feishutest.Request(f.srv.URL+EventsPath, feishutest.Encrypted(feishutest.Challenge(testToken, "fast"), testKey), "", f.now))
+	if status != 200 || !strings.Contains(body, "fast") {
+		t.Fatalf("challenge: %d %s", status, body)
+	}
+	var out map[string]string
+	if err := json.Unmarshal([]byte(body), &out); err != nil || out["challenge"] != "fast" {
+		t.Fatalf("challenge answer %q is not {\"challenge\":…}", body)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Logf("challenge took %v (a loaded machine?)", d)
+	}
+	if f.api.BotInfoRequests() != 0 || f.api.TokenRequests() != 0 {
+		t.Error("the challenge called the Open API")
+	}
+}
+
+func TestRepushOfATakenMessageIsDroppedByMessageID(t *testing.T) {
+	f := newFixture(t, nil)
+	ev := groupMention("om_taken")
+	for i := 0; i < 2; i++ {
+		if status, body := f.post(t, ev); status != 200 {
+			t.Fatalf("push %d: %d %s", i, status, body)
+		}
+	}
+	// A re-push under a new event_id (another connection, another replica)
+	// carries the same message_id.
+	again := feishutest.Event(feishutest.Message{
+		EventID: "ev_other", Token: testToken, MessageID: "om_taken", ChatID: "oc_group", ChatType: "group", Sender: "ou_alice",
+		Content: feishutest.Text("@_user_1 hello"), Mentions: []feishutest.Mention{mentionBot()},
+	})
+	if status, _ := f.post(t, again); status != 200 {
+		t.Fatalf("re-push with a new event_id: %d", status)
+	}
+	msgs := f.rec.messages()
+	if len(msgs) != 1 || msgs[0].ID != "om_taken" {
+		t.Fatalf("submitted %+v; want one message with ID om_taken", msgs)
+	}
+	if f.rec.dups != 2 {
+		t.Fatalf("handler saw %d duplicates; want 2 (de-dup is on message_id)", f.rec.dups)
+	}
+}
+
+func TestCallbacksRefusedWithoutTokenOrKey(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.EncryptKey, o.VerificationToken, o.Mode = "", "", "" })
+	status, _ := f.do(t, feishutest.Request(f.srv.URL+EventsPath, groupMention("om_1"), "", f.now))
+	if status != http.StatusForbidden || len(f.rec.messages()) != 0 {
+		t.Fatalf("unauthenticated callback: status %d, %d submitted", status, len(f.rec.messages()))
+	}
+	if _, err := New(Options{AppID: "a", AppSecret: "b", Mode: "webhook"}); err == nil {
+		t.Fatal("webhook mode without token or key was accepted")
+	}
+}
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+func mustB64(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

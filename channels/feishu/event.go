@@ -1,0 +1,371 @@
+package feishu
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher"
+	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
+
+	"github.com/parleyhq/parley/channels"
+)
+
+var errNoHandler = errors.New("feishu: no handler yet")
+
+// Meta keys a Message carries for its reply.
+const (
+	MetaMessageID = "message_id"   // the user's message: replied to, reacted on
+	MetaChatType  = "chat_type"    // p2p, group or topic_group
+	MetaEventID   = "event_id"     // for logs
+	MetaThreadKey = "thread_key"   // chat:thread, refreshed when answered
+	MetaInThread  = "reply_thread" // "1": reply with reply_in_thread
+)
+
+// UnsupportedNote is the one answer to a message that is not text or post.
+const UnsupportedNote = "Sorry, I can only read text messages for now."
+
+// noteTTL keeps the "note sent" marker as long as Feishu may re-push.
+const noteTTL = 24 * time.Hour
+
+// Dispatch hands one plaintext event (the JSON a long-connection frame
+// carries, or a verified and decrypted HTTP callback) to the dispatcher both
+// transports share. It returns once the message is queued (or dropped);
+// unknown event types are ignored.
+func (c *Channel) Dispatch(ctx context.Context, event []byte) error { return c.dispatch(ctx, event) }
+
+func (c *Channel) dispatch(ctx context.Context, event []byte) error {
+	if c.currentHandler() == nil {
+		return errNoHandler
+	}
+	_, err := c.disp.Do(ctx, event)
+	var nf *dispatcher.NotFoundEventHandlerErr
+	if errors.As(err, &nf) {
+		return nil
+	}
+	return err
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// onMessageReceive turns im.message.receive_v1 into a channels.Message and
+// decides whether it starts or continues a turn.
+func (c *Channel) onMessageReceive(ctx context.Context, ev *larkim.P2MessageReceiveV1) error {
+	if ev == nil || ev.Event == nil || ev.Event.Message == nil {
+		return nil
+	}
+	msg := ev.Event.Message
+	sender := ev.Event.Sender
+	if sender == nil || deref(sender.SenderType) != "user" {
+		return nil // apps and bots, including this one
+	}
+	openID := ""
+	if sender.SenderId != nil {
+		openID = deref(sender.SenderId.OpenId)
+	}
+	messageID := deref(msg.MessageId)
+	chatID := deref(msg.ChatId)
+	chatType := deref(msg.ChatType)
+	if messageID == "" || chatID == "" {
+		return nil
+	}
+	var tenant, eventID string
+	if ev.EventV2Base != nil && ev.EventV2Base.Header != nil {
+		tenant, eventID = ev.EventV2Base.Header.TenantKey, ev.EventV2Base.Header.EventID
+	}
+	if tenant == "" {
+		tenant = deref(sender.TenantKey)
+	}
+	log := c.log.With("message_id", messageID, "event_id", eventID)
+
+	m := channels.Message{
+		ID:        messageID,
+		Channel:   Name,
+		Workspace: tenant,
+		Chat:      chatID,
+		User:      openID,
+		DM:        chatType == "p2p",
+		Received:  time.Now(),
+		Meta:      map[string]string{MetaMessageID: messageID, MetaChatType: chatType},
+	}
+	if eventID != "" {
+		m.Meta[MetaEventID] = eventID
+	}
+
+	rootID, threadID := deref(msg.RootId), deref(msg.ThreadId)
+	mentions := mentionList(msg.Mentions)
+	if !m.DM {
+		// The conversation: a topic group's topic; in a normal group the
+		// thread (or reply chain) the message belongs to, or the thread the
+		// reply to this mention will open.
+		switch {
+		case chatType == "topic_group" && threadID != "":
+			m.Thread = threadID
+		case rootID != "":
+			m.Thread = rootID
+		case threadID != "":
+			m.Thread = threadID
+		default:
+			m.Thread = messageID
+		}
+		m.Meta[MetaThreadKey] = chatID + ":" + m.Thread
+		if c.o.ReplyInThread || chatType == "topic_group" {
+			m.Meta[MetaInThread] = "1"
+		}
+	}
+
+	botID := c.cachedBotID()
+	if !m.DM {
+		id, err := c.botOpenID(ctx)
+		if err != nil {
+			// Without our own id a mention cannot be told apart; fail so
+			// Feishu pushes the event again later.
+			return fmt.Errorf("feishu: bot open_id unknown: %w", err)
+		}
+		botID = id
+		mentioned := false
+		for _, mn := range mentions {
+			if mn.openID == botID {
+				mentioned = true
+			}
+		}
+		inThread := rootID != "" || threadID != ""
+		switch {
+		case mentioned:
+			if c.o.FollowThreads {
+				if err := c.state.markThread(ctx, m.Meta[MetaThreadKey], c.o.ThreadTTL); err != nil {
+					log.Warn("cannot remember the thread; follow-ups will need a mention", "err", err)
+				}
+			}
+		case c.o.FollowThreads && inThread:
+			ok, err := c.state.followed(ctx, m.Meta[MetaThreadKey])
+			if err != nil {
+				return fmt.Errorf("feishu: thread lookup: %w", err)
+			}
+			if !ok {
+				log.Debug("group message without a mention, outside an answered thread: ignored")
+				return nil
+			}
+		default:
+			log.Debug("group message without a mention: ignored")
+			return nil
+		}
+	}
+
+	text, ok := messageText(deref(msg.MessageType), deref(msg.Content), mentions, botID)
+	if !ok {
+		c.noteUnsupported(ctx, m, deref(msg.MessageType))
+		return nil
+	}
+	if text == "" {
+		log.Debug("empty message after removing the mention: ignored")
+		return nil
+	}
+	m.Text = text
+	h := c.currentHandler()
+	if h == nil {
+		return errNoHandler
+	}
+	// The gateway de-duplicates on message_id (SET NX in Redis, shared by
+	// every replica): a re-push, or the same event on another connection,
+	// is dropped there.
+	return h.Submit(ctx, m)
+}
+
+// noteUnsupported answers a non-text message once, directly: it is not a
+// turn, so it does not go through the gateway. The note is claimed in Redis
+// on the message id so a re-push or another replica never repeats it.
+func (c *Channel) noteUnsupported(_ context.Context, m channels.Message, msgType string) {
+	c.log.Info("unsupported message type", "type", msgType, "message_id", m.ID)
+	c.goBackground(func(ctx context.Context) {
+		first, err := c.state.once(ctx, "note:"+m.ID, noteTTL)
+		if err != nil {
+			c.log.Warn("cannot claim the unsupported-type note; not sending it", "message_id", m.ID, "err", err)
+			return
+		}
+		if !first {
+			return // a re-push, or another replica got it
+		}
+		if err := c.Send(ctx, m, channels.Reply{Text: UnsupportedNote, Notice: true}); err != nil {
+			c.log.Warn("unsupported-type note not sent", "message_id", m.ID, "err", err)
+		}
+	})
+}
+
+type mention struct {
+	key, openID, name string
+}
+
+func mentionList(ms []*larkim.MentionEvent) []mention {
+	var out []mention
+	for _, mn := range ms {
+		if mn == nil {
+			continue
+		}
+		x := mention{key: deref(mn.Key), name: deref(mn.Name)}
+		if mn.Id != nil {
+			x.openID = deref(mn.Id.OpenId)
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// messageText extracts the text of a text or post message: placeholders
+// become @names, the bot's own mention is removed. ok is false for other
+// types.
+func messageText(msgType, content string, mentions []mention, botID string) (string, bool) {
+	var text string
+	switch msgType {
+	case "text":
+		var t struct {
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal([]byte(content), &t); err != nil {
+			return "", false
+		}
+		text = t.Text
+	case "post":
+		var ok bool
+		text, ok = flattenPost(content)
+		if !ok {
+			return "", false
+		}
+	default:
+		return "", false
+	}
+	return resolveMentions(text, mentions, botID), true
+}
+
+// resolveMentions replaces @_user_N placeholders by @Name and drops the
+// bot's own mention. Longer keys go first so @_user_1 never eats @_user_10.
+func resolveMentions(text string, mentions []mention, botID string) string {
+	sorted := append([]mention(nil), mentions...)
+	for i := 1; i < len(sorted); i++ {
+		for j := i; j > 0 && len(sorted[j].key) > len(sorted[j-1].key); j-- {
+			sorted[j], sorted[j-1] = sorted[j-1], sorted[j]
+		}
+	}
+	for _, mn := range sorted {
+		if mn.key == "" {
+			continue
+		}
+		if botID != "" && mn.openID == botID {
+			// Drop the mention with one adjoining space.
+			text = strings.ReplaceAll(text, mn.key+" ", "")
+			text = strings.ReplaceAll(text, " "+mn.key, "")
+			text = strings.ReplaceAll(text, mn.key, "")
+			continue
+		}
+		name := mn.name
+		if name == "" {
+			name = "user"
+		}
+		text = strings.ReplaceAll(text, mn.key, "@"+name)
+	}
+	return strings.TrimSpace(text)
+}
+
+// postElement is one inline element of a post paragraph.
+type postElement struct {
+	Tag      string `json:"tag"`
+	Text     string `json:"text"`
+	Href     string `json:"href"`
+	UserID   string `json:"user_id"`
+	UserName string `json:"user_name"`
+	Language string `json:"language"`
+	Emoji    string `json:"emoji_type"`
+}
+
+type postBody struct {
+	Title   string          `json:"title"`
+	Content [][]postElement `json:"content"`
+}
+
+// flattenPost turns rich text into plain text with light Markdown: one
+// line per paragraph, links as [text](href), code blocks fenced, images
+// and media as placeholders. A received post is {"title","content"};
+// a locale-wrapped post ({"zh_cn":{…}}) is read too.
+func flattenPost(content string) (string, bool) {
+	var p postBody
+	if err := json.Unmarshal([]byte(content), &p); err != nil {
+		return "", false
+	}
+	if p.Title == "" && p.Content == nil {
+		var byLocale map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(content), &byLocale); err != nil {
+			return "", false
+		}
+		for _, loc := range []string{"zh_cn", "en_us", "ja_jp"} {
+			if raw, ok := byLocale[loc]; ok {
+				_ = json.Unmarshal(raw, &p)
+				break
+			}
+		}
+		if p.Content == nil {
+			for _, raw := range byLocale {
+				_ = json.Unmarshal(raw, &p)
+				break
+			}
+		}
+	}
+	var lines []string
+	if t := strings.TrimSpace(p.Title); t != "" {
+		lines = append(lines, t)
+	}
+	for _, para := range p.Content {
+		var b strings.Builder
+		for _, el := range para {
+			switch el.Tag {
+			case "text", "md":
+				b.WriteString(el.Text)
+			case "a":
+				if el.Href != "" && el.Text != "" && el.Text != el.Href {
+					fmt.Fprintf(&b, "[%s](%s)", el.Text, el.Href)
+				} else if el.Href != "" {
+					b.WriteString(el.Href)
+				} else {
+					b.WriteString(el.Text)
+				}
+			case "at":
+				// Received posts carry the placeholder key (resolved later
+				// like a text message's); fall back to the name.
+				switch {
+				case strings.HasPrefix(el.UserID, "@_user_"):
+					b.WriteString(el.UserID)
+				case el.UserID == "all":
+					b.WriteString("@all")
+				case el.UserName != "":
+					b.WriteString("@" + el.UserName)
+				}
+			case "img":
+				b.WriteString("[image]")
+			case "media":
+				b.WriteString("[video]")
+			case "emotion":
+				if el.Emoji != "" {
+					b.WriteString(":" + el.Emoji + ":")
+				}
+			case "hr":
+				b.WriteString("---")
+			case "code_block":
+				if b.Len() > 0 {
+					b.WriteString("\n")
+				}
+				b.WriteString("```" + strings.ToLower(el.Language) + "\n" + strings.TrimRight(el.Text, "\n") + "\n```")
+			default:
+				b.WriteString(el.Text)
+			}
+		}
+		lines = append(lines, b.String())
+	}
+	return strings.TrimSpace(strings.Join(lines, "\n")), true
+}

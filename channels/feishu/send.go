@@ -1,0 +1,331 @@
+package feishu
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
+
+	"github.com/parleyhq/parley/channels"
+)
+
+// APIError is a failed Open API call: Feishu's code and msg, the HTTP
+// status and the log_id to quote to Feishu support.
+type APIError struct {
+	Op     string
+	Status int
+	Code   int
+	Msg    string
+	LogID  string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("feishu %s: code %d: %s (http %d, log_id %s)", e.Op, e.Code, e.Msg, e.Status, e.LogID)
+}
+
+// retryableCodes are Feishu codes worth another try: rate limits and
+// transient server errors.
+var retryableCodes = map[int]bool{
+	99991400: true, // request too frequent (app or tenant rate limit)
+	230020:   true, // im: frequency limit of the chat or user
+	11232:    true, // im: create message rate limit
+	11233:    true, // im: too many messages in the chat
+	1000004:  true, // internal error
+	1000005:  true, // internal error
+	99991672: true, // gateway internal error
+}
+
+// label is the code label of ChannelAPIErrors: Feishu's code, or the
+// HTTP status when the answer carried none.
+func (e *APIError) label() string {
+	if e.Code == -1 {
+		return "http_" + strconv.Itoa(e.Status)
+	}
+	return strconv.Itoa(e.Code)
+}
+
+// Retryable reports whether another attempt may succeed.
+func (e *APIError) Retryable() bool {
+	return e.Status == http.StatusTooManyRequests || e.Status >= 500 || retryableCodes[e.Code]
+}
+
+// apiResult is the envelope every Open API answer shares.
+type apiResult struct {
+	Code  int    `json:"code"`
+	Msg   string `json:"msg"`
+	Error *struct {
+		LogID string `json:"log_id"`
+	} `json:"error"`
+}
+
+// call performs one Open API request with the tenant token (the SDK's token
+// manager fetches and refreshes it), retrying with backoff while the error
+// is retryable. Errors are logged with code, msg and log_id, and counted.
+// out, when non-nil, receives the whole JSON answer.
+func (c *Channel) call(ctx context.Context, op, method, path string, params map[string]string, body, out any) error {
+	return c.callN(ctx, 3, op, method, path, params, nil, body, out)
+}
+
+func (c *Channel) callN(ctx context.Context, attempts int, op, method, path string, params map[string]string, query map[string]string, body, out any) error {
+	delay := c.o.RetryBase
+	var err error
+	for i := 0; i < attempts; i++ {
+		if i > 0 {
+			jitter := time.Duration(rand.Int64N(int64(delay)/2 + 1))
+			if !sleepCtx(ctx, delay+jitter) {
+				return errors.Join(err, ctx.Err())
+			}
+			delay *= 2
+		}
+		err = c.callOnce(ctx, op, method, path, params, query, body, out)
+		if err == nil {
+			return nil
+		}
+		var apiErr *APIError
+		if errors.As(err, &apiErr) {
+			c.m.ChannelAPIErrors.WithLabelValues(Name, apiErr.label()).Inc()
+			c.log.Warn("feishu API error", "op", op, "code", apiErr.Code, "msg", apiErr.Msg, "log_id", apiErr.LogID, "http_status", apiErr.Status, "attempt", i+1)
+			if !apiErr.Retryable() {
+				return err
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		c.m.ChannelAPIErrors.WithLabelValues(Name, "network").Inc()
+		c.log.Warn("feishu API request failed", "op", op, "err", err, "attempt", i+1)
+	}
+	return err
+}
+
+func (c *Channel) callOnce(ctx context.Context, op, method, path string, params map[string]string, query map[string]string, body, out any) error {
+	req := &larkcore.ApiReq{
+		HttpMethod:                method,
+		ApiPath:                   path,
+		Body:                      body,
+		PathParams:                larkcore.PathParams{},
+		QueryParams:               larkcore.QueryParams{},
+		SupportedAccessTokenTypes: []larkcore.AccessTokenType{larkcore.AccessTokenTypeTenant},
+	}
+	for k, v := range params {
+		req.PathParams[k] = v
+	}
+	for k, v := range query {
+		req.QueryParams[k] = []string{v}
+	}
+	resp, err := c.api.Do(ctx, req)
+	if err != nil {
+		// The token request failing with a Feishu code surfaces here.
+		var ce larkcore.CodeError
+		if errors.As(err, &ce) {
+			e := &APIError{Op: op + " (tenant token)", Code: ce.Code, Msg: ce.Msg}
+			if ce.Err != nil {
+				e.LogID = ce.Err.LogID
+			}
+			return e
+		}
+		return fmt.Errorf("feishu %s: %w", op, err)
+	}
+	var res apiResult
+	logID := resp.LogId()
+	if !strings.Contains(resp.Header.Get("Content-Type"), "json") || json.Unmarshal(resp.RawBody, &res) != nil {
+		return &APIError{Op: op, Status: resp.StatusCode, Code: -1, Msg: "non-JSON answer", LogID: logID}
+	}
+	if res.Error != nil && res.Error.LogID != "" {
+		logID = res.Error.LogID
+	}
+	if res.Code != 0 || resp.StatusCode >= 300 {
+		return &APIError{Op: op, Status: resp.StatusCode, Code: res.Code, Msg: res.Msg, LogID: logID}
+	}
+	if out != nil {
+		if err := json.Unmarshal(resp.RawBody, out); err != nil {
+			return fmt.Errorf("feishu %s: decode answer: %w", op, err)
+		}
+	}
+	return nil
+}
+
+// Send implements channels.Channel: the Markdown reply as interactive cards
+// with a markdown element (plain text where a card is refused), split below
+// the size limit, each with a uuid so Feishu drops a repeated send. In groups
+// it replies to the user's message (in its thread when configured); in a
+// direct chat it writes to the chat.
+func (c *Channel) Send(ctx context.Context, m channels.Message, r channels.Reply) error {
+	chunks := channels.Split(r.Text, c.o.ChunkBytes)
+	for i, chunk := range chunks {
+		if err := c.sendChunk(ctx, m, i, chunk); err != nil {
+			return err
+		}
+	}
+	if !m.DM && c.o.FollowThreads && m.Meta[MetaThreadKey] != "" && !r.Notice {
+		if err := c.state.markThread(ctx, m.Meta[MetaThreadKey], c.o.ThreadTTL); err != nil {
+			c.log.Warn("cannot remember the answered thread", "err", err)
+		}
+	}
+	return nil
+}
+
+func (c *Channel) sendChunk(ctx context.Context, m channels.Message, i int, chunk string) error {
+	card, err := json.Marshal(cardFor(chunk))
+	if err != nil {
+		return err
+	}
+	err = c.post(ctx, m, "interactive", string(card), sendUUID(m, i, "card", chunk))
+	var apiErr *APIError
+	if err == nil || !errors.As(err, &apiErr) || apiErr.Retryable() {
+		return err
+	}
+	c.log.Warn("card refused; sending plain text instead", "code", apiErr.Code, "msg", apiErr.Msg, "log_id", apiErr.LogID)
+	text, _ := json.Marshal(map[string]string{"text": chunk})
+	return c.post(ctx, m, "text", string(text), sendUUID(m, i, "text", chunk))
+}
+
+// post sends one message, within the chat's rate.
+func (c *Channel) post(ctx context.Context, m channels.Message, msgType, content, uuid string) error {
+	if err := c.limiter.wait(ctx, m.Chat); err != nil {
+		return err
+	}
+	replyTo := ""
+	if m.Meta != nil {
+		replyTo = m.Meta[MetaMessageID]
+	}
+	if m.DM || replyTo == "" {
+		body := map[string]any{"receive_id": m.Chat, "msg_type": msgType, "content": content, "uuid": uuid}
+		return c.callN(ctx, 3, "send", http.MethodPost, "/open-apis/im/v1/messages", nil,
+			map[string]string{"receive_id_type": "chat_id"}, body, nil)
+	}
+	body := map[string]any{"msg_type": msgType, "content": content, "uuid": uuid}
+	if m.Meta[MetaInThread] == "1" {
+		body["reply_in_thread"] = true
+	}
+	return c.call(ctx, "reply", http.MethodPost, "/open-apis/im/v1/messages/:message_id/reply",
+		map[string]string{"message_id": replyTo}, body, nil)
+}
+
+// sendUUID is stable for one piece of one answer, so a retried send (or a
+// second attempt after a lost response) is dropped by Feishu, while a
+// different answer to the same message still goes out. At most 50 chars.
+func sendUUID(m channels.Message, i int, kind, chunk string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%s\x00", m.Chat, m.Meta[MetaMessageID], i, kind)
+	h.Write([]byte(chunk))
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// cardFor builds an interactive card whose one element is the Markdown.
+func cardFor(md string) map[string]any {
+	return map[string]any{
+		"config":   map[string]any{"wide_screen_mode": true},
+		"elements": []any{map[string]any{"tag": "markdown", "content": cardMarkdown(md)}},
+	}
+}
+
+// cardMarkdown adapts model Markdown to the card's dialect, which has no
+// headings: outside code fences, "# Title" lines become bold lines.
+func cardMarkdown(md string) string {
+	lines := strings.Split(md, "\n")
+	inFence := false
+	for i, l := range lines {
+		t := strings.TrimSpace(l)
+		if strings.HasPrefix(t, "```") {
+			inFence = !inFence
+			continue
+		}
+		if inFence || !strings.HasPrefix(t, "#") {
+			continue
+		}
+		h := strings.TrimLeft(t, "#")
+		if n := len(t) - len(h); n <= 6 && strings.HasPrefix(h, " ") && strings.TrimSpace(h) != "" {
+			lines[i] = "**" + strings.TrimSpace(h) + "**"
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// StartTyping implements channels.Typing: a reaction on the user's message
+// while the turn runs, removed by the returned func. The reaction is added
+// in the background; stop waits for that call, so nothing outlives it.
+func (c *Channel) StartTyping(ctx context.Context, m channels.Message) (stop func()) {
+	msgID := ""
+	if m.Meta != nil {
+		msgID = m.Meta[MetaMessageID]
+	}
+	if msgID == "" || c.o.TypingEmoji == "-" {
+		return func() {}
+	}
+	var reactionID string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var out struct {
+			Data struct {
+				ReactionID string `json:"reaction_id"`
+			} `json:"data"`
+		}
+		body := map[string]any{"reaction_type": map[string]string{"emoji_type": c.o.TypingEmoji}}
+		if err := c.callN(ctx, 1, "add_reaction", http.MethodPost, "/open-apis/im/v1/messages/:message_id/reactions",
+			map[string]string{"message_id": msgID}, nil, body, &out); err != nil {
+			return
+		}
+		reactionID = out.Data.ReactionID
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			<-done
+			if reactionID == "" {
+				return
+			}
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			_ = c.callN(dctx, 2, "remove_reaction", http.MethodDelete, "/open-apis/im/v1/messages/:message_id/reactions/:reaction_id",
+				map[string]string{"message_id": msgID, "reaction_id": reactionID}, nil, nil, nil)
+		})
+	}
+}
+
+// chatLimiter spaces the messages sent to one chat (Feishu allows 5 per
+// second per user or group). It is per replica; the uuid and Feishu's own
+// 230020 answer (retried with backoff) cover bursts across replicas.
+type chatLimiter struct {
+	interval time.Duration
+	mu       sync.Mutex
+	next     map[string]time.Time
+}
+
+func newChatLimiter(interval time.Duration) *chatLimiter {
+	return &chatLimiter{interval: interval, next: map[string]time.Time{}}
+}
+
+func (l *chatLimiter) wait(ctx context.Context, chat string) error {
+	l.mu.Lock()
+	now := time.Now()
+	if len(l.next) > 1024 {
+		for k, t := range l.next {
+			if t.Before(now) {
+				delete(l.next, k)
+			}
+		}
+	}
+	at := l.next[chat]
+	if at.Before(now) {
+		at = now
+	}
+	l.next[chat] = at.Add(l.interval)
+	l.mu.Unlock()
+	if d := at.Sub(now); d > 0 && !sleepCtx(ctx, d) {
+		return ctx.Err()
+	}
+	return nil
+}

@@ -1,0 +1,337 @@
+package feishu
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	larkws "github.com/larksuite/oapi-sdk-go/v3/ws"
+)
+
+// The long connection.
+//
+// The SDK's ws.Client cannot be contained: Start ends in `select {}` and
+// never returns, ignores its context, keeps the *websocket.Conn in an
+// unexported field, dials with the package-global websocket.DefaultDialer
+// and http.DefaultClient, and its ping loop re-spawns itself forever. Every
+// Start would leak at least two goroutines and an open connection for the
+// life of the process, and its connect/disconnect is only visible in log
+// lines, so neither shutdown nor readiness could work.
+//
+// So this file drives the same protocol itself with the SDK's own pieces —
+// the endpoint answer (larkws.EndpointResp, ClientConfig), the protobuf
+// frame (larkws.Frame, Headers, NewPingFrame), the response
+// (larkws.Response) and the constants — and hands every event payload to
+// the SDK event dispatcher the HTTP callback uses as well. Every goroutine
+// here is owned by one connection and ends before runLongConnection
+// returns.
+
+// wsDefaults are used until the server's ClientConfig says otherwise.
+const (
+	wsDefaultPing = 2 * time.Minute
+	wsMaxParts    = 64
+	wsPartsTTL    = 5 * time.Second
+)
+
+// errClient marks an endpoint or handshake refusal that retrying soon
+// will not fix (bad credentials, banned, connection limit).
+type errClient struct{ err error }
+
+func (e errClient) Error() string { return e.err.Error() }
+func (e errClient) Unwrap() error { return e.err }
+
+// runLongConnection keeps one long connection open until ctx ends.
+func (c *Channel) runLongConnection(ctx context.Context) {
+	delay := c.o.ReconnectMin
+	first := true
+	for ctx.Err() == nil {
+		if !first {
+			c.m.ChannelReconnects.WithLabelValues(Name).Inc()
+		}
+		first = false
+		connected, err := c.connectOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		c.setConnected(false, err)
+		if connected {
+			delay = c.o.ReconnectMin
+		}
+		wait := delay + time.Duration(rand.Int64N(int64(delay)/2+1))
+		var ce errClient
+		if errors.As(err, &ce) {
+			c.log.Error("long connection refused; check app_id/app_secret and the app's event subscription mode", "err", err, "retry_in", wait)
+		} else {
+			c.log.Warn("long connection lost", "err", err, "retry_in", wait)
+		}
+		if !sleepCtx(ctx, wait) {
+			return
+		}
+		delay = min(2*delay, c.o.ReconnectMax)
+	}
+}
+
+// endpoint asks POST {base}/callback/ws/endpoint for the WebSocket URL.
+func (c *Channel) endpoint(ctx context.Context) (string, *larkws.ClientConfig, error) {
+	body, _ := json.Marshal(map[string]string{"AppID": c.o.AppID, "AppSecret": c.o.AppSecret})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+larkws.GenEndpointUri, bytes.NewReader(body))
+	if err != nil {
+		return "", nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("locale", "zh")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.m.ChannelAPIErrors.WithLabelValues(Name, "network").Inc()
+		}
+		return "", nil, fmt.Errorf("endpoint: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return "", nil, fmt.Errorf("endpoint: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		c.m.ChannelAPIErrors.WithLabelValues(Name, "http_"+strconv.Itoa(resp.StatusCode)).Inc()
+		return "", nil, fmt.Errorf("endpoint: http %d", resp.StatusCode)
+	}
+	var ep larkws.EndpointResp
+	if err := json.Unmarshal(raw, &ep); err != nil {
+		return "", nil, fmt.Errorf("endpoint: %w", err)
+	}
+	switch ep.Code {
+	case larkws.OK:
+	case larkws.SystemBusy, larkws.InternalError:
+		c.m.ChannelAPIErrors.WithLabelValues(Name, strconv.Itoa(ep.Code)).Inc()
+		return "", nil, fmt.Errorf("endpoint: code %d: %s", ep.Code, ep.Msg)
+	default:
+		c.m.ChannelAPIErrors.WithLabelValues(Name, strconv.Itoa(ep.Code)).Inc()
+		return "", nil, errClient{fmt.Errorf("endpoint: code %d: %s", ep.Code, ep.Msg)}
+	}
+	if ep.Data == nil || ep.Data.Url == "" {
+		return "", nil, errors.New("endpoint: no URL in the answer")
+	}
+	return ep.Data.Url, ep.Data.ClientConfig, nil
+}
+
+// wsConn is one open connection and what its goroutines share.
+type wsConn struct {
+	conn      *websocket.Conn
+	serviceID int32
+	wmu       sync.Mutex // one writer at a time
+
+	mu    sync.Mutex
+	ping  time.Duration
+	parts map[string]*partial
+}
+
+type partial struct {
+	bufs    [][]byte
+	expires time.Time
+}
+
+func (w *wsConn) write(data []byte) error {
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	_ = w.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	return w.conn.WriteMessage(websocket.BinaryMessage, data)
+}
+
+func (w *wsConn) configure(cc *larkws.ClientConfig) {
+	if cc == nil || cc.PingInterval <= 0 {
+		return
+	}
+	w.mu.Lock()
+	w.ping = time.Duration(cc.PingInterval) * time.Second
+	w.mu.Unlock()
+}
+
+func (w *wsConn) pingInterval() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ping
+}
+
+// connectOnce opens one connection and serves it until it fails or ctx
+// ends. connected reports whether the handshake succeeded.
+func (c *Channel) connectOnce(ctx context.Context) (connected bool, err error) {
+	rawURL, cc, err := c.endpoint(ctx)
+	if err != nil {
+		return false, err
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return false, fmt.Errorf("endpoint URL: %w", err)
+	}
+	dialer := websocket.Dialer{HandshakeTimeout: 15 * time.Second, Proxy: http.ProxyFromEnvironment}
+	conn, resp, err := dialer.DialContext(ctx, rawURL, nil)
+	if err != nil {
+		if resp != nil {
+			code, _ := strconv.Atoi(resp.Header.Get(larkws.HeaderHandshakeStatus))
+			msg := resp.Header.Get(larkws.HeaderHandshakeMsg)
+			authCode, _ := strconv.Atoi(resp.Header.Get(larkws.HeaderHandshakeAuthErrCode))
+			herr := fmt.Errorf("handshake: http %d, status %d: %s", resp.StatusCode, code, msg)
+			if code == larkws.Forbidden || (code == larkws.AuthFailed && authCode == larkws.ExceedConnLimit) {
+				return false, errClient{herr}
+			}
+			return false, herr
+		}
+		return false, fmt.Errorf("dial: %w", err)
+	}
+	sid, _ := strconv.ParseInt(u.Query().Get(larkws.ServiceID), 10, 32)
+	conn.SetReadLimit(4 << 20)
+	w := &wsConn{conn: conn, serviceID: int32(sid), ping: wsDefaultPing, parts: map[string]*partial{}}
+	w.configure(cc)
+	c.setConnected(true, nil)
+	c.log.Info("long connection open", "conn_id", u.Query().Get(larkws.DeviceID))
+
+	connCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	// Closing the connection is the only way to end a blocked read.
+	wg.Go(func() {
+		<-connCtx.Done()
+		w.wmu.Lock()
+		_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+		w.wmu.Unlock()
+		_ = conn.Close()
+	})
+	wg.Go(func() { c.pingLoop(connCtx, w) })
+	err = c.readLoop(connCtx, w, &wg)
+	cancel()
+	wg.Wait()
+	return true, err
+}
+
+// pingLoop sends the protocol's ping frame every ping interval.
+func (c *Channel) pingLoop(ctx context.Context, w *wsConn) {
+	for {
+		if err := w.write(mustMarshal(larkws.NewPingFrame(w.serviceID))); err != nil {
+			return // the read loop sees the broken connection
+		}
+		if !sleepCtx(ctx, w.pingInterval()) {
+			return
+		}
+	}
+}
+
+func mustMarshal(f *larkws.Frame) []byte {
+	b, _ := f.Marshal()
+	return b
+}
+
+// readLoop reads frames until the connection fails. Data frames are
+// handled concurrently (each must be answered within 3 s) on goroutines
+// tracked by wg.
+func (c *Channel) readLoop(ctx context.Context, w *wsConn, wg *sync.WaitGroup) error {
+	for {
+		// Silence for three ping intervals means the connection is dead.
+		_ = w.conn.SetReadDeadline(time.Now().Add(3*w.pingInterval() + 10*time.Second))
+		mt, data, err := w.conn.ReadMessage()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("read: %w", err)
+		}
+		if mt != websocket.BinaryMessage {
+			continue
+		}
+		var f larkws.Frame
+		if err := f.Unmarshal(data); err != nil {
+			c.log.Warn("long connection: undecodable frame", "err", err)
+			continue
+		}
+		switch larkws.FrameType(f.Method) {
+		case larkws.FrameTypeControl:
+			hs := larkws.Headers(f.Headers)
+			if larkws.MessageType(hs.GetString(larkws.HeaderType)) == larkws.MessageTypePong && len(f.Payload) > 0 {
+				var cc larkws.ClientConfig
+				if json.Unmarshal(f.Payload, &cc) == nil {
+					w.configure(&cc)
+				}
+			}
+		case larkws.FrameTypeData:
+			wg.Go(func() { c.handleDataFrame(ctx, w, f) })
+		}
+	}
+}
+
+// handleDataFrame dispatches one event and answers the frame.
+func (c *Channel) handleDataFrame(ctx context.Context, w *wsConn, f larkws.Frame) {
+	hs := larkws.Headers(f.Headers)
+	if larkws.MessageType(hs.GetString(larkws.HeaderType)) != larkws.MessageTypeEvent {
+		return // cards are not subscribed
+	}
+	payload := f.Payload
+	if sum := hs.GetInt(larkws.HeaderSum); sum > 1 {
+		payload = w.combine(hs.GetString(larkws.HeaderMessageID), sum, hs.GetInt(larkws.HeaderSeq), payload)
+		if payload == nil {
+			return
+		}
+	}
+	start := time.Now()
+	status := http.StatusOK
+	if !isJSONObject(payload) {
+		c.m.MessagesRejected.WithLabelValues(Name, ReasonBadRequest).Inc()
+		c.log.Warn("long connection: event is not a JSON object")
+	} else {
+		// Not cut short by a lost connection: once queueing has begun it
+		// finishes (bounded), like an HTTP callback whose client went away.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.SubmitTimeout)
+		err := c.dispatch(dctx, payload)
+		cancel()
+		if err != nil {
+			c.log.Error("event not accepted; Feishu will push it again", "err", err)
+			status = http.StatusInternalServerError
+		}
+	}
+	hs.Add(larkws.HeaderBizRt, strconv.FormatInt(time.Since(start).Milliseconds(), 10))
+	resp, _ := json.Marshal(larkws.NewResponseByCode(status))
+	f.Headers = hs
+	f.Payload = resp
+	if err := w.write(mustMarshal(&f)); err != nil && ctx.Err() == nil {
+		c.log.Warn("long connection: cannot answer an event frame", "err", err)
+	}
+}
+
+// combine collects the parts of a split event; nil until all arrived.
+func (w *wsConn) combine(id string, sum, seq int, part []byte) []byte {
+	if sum > wsMaxParts || seq < 0 || seq >= sum {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	for k, p := range w.parts {
+		if now.After(p.expires) {
+			delete(w.parts, k)
+		}
+	}
+	p := w.parts[id]
+	if p == nil || len(p.bufs) != sum {
+		p = &partial{bufs: make([][]byte, sum)}
+		w.parts[id] = p
+	}
+	p.bufs[seq] = part
+	p.expires = now.Add(wsPartsTTL)
+	var all []byte
+	for _, b := range p.bufs {
+		if b == nil {
+			return nil
+		}
+		all = append(all, b...)
+	}
+	delete(w.parts, id)
+	return all
+}

@@ -1,0 +1,172 @@
+package feishu
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/channels/feishu/feishutest"
+)
+
+// ourGoroutines lists goroutines running this package's methods.
+func ourGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	n := runtime.Stack(buf, true)
+	var out []string
+	for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+		if strings.Contains(g, "parley/channels/feishu.(*") {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+func startRun(t *testing.T, f *fixture, h channels.Handler) (cancel func() error) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.ch.Run(ctx, h) }()
+	var once sync.Once
+	var err error
+	wait := func() error {
+		once.Do(func() {
+			stop()
+			select {
+			case err = <-done:
+			case <-time.After(15 * time.Second):
+				err = errors.New("Run did not return after its context ended")
+			}
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = wait() })
+	return wait
+}
+
+func TestLongConnectionUsesTheSameDispatcher(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.Mode = "websocket"; o.Handler = nil })
+	if err := f.ch.Ready(); err == nil {
+		t.Fatal("ready before Run")
+	}
+	stop := startRun(t, f, f.rec)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := f.api.WaitConnected(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "readiness", func() bool { return f.ch.Ready() == nil })
+	if v := testutil.ToFloat64(f.m.ChannelConnected.WithLabelValues(Name)); v != 1 {
+		t.Errorf("connected gauge = %v", v)
+	}
+	waitUntil(t, "a ping frame", func() bool { return f.api.Pings() > 0 })
+
+	mention := feishutest.Event(feishutest.Message{Token: testToken, MessageID: "om_ws1", ChatID: "oc_g", ChatType: "group", Sender: "ou_a",
+		Content: feishutest.Text("@_user_1 over the socket"), Mentions: []feishutest.Mention{mentionBot()}})
+	if code, err := f.api.Push(ctx, mention, 1); err != nil || code != 200 {
+		t.Fatalf("push: %d %v", code, err)
+	}
+	// A payload split into parts, as Feishu does for large events.
+	split := feishutest.Event(feishutest.Message{MessageID: "om_ws2", ChatID: "oc_dm", ChatType: "p2p", Sender: "ou_a", Content: feishutest.Text("in three parts")})
+	if code, err := f.api.Push(ctx, split, 3); err != nil || code != 200 {
+		t.Fatalf("split push: %d %v", code, err)
+	}
+	quiet := feishutest.Event(feishutest.Message{MessageID: "om_ws3", ChatID: "oc_g", ChatType: "group", Sender: "ou_b", Content: feishutest.Text("no mention")})
+	if code, err := f.api.Push(ctx, quiet, 1); err != nil || code != 200 {
+		t.Fatalf("quiet push: %d %v", code, err)
+	}
+	// The same message again, now over HTTP: de-duplicated on message_id.
+	if status, _ := f.post(t, mention); status != 200 {
+		t.Fatalf("HTTP re-push: %d", status)
+	}
+	msgs := f.rec.messages()
+	if len(msgs) != 2 || msgs[0].Text != "over the socket" || msgs[1].Text != "in three parts" || f.rec.dups != 1 {
+		t.Fatalf("submitted %+v (dups %d)", msgs, f.rec.dups)
+	}
+
+	// The server drops the connection: readiness and the gauge follow, and
+	// the client reconnects.
+	f.api.DropConnections()
+	waitUntil(t, "a reconnect", func() bool {
+		return testutil.ToFloat64(f.m.ChannelReconnects.WithLabelValues(Name)) >= 1 && f.api.Connections() == 1 && f.ch.Ready() == nil
+	})
+	if f.api.EndpointRequests() < 2 {
+		t.Errorf("reconnected without asking the endpoint again (%d requests)", f.api.EndpointRequests())
+	}
+	if code, err := f.api.Push(ctx, feishutest.Event(feishutest.Message{MessageID: "om_ws4", ChatID: "oc_dm", ChatType: "p2p", Sender: "ou_a", Content: feishutest.Text("after")}), 1); err != nil || code != 200 {
+		t.Fatalf("push after reconnect: %d %v", code, err)
+	}
+
+	if err := stop(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v", err)
+	}
+	if err := f.ch.Ready(); err == nil {
+		t.Error("ready after Run returned")
+	}
+	if v := testutil.ToFloat64(f.m.ChannelConnected.WithLabelValues(Name)); v != 0 {
+		t.Errorf("connected gauge after stop = %v", v)
+	}
+	if gs := ourGoroutines(); len(gs) > 0 {
+		t.Fatalf("goroutines outlive Run:\n%s", strings.Join(gs, "\n\n"))
+	}
+	waitUntil(t, "the server to see the close", func() bool { return f.api.Connections() == 0 })
+}
+
+type failingHandler struct{}
+
+func (failingHandler) Submit(context.Context, channels.Message) error {
+	return errors.New("redis down")
+}
+
+func TestLongConnectionAnswers500WhenNotQueued(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.Mode = ""; o.Handler = nil })
+	stop := startRun(t, f, failingHandler{})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := f.api.WaitConnected(ctx); err != nil {
+		t.Fatal(err)
+	}
+	code, err := f.api.Push(ctx, feishutest.Event(feishutest.Message{MessageID: "om_x", ChatID: "oc_dm", ChatType: "p2p", Sender: "ou_a", Content: feishutest.Text("x")}), 1)
+	if err != nil || code != 500 {
+		t.Fatalf("push: %d %v; want 500 so Feishu pushes it again", code, err)
+	}
+	stop()
+}
+
+func TestLongConnectionRefusedIsNotReady(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.Mode = "" })
+	f.api.Fail("endpoint", feishutest.Failure{Code: 1000040351, Msg: "app not found"}, feishutest.Failure{Code: 1000040351, Msg: "app not found"})
+	stop := startRun(t, f, f.rec)
+	waitUntil(t, "two endpoint attempts", func() bool { return f.api.EndpointRequests() >= 2 })
+	if err := f.ch.Ready(); err == nil {
+		t.Fatal("ready although the endpoint refused")
+	}
+	if v := testutil.ToFloat64(f.m.ChannelAPIErrors.WithLabelValues(Name, "1000040351")); v < 1 {
+		t.Errorf("endpoint refusal not counted")
+	}
+	// It keeps trying and gets in once the endpoint answers.
+	waitUntil(t, "the connection", func() bool { return f.ch.Ready() == nil })
+	stop()
+	if gs := ourGoroutines(); len(gs) > 0 {
+		t.Fatalf("goroutines outlive Run:\n%s", strings.Join(gs, "\n\n"))
+	}
+}
+
+func TestWebhookModeOpensNoConnection(t *testing.T) {
+	f := newFixture(t, nil) // Mode webhook
+	stop := startRun(t, f, f.rec)
+	waitUntil(t, "the bot identity", func() bool { return f.ch.cachedBotID() == feishutest.BotOpenID })
+	if err := f.ch.Ready(); err != nil {
+		t.Fatalf("webhook mode not ready: %v", err)
+	}
+	stop()
+	if f.api.EndpointRequests() != 0 {
+		t.Fatal("webhook mode asked for a long-connection endpoint")
+	}
+}
