@@ -202,6 +202,18 @@ func (g *Gateway) Submit(ctx context.Context, m channels.Message) error {
 	if err != nil {
 		return fmt.Errorf("gateway: encode message: %w", err)
 	}
+	// From here on a failure must undo the de-dup record, or the
+	// platform's re-delivery of a message we never queued would be dropped.
+	accepted := false
+	if m.ID != "" {
+		defer func() {
+			if !accepted {
+				if err := g.store.Forget(context.WithoutCancel(ctx), m.Channel, m.ID); err != nil {
+					g.log.Warn("could not forget a message that was not queued; a re-delivery will be dropped", "channel", m.Channel, "err", err)
+				}
+			}
+		}()
+	}
 	depth, err := g.store.Depth(ctx, conv)
 	if err != nil {
 		return fmt.Errorf("gateway: queue depth: %w", err)
@@ -211,11 +223,13 @@ func (g *Gateway) Submit(ctx context.Context, m channels.Message) error {
 		// the sender hears why instead of waiting for an answer that never comes.
 		g.metrics.MessagesRejected.WithLabelValues(m.Channel, "queue_full").Inc()
 		g.send(ctx, m, channels.Reply{Notice: true, Text: "I'm still working through your earlier messages in this conversation. Please wait for my answers before sending more."})
+		accepted = true // answered: a re-delivery must not be answered again
 		return nil
 	}
 	if _, err := g.store.Enqueue(ctx, conv, item); err != nil {
 		return fmt.Errorf("gateway: queue message: %w", err)
 	}
+	accepted = true
 	g.schedule(conv)
 	return nil
 }

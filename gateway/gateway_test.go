@@ -263,3 +263,24 @@ func TestShutdownDrainsRunningTurns(t *testing.T) {
 		t.Fatalf("Submit after Shutdown = %v; want ErrClosed", err)
 	}
 }
+
+// failingEnqueue is a store whose queue is down.
+type failingEnqueue struct{ sessions.Store }
+
+func (f failingEnqueue) Enqueue(context.Context, string, []byte) (int64, error) {
+	return 0, fmt.Errorf("redis: connection refused")
+}
+
+func TestAMessageNotQueuedIsTakenWhenRedelivered(t *testing.T) {
+	r := redistest.New(t)
+	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix})
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	broken := gateway.New(gateway.Config{}, failingEnqueue{store}, nil, nil, log)
+	if err := broken.Submit(context.Background(), msg("t", "Ev9", "hi")); err == nil {
+		t.Fatal("Submit succeeded although the queue is down")
+	}
+	// The platform re-delivers to a healthy replica: it must not be a duplicate.
+	if dup, err := store.Seen(context.Background(), "slack", "Ev9"); err != nil || dup {
+		t.Fatalf("Seen after a failed Submit = %v, %v; want a fresh message", dup, err)
+	}
+}

@@ -253,6 +253,14 @@ func (s *RedisStore) Seen(ctx context.Context, scope, id string) (bool, error) {
 	return !ok, nil
 }
 
+// Forget implements Store.
+func (s *RedisStore) Forget(ctx context.Context, scope, id string) error {
+	if err := s.client.Del(ctx, s.opts.Prefix+"dedupe:"+scope+":"+id).Err(); err != nil {
+		return fmt.Errorf("sessions: forget dedupe: %w", err)
+	}
+	return nil
+}
+
 // Ping implements Store.
 func (s *RedisStore) Ping(ctx context.Context) error {
 	return s.client.Ping(ctx).Err()

@@ -80,6 +80,9 @@ type Store interface {
 	// Seen records id under scope and reports whether it was seen before
 	// (within 24 h).
 	Seen(ctx context.Context, scope, id string) (bool, error)
+	// Forget removes a Seen record, so that a message accepted by Seen but
+	// then not queued is taken again when the platform re-delivers it.
+	Forget(ctx context.Context, scope, id string) error
 
 	// Ping checks that the backing Redis answers.
 	Ping(ctx context.Context) error
