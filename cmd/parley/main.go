@@ -27,6 +27,8 @@ Usage:
   parley policy  explain --channel C [--workspace W] [--chat X]
                                                     show the effective policy of a conversation
   parley config  check [--config FILE]              validate and print the effective config
+  parley wechat  login [--config FILE] [--codes N] | status [--config FILE]
+                                                    log a personal-WeChat bot in (QR code), show its state
   parley version                                    print the version
 
 Environment overrides the config file; see README.md.
@@ -61,6 +63,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = env.skills(args[1:])
 	case "policy":
 		err = env.policy(args[1:])
+	case "wechat":
+		err = env.wechat(args[1:])
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "parley %s\n", version)
 	case "help", "-h", "--help":

@@ -1,0 +1,462 @@
+package wechat
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/parleyhq/parley/channels"
+	"github.com/redis/go-redis/v9"
+)
+
+// unsupportedNote answers a message with nothing Parley can read.
+const unsupportedNote = "Sorry, I can only read text and voice messages for now. Please send your question as text."
+
+// ilinkSide polls the stored iLink accounts and sends their replies.
+type ilinkSide struct {
+	c      *Channel
+	tokens *contextTokens
+
+	mu      sync.Mutex
+	running map[string]bool // bots with a lease holder loop here
+	expired map[string]bool // bots whose session is expired, as last seen
+}
+
+func newILinkSide(c *Channel) *ilinkSide {
+	return &ilinkSide{
+		c:       c,
+		tokens:  &contextTokens{client: c.cfg.Client, prefix: c.cfg.Prefix},
+		running: map[string]bool{},
+		expired: map[string]bool{},
+	}
+}
+
+// run re-reads the accounts every AccountRefresh and starts one lease loop
+// per bot; each polls while this replica holds that bot's lease.
+func (s *ilinkSide) run(ctx context.Context, h channels.Handler) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	t := time.NewTicker(s.c.cfg.AccountRefresh)
+	defer t.Stop()
+	for {
+		accounts, err := s.c.cfg.State.Accounts(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.c.log.Warn("wechat: read iLink accounts", "err", err)
+		}
+		for _, a := range accounts {
+			s.setExpired(a.BotID, a.Expired)
+			s.observeTokenAge(ctx, a.BotID)
+			s.mu.Lock()
+			start := !s.running[a.BotID]
+			s.running[a.BotID] = true
+			s.mu.Unlock()
+			if start {
+				bot := a.BotID
+				l := &lease{client: s.c.cfg.Client, key: leaseKey(s.c.cfg.Prefix, ViaILink, bot), ttl: s.c.cfg.LeaseTTL, log: s.c.log}
+				wg.Go(func() {
+					l.hold(ctx, func(lctx context.Context) { s.poll(lctx, bot, h) })
+				})
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *ilinkSide) setExpired(bot string, expired bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if expired {
+		s.expired[bot] = true
+	} else {
+		delete(s.expired, bot)
+	}
+}
+
+func (s *ilinkSide) expiredBots() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for bot := range s.expired {
+		out = append(out, bot)
+	}
+	return out
+}
+
+func (s *ilinkSide) observeTokenAge(ctx context.Context, bot string) {
+	at, ok, err := s.tokens.newest(ctx, bot)
+	if err != nil || !ok {
+		return
+	}
+	s.c.m.WeChatTokenAge.WithLabelValues(bot).Set(time.Since(at).Seconds())
+}
+
+func (s *ilinkSide) client(a Account) *ilinkClient {
+	base := a.BaseURL
+	if base == "" {
+		base = s.c.cfg.ILinkBaseURL
+	}
+	return &ilinkClient{http: s.c.cfg.HTTP, baseURL: base, token: a.Token}
+}
+
+// poll is the receive loop of one bot while this replica holds its lease.
+// The cursor is saved only after the whole batch was handed to the
+// gateway: a crash in between re-delivers the batch, and the gateway's
+// de-duplication on message_id keeps it from being answered twice.
+func (s *ilinkSide) poll(ctx context.Context, bot string, h channels.Handler) {
+	key := ViaILink + ":" + bot
+	defer s.c.setUp(key, false)
+	bo := backoff{min: s.c.cfg.RetryMin, max: s.c.cfg.RetryMax}
+	longPoll := time.Duration(defaultLongPollMS) * time.Millisecond
+	log := s.c.log.With("bot", bot)
+	log.Info("wechat: polling iLink bot on this replica")
+	for ctx.Err() == nil {
+		a, ok, err := s.c.cfg.State.Account(ctx, bot)
+		if err != nil {
+			log.Warn("wechat: read iLink account", "err", err)
+			sleep(ctx, bo.next())
+			continue
+		}
+		if !ok || a.Expired {
+			s.c.setUp(key, false)
+			s.setExpired(bot, ok)
+			sleep(ctx, s.c.cfg.AccountRefresh)
+			continue
+		}
+		s.setExpired(bot, false)
+		cursor, err := s.c.cfg.State.Cursor(ctx, bot)
+		if err != nil {
+			log.Warn("wechat: read iLink cursor", "err", err)
+			sleep(ctx, bo.next())
+			continue
+		}
+		// The server holds the poll for up to longpolling_timeout_ms; a
+		// client timeout a little later is an empty batch, not an error.
+		pctx, cancel := context.WithTimeout(ctx, longPoll+5*time.Second)
+		resp, err := s.client(a).getUpdates(pctx, cursor)
+		timedOut := pctx.Err() != nil
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			if timedOut {
+				continue
+			}
+			s.pollFailed(ctx, log, a, err)
+			s.c.setUp(key, false)
+			sleep(ctx, bo.next())
+			continue
+		}
+		s.c.setUp(key, true)
+		bo.reset()
+		if resp.LongPollingMS > 0 {
+			longPoll = time.Duration(resp.LongPollingMS) * time.Millisecond
+		}
+		if err := s.handleBatch(ctx, a, resp.Msgs, h); err != nil {
+			if ctx.Err() == nil {
+				log.Error("wechat: a batch could not be handed to the gateway; polling it again", "err", err)
+				sleep(ctx, bo.next())
+			}
+			continue // the cursor stays where it was
+		}
+		if resp.Cursor != "" && resp.Cursor != cursor {
+			if err := s.c.cfg.State.SaveCursor(context.WithoutCancel(ctx), bot, resp.Cursor); err != nil {
+				log.Warn("wechat: save iLink cursor; the batch may be delivered again", "err", err)
+			}
+		}
+	}
+}
+
+// pollFailed logs and counts a failed getupdates; errcode -14 marks the
+// session expired, which pauses polling until the operator logs in again.
+func (s *ilinkSide) pollFailed(ctx context.Context, log *slog.Logger, a Account, err error) {
+	code := errorCode(err)
+	s.c.apiError(code)
+	var ae *apiError
+	if errors.As(err, &ae) && (ae.ErrCode == ilinkErrExpired || ae.Ret == ilinkErrExpired) {
+		s.expire(ctx, a)
+		return
+	}
+	var he *httpError
+	if errors.As(err, &he) && errors.Is(he.Err, errBadBody) {
+		s.c.reject("bad_frame")
+	}
+	log.Warn("wechat: iLink getupdates failed; retrying", "code", code, "err", err)
+}
+
+// expire pauses a bot whose session iLink ended (errcode -14).
+func (s *ilinkSide) expire(ctx context.Context, a Account) {
+	s.c.log.Error("wechat: the iLink session of this bot expired (errcode -14); polling is paused — run `parley wechat login` to log in again",
+		"bot", a.BotID)
+	s.setExpired(a.BotID, true)
+	if err := s.c.cfg.State.MarkExpired(context.WithoutCancel(ctx), a.BotID, a.Token); err != nil {
+		s.c.log.Warn("wechat: record the expired iLink session", "bot", a.BotID, "err", err)
+	}
+}
+
+// handleBatch hands every usable message of a batch to the gateway. It
+// fails only when the gateway refused one (then the batch is polled again).
+func (s *ilinkSide) handleBatch(ctx context.Context, a Account, msgs []json.RawMessage, h channels.Handler) error {
+	for _, raw := range msgs {
+		var m ilinkMessage
+		if err := json.Unmarshal(raw, &m); err != nil {
+			s.c.reject("bad_frame")
+			s.c.log.Warn("wechat: skipping an undecodable iLink message", "bot", a.BotID, "err", err)
+			continue
+		}
+		if m.MessageType == ilinkMsgBot {
+			continue // our own (or another bot's) message: never answer it
+		}
+		id := m.id()
+		if id == "" || m.FromUserID == "" {
+			s.c.reject("missing_fields")
+			s.c.log.Warn("wechat: skipping an iLink message without message_id or from_user_id", "bot", a.BotID)
+			continue
+		}
+		if m.ContextToken != "" {
+			if err := s.tokens.record(ctx, a.BotID, m.FromUserID, m.ContextToken); err != nil {
+				return fmt.Errorf("record context token: %w", err)
+			}
+			s.c.m.WeChatTokenAge.WithLabelValues(a.BotID).Set(0)
+		}
+		text := messageText(m.ItemList)
+		if text == "" {
+			s.noteUnsupported(ctx, a, m.FromUserID, id, m.ContextToken)
+			continue
+		}
+		msg := channels.Message{
+			ID:        ViaILink + ":" + a.BotID + ":" + id,
+			Channel:   Name,
+			Workspace: a.BotID,
+			Chat:      m.FromUserID,
+			User:      m.FromUserID,
+			Text:      text,
+			DM:        true,
+			Meta:      map[string]string{"via": ViaILink, "context_token": m.ContextToken},
+		}
+		if err := h.Submit(ctx, msg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// messageText joins the text items and voice transcripts of a message.
+func messageText(items []messageItem) string {
+	var parts []string
+	for _, it := range items {
+		switch {
+		case it.Type == ilinkItemText && it.TextItem != nil:
+			parts = append(parts, it.TextItem.Text)
+		case it.Type == ilinkItemVoice && it.VoiceItem != nil:
+			parts = append(parts, it.VoiceItem.Text)
+		}
+	}
+	return strings.TrimSpace(strings.Join(parts, "\n"))
+}
+
+// noteUnsupported answers an image, file or video once: a redelivered
+// batch does not repeat the note.
+func (s *ilinkSide) noteUnsupported(ctx context.Context, a Account, user, id, token string) {
+	first, err := s.c.cfg.Client.SetNX(ctx, s.c.cfg.Prefix+"wechat:ilink:{"+a.BotID+"}:noted:"+id, 1, 24*time.Hour).Result()
+	if err != nil || !first {
+		return
+	}
+	s.c.reject("unsupported")
+	if err := s.sendChunks(ctx, a, user, token, []string{unsupportedNote}); err != nil {
+		s.c.log.Warn("wechat: could not send the unsupported-message note", "bot", a.BotID, "err", err)
+	}
+}
+
+// send delivers a reply over iLink, split into phone-sized chunks.
+func (s *ilinkSide) send(ctx context.Context, m channels.Message, text string) error {
+	a, ok, err := s.c.cfg.State.Account(ctx, m.Workspace)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("wechat: iLink bot %s is not logged in", m.Workspace)
+	}
+	chunks := splitChars(plainText(text), s.c.cfg.ChunkChars)
+	return s.sendChunks(ctx, a, m.Chat, m.Meta["context_token"], chunks)
+}
+
+func (s *ilinkSide) sendChunks(ctx context.Context, a Account, user, fallbackToken string, chunks []string) error {
+	cl := s.client(a)
+	for i, chunk := range chunks {
+		if err := s.sendOne(ctx, cl, a, user, fallbackToken, chunk); err != nil {
+			return fmt.Errorf("wechat: iLink send (part %d of %d): %w", i+1, len(chunks), err)
+		}
+	}
+	return nil
+}
+
+// sendOne sends one chunk with the newest context token of the user and a
+// fresh client_id. A non-zero ret is logged with its code and counted; a
+// stale token (ret -2) is retried once with the newest token.
+func (s *ilinkSide) sendOne(ctx context.Context, cl *ilinkClient, a Account, user, fallbackToken, text string) error {
+	for attempt := 1; ; attempt++ {
+		token, _, err := s.tokens.latest(ctx, a.BotID, user)
+		if err != nil {
+			return err
+		}
+		if token == "" {
+			token = fallbackToken
+		}
+		err = cl.sendMessage(ctx, user, "parley-"+randomToken(), text, token)
+		if err == nil {
+			if n, err := s.tokens.countSend(ctx, a.BotID, user); err == nil {
+				s.c.m.WeChatSendsSince.WithLabelValues(a.BotID).Observe(float64(n))
+			}
+			return nil
+		}
+		code := errorCode(err)
+		s.c.apiError(code)
+		var ae *apiError
+		stale := errors.As(err, &ae) && (ae.Ret == ilinkRetStaleCtx || ae.ErrCode == ilinkRetStaleCtx)
+		expired := ae != nil && (ae.Ret == ilinkErrExpired || ae.ErrCode == ilinkErrExpired)
+		s.c.log.Error("wechat: iLink sendmessage failed", "bot", a.BotID, "code", code, "attempt", attempt, "err", err)
+		if expired {
+			s.expire(ctx, a)
+			return err
+		}
+		if !stale || attempt > 1 {
+			if stale {
+				s.c.log.Warn("wechat: the user's context token is stale: iLink only lets a bot answer shortly after the user's last message", "bot", a.BotID)
+			}
+			return err
+		}
+	}
+}
+
+// startTyping shows "typing…" to the user until stop is called or the turn
+// or the channel ends: getconfig for a typing_ticket, then sendtyping
+// repeated every TypingInterval, and a cancel at the end.
+func (s *ilinkSide) startTyping(ctx context.Context, m channels.Message) func() {
+	a, ok, err := s.c.cfg.State.Account(ctx, m.Workspace)
+	if err != nil || !ok || a.Expired {
+		return func() {}
+	}
+	runCtx := s.c.runContext()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var runDone <-chan struct{}
+		if runCtx != nil {
+			runDone = runCtx.Done()
+		}
+		cl := s.client(a)
+		token, _, _ := s.tokens.latest(ctx, a.BotID, m.Chat)
+		if token == "" {
+			token = m.Meta["context_token"]
+		}
+		ticket, err := cl.getTypingTicket(ctx, m.Chat, token)
+		if err != nil || ticket == "" {
+			if err != nil && ctx.Err() == nil {
+				s.c.apiError(errorCode(err))
+				s.c.log.Debug("wechat: no typing ticket", "bot", a.BotID, "err", err)
+			}
+			return
+		}
+		t := time.NewTicker(s.c.cfg.TypingInterval)
+		defer t.Stop()
+		for {
+			if err := cl.sendTyping(ctx, m.Chat, ticket, ilinkTypingOn); err != nil && ctx.Err() == nil {
+				s.c.apiError(errorCode(err))
+				s.c.log.Debug("wechat: sendtyping", "bot", a.BotID, "err", err)
+			}
+			select {
+			case <-t.C:
+				continue
+			case <-stop:
+			case <-ctx.Done():
+			case <-runDone:
+			}
+			break
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+		defer cancel()
+		_ = cl.sendTyping(cctx, m.Chat, ticket, ilinkTypingOff)
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(stop) })
+		<-done
+	}
+}
+
+// contextTokens keeps, per bot and user, the newest context_token with its
+// time and the number of messages sent since the user last wrote.
+type contextTokens struct {
+	client redis.UniversalClient
+	prefix string
+}
+
+// tokenTTL outlives iLink's reply window (24 h after the user's message).
+const tokenTTL = 48 * time.Hour
+
+func (t *contextTokens) key(bot string) string {
+	return t.prefix + "wechat:ilink:{" + bot + "}:ctx"
+}
+
+func (t *contextTokens) newestKey(bot string) string {
+	return t.prefix + "wechat:ilink:{" + bot + "}:ctx-newest"
+}
+
+func (t *contextTokens) record(ctx context.Context, bot, user, token string) error {
+	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	_, err := t.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, t.key(bot), "t:"+user, token, "a:"+user, now, "n:"+user, 0)
+		p.Expire(ctx, t.key(bot), tokenTTL)
+		p.Set(ctx, t.newestKey(bot), now, tokenTTL)
+		return nil
+	})
+	return err
+}
+
+func (t *contextTokens) latest(ctx context.Context, bot, user string) (string, time.Time, error) {
+	vals, err := t.client.HMGet(ctx, t.key(bot), "t:"+user, "a:"+user).Result()
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("wechat: read context token: %w", err)
+	}
+	token, _ := vals[0].(string)
+	ms, _ := vals[1].(string)
+	n, _ := strconv.ParseInt(ms, 10, 64)
+	var at time.Time
+	if n > 0 {
+		at = time.UnixMilli(n)
+	}
+	return token, at, nil
+}
+
+func (t *contextTokens) countSend(ctx context.Context, bot, user string) (int64, error) {
+	return t.client.HIncrBy(ctx, t.key(bot), "n:"+user, 1).Result()
+}
+
+func (t *contextTokens) newest(ctx context.Context, bot string) (time.Time, bool, error) {
+	ms, err := t.client.Get(ctx, t.newestKey(bot)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	return time.UnixMilli(ms), true, nil
+}
+
+// NewestContextToken reports when the newest context_token of an iLink
+// bot arrived (false when none is known), for `parley wechat status`.
+func NewestContextToken(ctx context.Context, client redis.UniversalClient, prefix, bot string) (time.Time, bool, error) {
+	return (&contextTokens{client: client, prefix: prefix}).newest(ctx, bot)
+}

@@ -1,0 +1,776 @@
+package wechat
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/parleyhq/parley/channels"
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultWeComWSURL is the WeCom AI bot long-connection endpoint.
+const DefaultWeComWSURL = "wss://openws.work.weixin.qq.com"
+
+// WeCom long-connection commands.
+const (
+	cmdSubscribe = "aibot_subscribe"
+	cmdCallback  = "aibot_msg_callback"
+	cmdEvent     = "aibot_event_callback"
+	cmdRespond   = "aibot_respond_msg"
+	cmdSend      = "aibot_send_msg"
+	cmdPing      = "ping"
+
+	// streamLimit is below the 20480-byte limit of one stream content.
+	streamLimit = 20000
+	// pushLimit is the size of one aibot_send_msg markdown message.
+	pushLimit = 4000
+	// typingContent is the first stream frame while a turn runs.
+	typingContent = "…"
+	// maxMissedPings ends a connection whose heartbeats go unanswered.
+	maxMissedPings = 2
+	maxWSFrame     = 4 << 20
+)
+
+// wsFrame is one frame in either direction: {cmd, headers:{req_id}, body},
+// and WeCom's answers {headers:{req_id}, errcode, errmsg}.
+type wsFrame struct {
+	Cmd     string `json:"cmd,omitempty"`
+	Headers struct {
+		ReqID string `json:"req_id"`
+	} `json:"headers"`
+	Body    json.RawMessage `json:"body,omitempty"`
+	ErrCode int             `json:"errcode,omitempty"`
+	ErrMsg  string          `json:"errmsg,omitempty"`
+}
+
+type outFrame struct {
+	Cmd     string            `json:"cmd"`
+	Headers map[string]string `json:"headers"`
+	Body    any               `json:"body,omitempty"`
+}
+
+// wecomCallback is the body of aibot_msg_callback.
+type wecomCallback struct {
+	MsgID    string `json:"msgid"`
+	AIBotID  string `json:"aibotid"`
+	ChatID   string `json:"chatid"`
+	ChatType string `json:"chattype"`
+	From     struct {
+		UserID string `json:"userid"`
+	} `json:"from"`
+	MsgType string `json:"msgtype"`
+	Text    struct {
+		Content string `json:"content"`
+	} `json:"text"`
+	Voice struct {
+		Content string `json:"content"`
+	} `json:"voice"`
+	Mixed struct {
+		Items []struct {
+			MsgType string `json:"msgtype"`
+			Text    struct {
+				Content string `json:"content"`
+			} `json:"text"`
+		} `json:"msg_item"`
+	} `json:"mixed"`
+}
+
+// wecomJob is a reply (or a typing frame) made on a replica without the
+// connection, queued in Redis for the holder.
+type wecomJob struct {
+	Kind   string `json:"kind"` // reply or typing
+	ReqID  string `json:"req_id"`
+	ChatID string `json:"chatid"`
+	RecvMS int64  `json:"recv_ms"`
+	Text   string `json:"text,omitempty"`
+}
+
+// wecomSide holds one WeCom AI bot's long connection on the replica that
+// wins its lease, and answers from any replica.
+type wecomSide struct {
+	c      *Channel
+	bot    string
+	outbox string // Redis list of wecomJob
+
+	mu      sync.Mutex
+	conn    *wecomConn // live, subscribed connection; nil otherwise
+	holding bool       // this replica holds the lease
+	since   time.Time  // when the connection was lost while holding
+
+	reqMu    sync.Mutex
+	reqLocks map[string]*reqState
+}
+
+type reqState struct {
+	mu       sync.Mutex
+	users    int
+	finished bool
+}
+
+func newWeComSide(c *Channel) *wecomSide {
+	return &wecomSide{
+		c:        c,
+		bot:      c.cfg.WeComBotID,
+		outbox:   c.cfg.Prefix + "wechat:wecom:{" + c.cfg.WeComBotID + "}:outbox",
+		reqLocks: map[string]*reqState{},
+	}
+}
+
+func (s *wecomSide) run(ctx context.Context, h channels.Handler) {
+	l := &lease{client: s.c.cfg.Client, key: leaseKey(s.c.cfg.Prefix, ViaWeCom, s.bot), ttl: s.c.cfg.LeaseTTL, log: s.c.log}
+	l.hold(ctx, func(lctx context.Context) {
+		s.setHolding(true)
+		defer s.setHolding(false)
+		s.connectLoop(lctx, h)
+	})
+}
+
+func (s *wecomSide) setHolding(v bool) {
+	s.mu.Lock()
+	s.holding = v
+	s.since = time.Now()
+	s.mu.Unlock()
+}
+
+func (s *wecomSide) setConn(c *wecomConn) {
+	s.mu.Lock()
+	s.conn = c
+	if c == nil {
+		s.since = time.Now()
+	}
+	s.mu.Unlock()
+	s.c.setUp(ViaWeCom, c != nil)
+}
+
+func (s *wecomSide) current() *wecomConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conn
+}
+
+// ready is degraded while this replica holds the lease without a live
+// connection for longer than a reconnect normally takes.
+func (s *wecomSide) ready() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.holding && s.conn == nil && time.Since(s.since) > s.c.cfg.RetryMin*3 {
+		return fmt.Errorf("WeCom bot %s: long connection down since %s (reconnecting)", s.bot, s.since.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// connectLoop keeps a subscribed connection until ctx ends (the lease is
+// lost or the channel stops), reconnecting with backoff and jitter.
+func (s *wecomSide) connectLoop(ctx context.Context, h channels.Handler) {
+	bo := backoff{min: s.c.cfg.RetryMin, max: s.c.cfg.RetryMax}
+	first := true
+	for ctx.Err() == nil {
+		if !first {
+			s.c.m.ChannelReconnects.WithLabelValues(Name).Inc()
+		}
+		first = false
+		connected, err := s.session(ctx, h)
+		if ctx.Err() != nil {
+			return
+		}
+		if connected {
+			bo.reset()
+		}
+		d := bo.next()
+		if errors.Is(err, errKicked) {
+			// Not a replica of ours (they share the lease): another client
+			// uses this bot. Do not fight over it every second.
+			d = jitter(s.c.cfg.RetryMax)
+			s.c.log.Error("wechat: another client subscribed this WeCom bot and WeCom closed our connection; is the bot used elsewhere?", "bot", s.bot, "retry_in", d.Round(time.Second))
+			if !sleep(ctx, d) {
+				return
+			}
+			continue
+		}
+		s.c.log.Warn("wechat: WeCom long connection lost; reconnecting", "bot", s.bot, "err", err, "in", d.Round(time.Millisecond))
+		if !sleep(ctx, d) {
+			return
+		}
+	}
+}
+
+// session runs one connection: dial, subscribe, then read frames, ping and
+// drain the reply queue until the connection drops or ctx ends. connected
+// reports whether the subscription succeeded.
+func (s *wecomSide) session(ctx context.Context, h channels.Handler) (connected bool, err error) {
+	dialer := websocket.Dialer{HandshakeTimeout: 15 * time.Second, Proxy: websocket.DefaultDialer.Proxy}
+	ws, _, err := dialer.DialContext(ctx, s.c.cfg.WeComWSURL, nil)
+	if err != nil {
+		s.c.apiError("network")
+		return false, fmt.Errorf("dial %s: %w", s.c.cfg.WeComWSURL, err)
+	}
+	ws.SetReadLimit(maxWSFrame)
+	conn := &wecomConn{ws: ws, s: s, pending: map[string]chan wsFrame{}, closed: make(chan struct{}), wake: make(chan struct{}, 1)}
+	sctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		s.setConn(nil)
+		cancel()
+		conn.close()
+		wg.Wait()
+		conn.tasks.Wait()
+	}()
+	readErr := make(chan error, 1)
+	wg.Go(func() { readErr <- conn.read(sctx) })
+	wg.Go(func() { conn.submitLoop(sctx, h) })
+
+	ack, err := conn.request(sctx, cmdSubscribe, map[string]string{"bot_id": s.bot, "secret": s.c.cfg.WeComSecret})
+	if err != nil {
+		return false, fmt.Errorf("subscribe: %w", err)
+	}
+	if ack.ErrCode != 0 {
+		s.c.apiError(strconv.Itoa(ack.ErrCode))
+		s.c.log.Error("wechat: WeCom refused the subscription; check WECOM_BOT_ID and WECOM_BOT_SECRET", "bot", s.bot, "errcode", ack.ErrCode, "errmsg", ack.ErrMsg)
+		return false, fmt.Errorf("subscribe: errcode %d %s", ack.ErrCode, ack.ErrMsg)
+	}
+	s.c.log.Info("wechat: WeCom long connection subscribed on this replica", "bot", s.bot)
+	s.setConn(conn)
+	wg.Go(func() { conn.heartbeat(sctx) })
+	wg.Go(func() { s.drainOutbox(sctx, conn) })
+	select {
+	case err = <-readErr:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	return true, err
+}
+
+// errConnClosed means a frame could not go out (or its answer could not
+// come back) because the connection ended; the reply is queued again for
+// the next connection.
+var errConnClosed = errors.New("wechat: WeCom connection closed")
+
+// errKicked means WeCom closed the connection because another one
+// subscribed the same bot.
+var errKicked = errors.New("wechat: replaced by a newer connection of the same bot")
+
+// wecomConn is one WebSocket connection.
+type wecomConn struct {
+	ws *websocket.Conn
+	s  *wecomSide
+
+	wmu     sync.Mutex // gorilla allows one writer at a time
+	pmu     sync.Mutex
+	pending map[string]chan wsFrame
+	missed  atomic.Int32
+
+	closeOnce sync.Once
+	closed    chan struct{}
+
+	// Messages go to the gateway from one goroutine, in arrival order,
+	// so that the reader never waits on the gateway (which may answer at
+	// once, and an answer waits for the reader to see WeCom's ack).
+	qmu   sync.Mutex
+	queue []channels.Message
+	wake  chan struct{}
+	tasks sync.WaitGroup
+}
+
+// submit queues m for the gateway.
+func (c *wecomConn) submit(m channels.Message) {
+	c.qmu.Lock()
+	c.queue = append(c.queue, m)
+	c.qmu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// submitLoop hands queued messages to the gateway until the session ends.
+func (c *wecomConn) submitLoop(ctx context.Context, h channels.Handler) {
+	for {
+		c.qmu.Lock()
+		var m channels.Message
+		ok := len(c.queue) > 0
+		if ok {
+			m = c.queue[0]
+			c.queue = c.queue[1:]
+		}
+		c.qmu.Unlock()
+		if !ok {
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.wake:
+			}
+			continue
+		}
+		// A session that ended with messages still queued hands them over
+		// anyway: WeCom will not deliver them again.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		err := h.Submit(sctx, m)
+		cancel()
+		if err != nil {
+			c.s.c.reject("submit_failed")
+			c.s.c.log.Error("wechat: the gateway did not take a WeCom message", "bot", c.s.bot, "err", err)
+		}
+	}
+}
+
+func (c *wecomConn) close() {
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		c.wmu.Lock()
+		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+		c.wmu.Unlock()
+		_ = c.ws.Close()
+	})
+}
+
+func (c *wecomConn) write(f outFrame) error {
+	raw, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.ws.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	return c.ws.WriteMessage(websocket.TextMessage, raw)
+}
+
+func newReqID(cmd string) string {
+	return cmd + "_" + strconv.FormatInt(time.Now().UnixMilli(), 10) + "_" + randomToken()[:8]
+}
+
+// request sends a frame with a fresh req_id and waits for WeCom's answer.
+func (c *wecomConn) request(ctx context.Context, cmd string, body any) (wsFrame, error) {
+	return c.call(ctx, cmd, newReqID(cmd), body)
+}
+
+// call sends cmd on reqID and waits for the answer frame with that req_id.
+// Callers serialise frames of one req_id (reqState), so one waiter per
+// req_id is enough.
+func (c *wecomConn) call(ctx context.Context, cmd, reqID string, body any) (wsFrame, error) {
+	ch := make(chan wsFrame, 1)
+	c.pmu.Lock()
+	c.pending[reqID] = ch
+	c.pmu.Unlock()
+	defer func() {
+		c.pmu.Lock()
+		delete(c.pending, reqID)
+		c.pmu.Unlock()
+	}()
+	select {
+	case <-c.closed:
+		return wsFrame{}, fmt.Errorf("%s: %w", cmd, errConnClosed)
+	default:
+	}
+	if err := c.write(outFrame{Cmd: cmd, Headers: map[string]string{"req_id": reqID}, Body: body}); err != nil {
+		return wsFrame{}, fmt.Errorf("write %s: %w (%v)", cmd, errConnClosed, err)
+	}
+	t := time.NewTimer(c.s.c.cfg.AckTimeout)
+	defer t.Stop()
+	select {
+	case f := <-ch:
+		return f, nil
+	case <-t.C:
+		return wsFrame{}, fmt.Errorf("%s: no answer from WeCom within %s", cmd, c.s.c.cfg.AckTimeout)
+	case <-c.closed:
+		return wsFrame{}, fmt.Errorf("%s: %w", cmd, errConnClosed)
+	case <-ctx.Done():
+		return wsFrame{}, ctx.Err()
+	}
+}
+
+// heartbeat pings every PingInterval; two unanswered pings end the
+// connection.
+func (c *wecomConn) heartbeat(ctx context.Context) {
+	t := time.NewTicker(c.s.c.cfg.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.closed:
+			return
+		case <-t.C:
+		}
+		if c.missed.Load() >= maxMissedPings {
+			c.s.c.log.Warn("wechat: WeCom heartbeats unanswered; reconnecting", "bot", c.s.bot)
+			c.close()
+			return
+		}
+		c.missed.Add(1)
+		if err := c.write(outFrame{Cmd: cmdPing, Headers: map[string]string{"req_id": newReqID(cmdPing)}}); err != nil {
+			c.close()
+			return
+		}
+	}
+}
+
+// read handles every inbound frame until the connection ends. Bad frames
+// are logged and counted and never end the loop.
+func (c *wecomConn) read(ctx context.Context) error {
+	for {
+		kind, raw, err := c.ws.ReadMessage()
+		if err != nil {
+			c.close()
+			return err
+		}
+		if kind != websocket.TextMessage && kind != websocket.BinaryMessage {
+			continue
+		}
+		var f wsFrame
+		if err := json.Unmarshal(raw, &f); err != nil {
+			c.s.c.reject("bad_frame")
+			c.s.c.log.Warn("wechat: undecodable WeCom frame", "bot", c.s.bot, "err", err, "bytes", len(raw))
+			continue
+		}
+		switch f.Cmd {
+		case cmdCallback:
+			c.s.onMessage(ctx, c, f)
+		case cmdEvent:
+			var ev struct {
+				Event struct {
+					Type string `json:"eventtype"`
+				} `json:"event"`
+			}
+			_ = json.Unmarshal(f.Body, &ev)
+			if ev.Event.Type == "disconnected_event" {
+				c.s.c.log.Warn("wechat: WeCom closed this connection because another one subscribed the same bot", "bot", c.s.bot)
+				c.close()
+				return errKicked
+			}
+			c.s.c.log.Debug("wechat: WeCom event ignored", "bot", c.s.bot, "event", ev.Event.Type)
+		case "":
+			c.answer(f)
+		case cmdPing:
+			c.missed.Store(0)
+		default:
+			c.s.c.reject("unknown_cmd")
+			c.s.c.log.Warn("wechat: unknown WeCom command ignored", "bot", c.s.bot, "cmd", f.Cmd)
+		}
+	}
+}
+
+// answer routes WeCom's answer frame to the request waiting for it.
+func (c *wecomConn) answer(f wsFrame) {
+	id := f.Headers.ReqID
+	if strings.HasPrefix(id, cmdPing) {
+		c.missed.Store(0)
+		if f.ErrCode != 0 {
+			c.s.c.apiError(strconv.Itoa(f.ErrCode))
+		}
+		return
+	}
+	c.pmu.Lock()
+	ch, ok := c.pending[id]
+	c.pmu.Unlock()
+	if !ok {
+		if id == "" {
+			c.s.c.reject("missing_fields")
+		}
+		c.s.c.log.Debug("wechat: unexpected WeCom answer", "bot", c.s.bot, "req_id", id, "errcode", f.ErrCode)
+		return
+	}
+	select {
+	case ch <- f:
+	default:
+	}
+}
+
+// onMessage turns aibot_msg_callback into a gateway message.
+func (s *wecomSide) onMessage(ctx context.Context, c *wecomConn, f wsFrame) {
+	var b wecomCallback
+	if err := json.Unmarshal(f.Body, &b); err != nil {
+		s.c.reject("bad_frame")
+		s.c.log.Warn("wechat: undecodable WeCom message", "bot", s.bot, "err", err)
+		return
+	}
+	reqID := f.Headers.ReqID
+	if reqID == "" || b.MsgID == "" || b.From.UserID == "" || (b.ChatType == "group" && b.ChatID == "") {
+		s.c.reject("missing_fields")
+		s.c.log.Warn("wechat: WeCom message without req_id, msgid, sender or chat; ignored", "bot", s.bot)
+		return
+	}
+	group := b.ChatType == "group"
+	var text string
+	switch b.MsgType {
+	case "text":
+		text = b.Text.Content
+	case "mixed":
+		var parts []string
+		for _, it := range b.Mixed.Items {
+			if it.MsgType == "text" && strings.TrimSpace(it.Text.Content) != "" {
+				parts = append(parts, it.Text.Content)
+			}
+		}
+		text = strings.Join(parts, "\n")
+	case "voice":
+		text = b.Voice.Content
+	}
+	if group {
+		text = stripMention(text)
+	}
+	text = strings.TrimSpace(text)
+	chat := b.From.UserID
+	if group {
+		chat = b.ChatID
+	}
+	recv := time.Now()
+	if text == "" {
+		s.c.reject("unsupported")
+		c.tasks.Go(func() { s.noteUnsupported(ctx, c, reqID, chat, b.MsgID, recv) })
+		return
+	}
+	bot := s.bot
+	if b.AIBotID != "" {
+		bot = b.AIBotID
+	}
+	m := channels.Message{
+		ID:        ViaWeCom + ":" + b.MsgID,
+		Channel:   Name,
+		Workspace: bot,
+		Chat:      chat,
+		User:      b.From.UserID,
+		Text:      text,
+		DM:        !group,
+		Received:  recv,
+		Meta: map[string]string{
+			"via": ViaWeCom, "req_id": reqID, "chatid": chat,
+			"recv_ms": strconv.FormatInt(recv.UnixMilli(), 10),
+		},
+	}
+	c.submit(m)
+}
+
+func (s *wecomSide) noteUnsupported(ctx context.Context, c *wecomConn, reqID, chat, msgID string, recv time.Time) {
+	first, err := s.c.cfg.Client.SetNX(ctx, s.c.cfg.Prefix+"wechat:wecom:{"+s.bot+"}:noted:"+msgID, 1, 24*time.Hour).Result()
+	if err != nil || !first {
+		return
+	}
+	if err := s.deliver(ctx, c, wecomJob{Kind: "reply", ReqID: reqID, ChatID: chat, RecvMS: recv.UnixMilli(), Text: unsupportedNote}); err != nil {
+		s.c.log.Warn("wechat: could not send the unsupported-message note", "bot", s.bot, "err", err)
+	}
+}
+
+func jobFor(m channels.Message, kind, text string) wecomJob {
+	ms, _ := strconv.ParseInt(m.Meta["recv_ms"], 10, 64)
+	chat := m.Meta["chatid"]
+	if chat == "" {
+		chat = m.Chat
+	}
+	return wecomJob{Kind: kind, ReqID: m.Meta["req_id"], ChatID: chat, RecvMS: ms, Text: text}
+}
+
+// send answers m: directly when this replica holds the connection, else
+// through the Redis queue the holder drains.
+func (s *wecomSide) send(ctx context.Context, m channels.Message, text string) error {
+	job := jobFor(m, "reply", text)
+	if c := s.current(); c != nil {
+		err := s.deliver(ctx, c, job)
+		if !errors.Is(err, errConnClosed) {
+			return err
+		}
+		s.c.log.Info("wechat: WeCom connection closed while answering; queueing the answer for the next connection", "bot", s.bot)
+	}
+	return s.enqueue(ctx, job)
+}
+
+// typing opens the answer's stream with a placeholder frame, so the user
+// sees that the bot is working.
+func (s *wecomSide) typing(ctx context.Context, m channels.Message) {
+	job := jobFor(m, "typing", "")
+	if c := s.current(); c != nil {
+		if err := s.deliver(ctx, c, job); err != nil {
+			s.c.log.Debug("wechat: WeCom typing frame", "bot", s.bot, "err", err)
+		}
+		return
+	}
+	if err := s.enqueue(ctx, job); err != nil {
+		s.c.log.Debug("wechat: queue WeCom typing frame", "bot", s.bot, "err", err)
+	}
+}
+
+func (s *wecomSide) enqueue(ctx context.Context, job wecomJob) error {
+	raw, err := json.Marshal(job)
+	if err != nil {
+		return err
+	}
+	_, err = s.c.cfg.Client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.RPush(ctx, s.outbox, raw)
+		p.Expire(ctx, s.outbox, time.Hour)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("wechat: queue WeCom reply: %w", err)
+	}
+	return nil
+}
+
+// drainOutbox delivers the replies other replicas queued, while this
+// replica holds the connection.
+func (s *wecomSide) drainOutbox(ctx context.Context, c *wecomConn) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for ctx.Err() == nil {
+		res, err := s.c.cfg.Client.BLPop(ctx, time.Second, s.outbox).Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				s.c.log.Warn("wechat: read the WeCom reply queue", "bot", s.bot, "err", err)
+				sleep(ctx, s.c.cfg.RetryMin)
+			}
+			continue
+		}
+		var job wecomJob
+		if len(res) != 2 || json.Unmarshal([]byte(res[1]), &job) != nil || job.ChatID == "" {
+			s.c.reject("bad_frame")
+			continue
+		}
+		wg.Go(func() {
+			err := s.deliver(ctx, c, job)
+			if err == nil {
+				return
+			}
+			if job.Kind == "reply" && (errors.Is(err, errConnClosed) || ctx.Err() != nil) {
+				// The connection ended under it: the next holder sends it.
+				qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				defer cancel()
+				if qerr := s.enqueue(qctx, job); qerr == nil {
+					return
+				}
+			}
+			s.c.log.Error("wechat: deliver a queued WeCom reply", "bot", s.bot, "err", err)
+		})
+	}
+}
+
+// lockReq serialises the frames of one req_id on this replica.
+func (s *wecomSide) lockReq(reqID string) (*reqState, func()) {
+	s.reqMu.Lock()
+	st, ok := s.reqLocks[reqID]
+	if !ok {
+		st = &reqState{}
+		s.reqLocks[reqID] = st
+	}
+	st.users++
+	s.reqMu.Unlock()
+	st.mu.Lock()
+	return st, func() {
+		st.mu.Unlock()
+		s.reqMu.Lock()
+		st.users--
+		if st.users == 0 && !st.finished {
+			delete(s.reqLocks, reqID)
+		}
+		s.reqMu.Unlock()
+	}
+}
+
+// forget drops the finished marks of old req_ids.
+func (s *wecomSide) forget() {
+	s.reqMu.Lock()
+	defer s.reqMu.Unlock()
+	if len(s.reqLocks) < 1024 {
+		return
+	}
+	for id, st := range s.reqLocks {
+		if st.users == 0 {
+			delete(s.reqLocks, id)
+		}
+	}
+}
+
+// streamID is the same for every frame of one req_id on any replica.
+func streamID(reqID string) string {
+	sum := sha256.Sum256([]byte(reqID))
+	return "parley-" + hex.EncodeToString(sum[:8])
+}
+
+func streamBody(reqID, content string, finish bool) map[string]any {
+	return map[string]any{"msgtype": "stream", "stream": map[string]any{"id": streamID(reqID), "finish": finish, "content": content}}
+}
+
+// deliver sends a job over c. A reply streams with aibot_respond_msg on the
+// message's req_id — cumulative content in chunk steps, finish:true on the
+// last frame — and falls back to aibot_send_msg when the req_id is too old
+// or WeCom refuses it.
+func (s *wecomSide) deliver(ctx context.Context, c *wecomConn, job wecomJob) error {
+	age := time.Since(time.UnixMilli(job.RecvMS))
+	st, unlock := s.lockReq(job.ReqID)
+	defer unlock()
+	if job.Kind == "typing" {
+		if st.finished || job.ReqID == "" || age > s.c.cfg.ReqIDTTL || age > time.Minute {
+			return nil
+		}
+		return s.respond(ctx, c, job.ReqID, typingContent, false)
+	}
+	defer s.forget()
+	st.finished = true
+	text := strings.TrimSpace(job.Text)
+	if text == "" {
+		text = "…"
+	}
+	parts := channels.Split(text, streamLimit)
+	if job.ReqID != "" && age < s.c.cfg.ReqIDTTL {
+		steps := splitChars(parts[0], s.c.cfg.ChunkChars)
+		var err error
+		shown := ""
+		for i, step := range steps {
+			if shown != "" {
+				shown += "\n\n"
+			}
+			shown += step
+			if err = s.respond(ctx, c, job.ReqID, shown, i == len(steps)-1); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			return s.push(ctx, c, job.ChatID, parts[1:])
+		}
+		if errors.Is(err, errConnClosed) || ctx.Err() != nil {
+			return err
+		}
+		s.c.log.Warn("wechat: WeCom refused the streamed answer; sending it as a new message", "bot", s.bot, "err", err)
+	}
+	return s.push(ctx, c, job.ChatID, parts)
+}
+
+func (s *wecomSide) respond(ctx context.Context, c *wecomConn, reqID, content string, finish bool) error {
+	ack, err := c.call(ctx, cmdRespond, reqID, streamBody(reqID, content, finish))
+	if err != nil {
+		return err
+	}
+	if ack.ErrCode != 0 {
+		s.c.apiError(strconv.Itoa(ack.ErrCode))
+		return fmt.Errorf("aibot_respond_msg: errcode %d %s", ack.ErrCode, ack.ErrMsg)
+	}
+	return nil
+}
+
+// push sends parts as new markdown messages with aibot_send_msg.
+func (s *wecomSide) push(ctx context.Context, c *wecomConn, chatID string, parts []string) error {
+	for _, part := range parts {
+		for _, chunk := range channels.Split(part, pushLimit) {
+			ack, err := c.request(ctx, cmdSend, map[string]any{"chatid": chatID, "msgtype": "markdown", "markdown": map[string]string{"content": chunk}})
+			if err != nil {
+				return fmt.Errorf("wechat: aibot_send_msg: %w", err)
+			}
+			if ack.ErrCode != 0 {
+				s.c.apiError(strconv.Itoa(ack.ErrCode))
+				s.c.log.Error("wechat: WeCom aibot_send_msg failed", "bot", s.bot, "errcode", ack.ErrCode, "errmsg", ack.ErrMsg)
+				return fmt.Errorf("wechat: aibot_send_msg: errcode %d %s", ack.ErrCode, ack.ErrMsg)
+			}
+		}
+	}
+	return nil
+}
