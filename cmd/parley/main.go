@@ -29,6 +29,7 @@ Usage:
   parley config  check [--config FILE]              validate and print the effective config
   parley wechat  login [--config FILE] [--codes N] | status [--config FILE]
                                                     log a personal-WeChat bot in (QR code), show its state
+  parley healthcheck [--addr HOST:PORT] [--ready]   exit 0 if the local server is healthy (for images without a shell)
   parley version                                    print the version
 
 Environment overrides the config file; see README.md.
@@ -65,6 +66,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = env.policy(args[1:])
 	case "wechat":
 		err = env.wechat(args[1:])
+	case "healthcheck":
+		err = env.healthcheck(args[1:])
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "parley %s\n", version)
 	case "help", "-h", "--help":

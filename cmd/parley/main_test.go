@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -259,5 +260,34 @@ func waitFor(t *testing.T, url string, stderr *syncBuffer) {
 			t.Fatalf("%s never answered 200 (last error %v); stderr:\n%s", url, err, stderr.String())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestHealthcheckAndVersion(t *testing.T) {
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" {
+			http.Error(w, "redis unreachable", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok"))
+	}))
+	defer ok.Close()
+	addr := strings.TrimPrefix(ok.URL, "http://")
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"healthcheck", "--addr", addr}, nil, &stdout, &stderr, mapEnv(nil)); code != 0 {
+		t.Fatalf("healthcheck of a healthy server: exit %d, %s", code, stderr.String())
+	}
+	if code := run(context.Background(), []string{"healthcheck", "--ready"}, nil, &stdout, &stderr, mapEnv(map[string]string{"PARLEY_LISTEN": addr})); code == 0 {
+		t.Fatal("healthcheck --ready passed although /readyz answers 503")
+	}
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	closed := l.Addr().String()
+	l.Close()
+	if code := run(context.Background(), []string{"healthcheck", "--addr", closed}, nil, &stdout, &stderr, mapEnv(nil)); code == 0 {
+		t.Fatal("healthcheck passed with nothing listening")
+	}
+	stdout.Reset()
+	if code := run(context.Background(), []string{"version"}, nil, &stdout, &stderr, mapEnv(nil)); code != 0 || stdout.String() != "parley dev\n" {
+		t.Fatalf("version: %d %q", code, stdout.String())
 	}
 }
