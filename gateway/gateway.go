@@ -214,11 +214,8 @@ func (g *Gateway) Submit(ctx context.Context, m channels.Message) error {
 			}
 		}()
 	}
-	depth, err := g.store.Depth(ctx, conv)
-	if err != nil {
-		return fmt.Errorf("gateway: queue depth: %w", err)
-	}
-	if depth >= int64(g.cfg.QueueLimit) {
+	_, err = g.store.Enqueue(ctx, conv, item, g.cfg.QueueLimit)
+	if errors.Is(err, sessions.ErrQueueFull) {
 		// A flood into one conversation must not grow Redis without bound;
 		// the sender hears why instead of waiting for an answer that never comes.
 		g.metrics.MessagesRejected.WithLabelValues(m.Channel, "queue_full").Inc()
@@ -226,7 +223,7 @@ func (g *Gateway) Submit(ctx context.Context, m channels.Message) error {
 		accepted = true // answered: a re-delivery must not be answered again
 		return nil
 	}
-	if _, err := g.store.Enqueue(ctx, conv, item); err != nil {
+	if err != nil {
 		return fmt.Errorf("gateway: queue message: %w", err)
 	}
 	accepted = true
@@ -312,19 +309,18 @@ func (g *Gateway) stopping() bool {
 }
 
 // drain serves conv's inbox until it is empty or the gateway stops. When
-// another replica holds the lock it waits: that holder drains the inbox,
-// and if it dies the lock expires and this worker takes over.
+// another replica holds the lock it waits while messages remain: that holder
+// drains the inbox, and if it died the lock expires and this worker takes
+// over. After releasing, it looks once more, because a message queued while
+// the lock was held by us may have been passed over by its own replica.
 func (g *Gateway) drain(conv string) {
 	ctx := g.runCtx
 	for !g.stopping() {
-		if _, ok, err := g.store.Head(ctx, conv); err != nil || !ok {
-			if err != nil {
-				g.log.Error("read conversation queue", "err", err)
-			}
-			return
-		}
 		lock, err := g.store.TryLock(ctx, conv)
 		if errors.Is(err, sessions.ErrLocked) {
+			if !g.pending(ctx, conv) {
+				return
+			}
 			select {
 			case <-time.After(g.cfg.LockRetry):
 			case <-g.stop:
@@ -340,7 +336,20 @@ func (g *Gateway) drain(conv string) {
 		if err := lock.Release(context.WithoutCancel(ctx)); err != nil {
 			g.log.Warn("release conversation lock", "err", err)
 		}
+		if !g.pending(ctx, conv) {
+			return
+		}
 	}
+}
+
+// pending reports whether conv has queued messages.
+func (g *Gateway) pending(ctx context.Context, conv string) bool {
+	_, ok, err := g.store.Head(ctx, conv)
+	if err != nil {
+		g.log.Error("read conversation queue", "err", err)
+		return false
+	}
+	return ok
 }
 
 // serve runs the queued turns of a locked conversation, oldest first.

@@ -267,7 +267,7 @@ func TestShutdownDrainsRunningTurns(t *testing.T) {
 // failingEnqueue is a store whose queue is down.
 type failingEnqueue struct{ sessions.Store }
 
-func (f failingEnqueue) Enqueue(context.Context, string, []byte) (int64, error) {
+func (f failingEnqueue) Enqueue(context.Context, string, []byte, int) (int64, error) {
 	return 0, fmt.Errorf("redis: connection refused")
 }
 
@@ -282,5 +282,21 @@ func TestAMessageNotQueuedIsTakenWhenRedelivered(t *testing.T) {
 	// The platform re-delivers to a healthy replica: it must not be a duplicate.
 	if dup, err := store.Seen(context.Background(), "slack", "Ev9"); err != nil || dup {
 		t.Fatalf("Seen after a failed Submit = %v, %v; want a fresh message", dup, err)
+	}
+}
+
+func TestAFullQueueIsRefusedPolitely(t *testing.T) {
+	rg := newRig(t, gateway.Config{QueueLimit: 1})
+	conv := msg("t", "", "").ConversationKey()
+	// Hold the conversation as another replica would, so nothing drains.
+	rg.redis.Client.Set(context.Background(), rg.redis.Prefix+"conv:{"+conv+"}:lock", "other", 10*time.Second)
+	rg.gw.Submit(context.Background(), msg("t", "Q1", "first"))
+	rg.gw.Submit(context.Background(), msg("t", "Q2", "second"))
+	got := rg.ch.wait(t, 1)
+	if !got[0].reply.Notice || !strings.Contains(got[0].reply.Text, "still working") || got[0].msg.ID != "Q2" {
+		t.Fatalf("reply = %+v", got[0])
+	}
+	if v := testutil.ToFloat64(rg.metrics.MessagesRejected.WithLabelValues("slack", "queue_full")); v != 1 {
+		t.Fatalf("rejected{queue_full} = %v", v)
 	}
 }

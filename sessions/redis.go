@@ -192,24 +192,25 @@ func (s *RedisStore) Clear(ctx context.Context, conv string) error {
 	return nil
 }
 
-// Enqueue implements Store. The inbox expires with the history so that a
-// conversation abandoned mid-queue does not live forever.
-func (s *RedisStore) Enqueue(ctx context.Context, conv string, item []byte) (int64, error) {
-	key := s.key(conv, "inbox")
-	pipe := s.client.TxPipeline()
-	n := pipe.RPush(ctx, key, item)
-	pipe.PExpire(ctx, key, s.opts.HistoryTTL)
-	if _, err := pipe.Exec(ctx); err != nil {
+// enqueueScript appends to the inbox only below the limit, so that the
+// check and the append cannot be split by another replica's append. The
+// inbox expires with the history: an abandoned queue does not live forever.
+var enqueueScript = redis.NewScript(`
+local n = redis.call('LLEN', KEYS[1])
+if n >= tonumber(ARGV[2]) then return -1 end
+n = redis.call('RPUSH', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return n
+`)
+
+// Enqueue implements Store.
+func (s *RedisStore) Enqueue(ctx context.Context, conv string, item []byte, limit int) (int64, error) {
+	n, err := enqueueScript.Run(ctx, s.client, []string{s.key(conv, "inbox")}, item, limit, s.opts.HistoryTTL.Milliseconds()).Int64()
+	if err != nil {
 		return 0, fmt.Errorf("sessions: enqueue: %w", err)
 	}
-	return n.Val(), nil
-}
-
-// Depth returns the number of queued messages of a conversation.
-func (s *RedisStore) Depth(ctx context.Context, conv string) (int64, error) {
-	n, err := s.client.LLen(ctx, s.key(conv, "inbox")).Result()
-	if err != nil {
-		return 0, fmt.Errorf("sessions: queue depth: %w", err)
+	if n < 0 {
+		return 0, ErrQueueFull
 	}
 	return n, nil
 }

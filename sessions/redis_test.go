@@ -36,7 +36,7 @@ func TestCommitTurnAppendsAcksAndTrims(t *testing.T) {
 	s, r := newStore(t, sessions.Options{MaxMessages: 4, HistoryTTL: time.Hour})
 	conv := "slack:T1:C1:1700.1"
 	for _, item := range []string{"m1", "m2"} {
-		if _, err := s.Enqueue(ctx, conv, []byte(item)); err != nil {
+		if _, err := s.Enqueue(ctx, conv, []byte(item), 10); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -199,7 +199,7 @@ func TestConversationKeysShareOneHashTag(t *testing.T) {
 	s, r := newStore(t, sessions.Options{})
 	conv := "feishu:tenant:oc_1:omt_9"
 	l := lock(t, s, conv)
-	s.Enqueue(ctx, conv, []byte("x"))
+	s.Enqueue(ctx, conv, []byte("x"), 10)
 	s.CommitTurn(ctx, l, []sessions.Message{user("x")}, []byte("x"))
 	keys := r.Client.Keys(ctx, r.Prefix+"*").Val()
 	if len(keys) == 0 {
@@ -230,5 +230,26 @@ func TestMemoryStoreExpiresKeys(t *testing.T) {
 			t.Fatal("the in-memory store never expires keys")
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestEnqueueStopsAtTheLimit(t *testing.T) {
+	ctx := context.Background()
+	s, r := newStore(t, sessions.Options{HistoryTTL: time.Hour})
+	conv := "wechat:bot:user:"
+	for i := 1; i <= 3; i++ {
+		if n, err := s.Enqueue(ctx, conv, []byte(fmt.Sprint(i)), 3); err != nil || n != int64(i) {
+			t.Fatalf("Enqueue %d = %d, %v", i, n, err)
+		}
+	}
+	if _, err := s.Enqueue(ctx, conv, []byte("4"), 3); !errors.Is(err, sessions.ErrQueueFull) {
+		t.Fatalf("Enqueue over the limit = %v; want ErrQueueFull", err)
+	}
+	key := r.Prefix + "conv:{" + conv + "}:inbox"
+	if n := r.Client.LLen(ctx, key).Val(); n != 3 {
+		t.Fatalf("inbox holds %d; want 3", n)
+	}
+	if ttl := r.Client.PTTL(ctx, key).Val(); ttl <= 0 || ttl > time.Hour {
+		t.Fatalf("inbox TTL = %v", ttl)
 	}
 }

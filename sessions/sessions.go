@@ -63,10 +63,9 @@ type Store interface {
 	// Clear deletes the conversation's history.
 	Clear(ctx context.Context, conv string) error
 
-	// Enqueue appends an encoded message to the conversation's inbox.
-	Enqueue(ctx context.Context, conv string, item []byte) (depth int64, err error)
-	// Depth is the number of queued messages of the conversation.
-	Depth(ctx context.Context, conv string) (int64, error)
+	// Enqueue appends an encoded message to the conversation's inbox
+	// unless limit messages already wait there (ErrQueueFull), in one step.
+	Enqueue(ctx context.Context, conv string, item []byte, limit int) (depth int64, err error)
 	// Head returns the oldest inbox item, or ok=false when it is empty.
 	Head(ctx context.Context, conv string) (item []byte, ok bool, err error)
 	// Ack removes item from the head of the inbox without writing history
