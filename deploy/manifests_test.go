@@ -310,3 +310,21 @@ func TestProbePathsExistInTheBinary(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryAlertIsDocumented keeps docs/operations.md's alert table in step
+// with the rules: an operator paged by an alert must find what to do.
+func TestEveryAlertIsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := readYAMLDocs(t, alertsFile)[0]
+	for _, g := range rules["groups"].([]any) {
+		for _, r := range dig(g, "rules").([]any) {
+			name, _ := dig(r, "alert").(string)
+			if name != "" && !strings.Contains(string(doc), "| "+name+" |") {
+				t.Errorf("alert %s is not in the table of docs/operations.md", name)
+			}
+		}
+	}
+}
