@@ -310,7 +310,7 @@ func (c *Channel) learnBotID(ctx context.Context) {
 			return
 		}
 		c.log.Warn("cannot learn the bot's open_id; group mentions cannot be recognised until it is known", "err", err, "retry_in", delay)
-		if !sleepCtx(ctx, delay) {
+		if !channels.Sleep(ctx, delay) {
 			return
 		}
 		delay = min(2*delay, c.o.ReconnectMax)
@@ -365,17 +365,6 @@ func (c *Channel) goBackground(f func(ctx context.Context)) bool {
 	}
 	c.bg.Go(func() { f(c.bgCtx) })
 	return true
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // sdkLogger routes the SDK's log lines to slog.

@@ -82,7 +82,7 @@ func (c *Channel) callN(ctx context.Context, attempts int, op, method, path stri
 	for i := 0; i < attempts; i++ {
 		if i > 0 {
 			jitter := time.Duration(rand.Int64N(int64(delay)/2 + 1))
-			if !sleepCtx(ctx, delay+jitter) {
+			if !channels.Sleep(ctx, delay+jitter) {
 				return errors.Join(err, ctx.Err())
 			}
 			delay *= 2
@@ -324,7 +324,7 @@ func (l *chatLimiter) wait(ctx context.Context, chat string) error {
 	}
 	l.next[chat] = at.Add(l.interval)
 	l.mu.Unlock()
-	if d := at.Sub(now); d > 0 && !sleepCtx(ctx, d) {
+	if d := at.Sub(now); d > 0 && !channels.Sleep(ctx, d) {
 		return ctx.Err()
 	}
 	return nil

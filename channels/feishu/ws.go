@@ -16,6 +16,8 @@ import (
 
 	"github.com/gorilla/websocket"
 	larkws "github.com/larksuite/oapi-sdk-go/v3/ws"
+
+	"github.com/parleyhq/parley/channels"
 )
 
 // The long connection.
@@ -74,7 +76,7 @@ func (c *Channel) runLongConnection(ctx context.Context) {
 		} else {
 			c.log.Warn("long connection lost", "err", err, "retry_in", wait)
 		}
-		if !sleepCtx(ctx, wait) {
+		if !channels.Sleep(ctx, wait) {
 			return
 		}
 		delay = min(2*delay, c.o.ReconnectMax)
@@ -219,7 +221,7 @@ func (c *Channel) pingLoop(ctx context.Context, w *wsConn) {
 		if err := w.write(mustMarshal(larkws.NewPingFrame(w.serviceID))); err != nil {
 			return // the read loop sees the broken connection
 		}
-		if !sleepCtx(ctx, w.pingInterval()) {
+		if !channels.Sleep(ctx, w.pingInterval()) {
 			return
 		}
 	}

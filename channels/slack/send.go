@@ -109,7 +109,7 @@ func (a *Adapter) call(ctx context.Context, method string, attempts int, fn func
 		} else {
 			wait *= 2
 		}
-		if !sleep(ctx, d) {
+		if !channels.Sleep(ctx, d) {
 			return fmt.Errorf("%s: %w", method, ctx.Err())
 		}
 	}

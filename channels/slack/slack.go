@@ -259,7 +259,7 @@ func (a *Adapter) identifyLoop(ctx context.Context) {
 			return
 		}
 		a.log.Warn("slack: auth.test failed; mentions of the bot are recognised from each event meanwhile", "err", err, "retry_in", wait)
-		if !sleep(ctx, wait) {
+		if !channels.Sleep(ctx, wait) {
 			return
 		}
 		wait = min(wait*2, time.Minute)
@@ -421,15 +421,4 @@ func (a *Adapter) commandMessage(c slackapi.SlashCommand) channels.Message {
 // isCommand reports whether c is this app's slash command.
 func (a *Adapter) isCommand(c slackapi.SlashCommand) bool {
 	return strings.EqualFold(c.Command, a.cfg.Command)
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

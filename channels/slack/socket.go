@@ -29,7 +29,7 @@ func (a *Adapter) runSocket(ctx context.Context, h channels.Handler) {
 			wait = a.cfg.ReconnectWait // it ran for a while: not a crash loop
 		}
 		a.log.Error("slack: socket mode stopped; starting again", "err", err, "retry_in", wait)
-		if !sleep(ctx, wait) {
+		if !channels.Sleep(ctx, wait) {
 			return
 		}
 		wait = min(wait*2, time.Minute)

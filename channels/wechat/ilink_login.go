@@ -12,6 +12,8 @@ import (
 	"time"
 
 	qrcode "github.com/skip2/go-qrcode"
+
+	"github.com/parleyhq/parley/channels"
 )
 
 // LoginOptions configures Login. Zero values take the defaults.
@@ -169,7 +171,7 @@ func Login(ctx context.Context, o LoginOptions) (Account, error) {
 		default:
 			fmt.Fprintf(o.Out, "(unexpected login status %q; still waiting)\n", st.Status)
 		}
-		if !sleep(ctx, o.PollInterval) {
+		if !channels.Sleep(ctx, o.PollInterval) {
 			return Account{}, ctx.Err()
 		}
 	}

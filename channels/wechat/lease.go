@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/parleyhq/parley/channels"
 )
 
 // A lease makes one replica the only one that polls an iLink bot or holds a
@@ -62,7 +64,7 @@ func (l *lease) hold(ctx context.Context, work func(ctx context.Context)) {
 			l.log.Warn("wechat: lease: redis error; retrying", "key", l.key, "err", err)
 		}
 		if err != nil || !ok {
-			if !sleep(ctx, jitter(retry)) {
+			if !channels.Sleep(ctx, jitter(retry)) {
 				return
 			}
 			continue
@@ -72,7 +74,7 @@ func (l *lease) hold(ctx context.Context, work func(ctx context.Context)) {
 		l.release(token)
 		// Give another replica a fair chance after an early return, and
 		// do not spin when work fails at once.
-		if !sleep(ctx, jitter(retry)) {
+		if !channels.Sleep(ctx, jitter(retry)) {
 			return
 		}
 	}
@@ -131,18 +133,6 @@ func jitter(d time.Duration) time.Duration {
 		return 0
 	}
 	return d*3/4 + time.Duration(mrand.Int64N(int64(d/2)+1))
-}
-
-// sleep waits d or until ctx ends; false means ctx ended.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // backoff is an exponential backoff with jitter.
