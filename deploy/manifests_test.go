@@ -328,3 +328,76 @@ func TestEveryAlertIsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestDockerfile checks what the image promises against the binary: the
+// build command stamps the version `parley version` prints and yields a
+// static binary, the environment names variables the binary reads, the
+// port is the one it listens on, and the health check is its own.
+func TestDockerfile(t *testing.T) {
+	b, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	df := string(b)
+	env := knownEnv()
+	var build string
+	lines := strings.Split(strings.ReplaceAll(df, "\\\n", " "), "\n")
+	for _, line := range lines {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		switch fields[0] {
+		case "ENV":
+			for _, f := range fields[1:] {
+				if name, _, ok := strings.Cut(f, "="); ok && !env[name] {
+					t.Errorf("Dockerfile sets %s, which the binary does not read", name)
+				}
+			}
+		case "EXPOSE":
+			if fields[1] != listenPort {
+				t.Errorf("EXPOSE %s; the binary listens on %s", fields[1], listenPort)
+			}
+		case "USER":
+			if strings.HasPrefix(fields[1], "0") || fields[1] == "root" {
+				t.Errorf("the image runs as %s", fields[1])
+			}
+		case "HEALTHCHECK":
+			if !strings.Contains(line, `"healthcheck"`) {
+				t.Errorf("HEALTHCHECK does not use parley healthcheck: %s", line)
+			}
+		case "RUN":
+			if strings.Contains(line, "go build") {
+				build = line
+			}
+		}
+	}
+	if !strings.Contains(df, "PARLEY_LISTEN=:"+listenPort) {
+		t.Errorf("the image does not listen on :%s", listenPort)
+	}
+	if build == "" || !strings.Contains(build, "CGO_ENABLED=0") || !strings.Contains(build, "-X main.version=${VERSION}") {
+		t.Fatalf("the build command does not build a static, version-stamped binary: %s", build)
+	}
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	// Run the Dockerfile's own build line (less the image paths) and ask
+	// the result its version.
+	bin := filepath.Join(t.TempDir(), "parley")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version=v9.9.9-test", "-o", bin, "../cmd/parley")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil || strings.TrimSpace(string(out)) != "parley v9.9.9-test" {
+		t.Fatalf("parley version = %q, %v; want the stamped version", out, err)
+	}
+	elf, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(elf, []byte("ld-linux")) {
+		t.Error("the binary is dynamically linked; the distroless static image cannot run it")
+	}
+}
