@@ -47,6 +47,9 @@ type Config struct {
 	QueueLimit      int           // messages waiting in one conversation
 	MaxMessageChars int           // longer user messages are refused
 	LockRetry       time.Duration // wait between tries for a lock another replica holds
+	// SweepEvery is how often the gateway looks for conversations whose
+	// queued messages nobody is serving (their replica died); 0 = 30s.
+	SweepEvery time.Duration
 
 	CompactTokens int // compact a history estimated above this many tokens
 	KeepRounds    int // rounds kept verbatim by compaction
@@ -97,6 +100,9 @@ func New(cfg Config, store sessions.Store, a Responder, m *metrics.Metrics, log 
 	if cfg.LockRetry <= 0 {
 		cfg.LockRetry = 200 * time.Millisecond
 	}
+	if cfg.SweepEvery <= 0 {
+		cfg.SweepEvery = 30 * time.Second
+	}
 	if cfg.CompactTokens <= 0 {
 		cfg.CompactTokens = 24000
 	}
@@ -134,11 +140,35 @@ func (g *Gateway) Register(ch channels.Channel) {
 	g.channels[ch.Name()] = ch
 }
 
-// Start launches the worker pool. Shutdown stops it.
+// Start launches the worker pool and the orphan sweep. Shutdown stops them.
 func (g *Gateway) Start() {
 	for i := 0; i < g.cfg.Workers; i++ {
 		g.wg.Add(1)
 		go g.worker()
+	}
+	g.wg.Go(g.sweep)
+}
+
+// sweep schedules conversations that have queued messages and no lock
+// holder. A replica that dies after accepting a message leaves it queued;
+// without the sweep it would wait for the conversation's next message.
+func (g *Gateway) sweep() {
+	t := time.NewTicker(g.cfg.SweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-t.C:
+			orphans, err := g.store.Orphans(g.runCtx)
+			if err != nil {
+				g.log.Warn("sweep for unserved conversations", "err", err)
+			}
+			for _, conv := range orphans {
+				g.log.Info("serving a conversation left queued by another replica")
+				g.schedule(conv)
+			}
+		}
 	}
 }
 

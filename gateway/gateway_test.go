@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -298,5 +299,24 @@ func TestAFullQueueIsRefusedPolitely(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(rg.metrics.MessagesRejected.WithLabelValues("slack", "queue_full")); v != 1 {
 		t.Fatalf("rejected{queue_full} = %v", v)
+	}
+}
+
+func TestSweepServesAConversationLeftQueuedByADeadReplica(t *testing.T) {
+	rg := newRig(t, gateway.Config{SweepEvery: 100 * time.Millisecond})
+	// A replica accepted this message and died before serving it: it is
+	// queued, no lock is held, and no new message will come.
+	m := msg("orphan", "", "anyone there?")
+	m.Received = time.Now()
+	item, _ := json.Marshal(map[string]any{"msg": m, "nonce": "n1"})
+	if _, err := rg.store.Enqueue(context.Background(), m.ConversationKey(), item, 10); err != nil {
+		t.Fatal(err)
+	}
+	got := rg.ch.wait(t, 1)
+	if got[0].reply.Text != "echo: anyone there?" {
+		t.Fatalf("reply = %q", got[0].reply.Text)
+	}
+	if orphans, err := rg.store.Orphans(context.Background()); err != nil || len(orphans) != 0 {
+		t.Fatalf("orphans after the sweep = %v, %v", orphans, err)
 	}
 }

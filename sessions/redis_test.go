@@ -253,3 +253,23 @@ func TestEnqueueStopsAtTheLimit(t *testing.T) {
 		t.Fatalf("inbox TTL = %v", ttl)
 	}
 }
+
+func TestOrphansAreQueuesWithoutAHolder(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t, sessions.Options{})
+	s.Enqueue(ctx, "slack:T:C:1", []byte("a"), 10) // queued, nobody holds it
+	s.Enqueue(ctx, "slack:T:C:2", []byte("b"), 10) // queued and being served
+	lock(t, s, "slack:T:C:2")
+	l3 := lock(t, s, "slack:T:C:3") // served to the end
+	s.Enqueue(ctx, "slack:T:C:3", []byte("c"), 10)
+	if _, err := s.CommitTurn(ctx, l3, []sessions.Message{user("c")}, []byte("c")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Orphans(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != "[slack:T:C:1]" {
+		t.Fatalf("Orphans = %v; want only the unheld queue", got)
+	}
+}

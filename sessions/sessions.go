@@ -72,6 +72,10 @@ type Store interface {
 	// (commands, refusals), under lock.
 	Ack(ctx context.Context, lock *Lock, item []byte) error
 
+	// Orphans lists conversations with queued messages and no lock holder:
+	// what a replica that died between accepting and answering left behind.
+	Orphans(ctx context.Context) ([]string, error)
+
 	// TryLock takes the conversation lock or fails with ErrLocked. The lock
 	// renews itself until Release.
 	TryLock(ctx context.Context, conv string) (*Lock, error)
