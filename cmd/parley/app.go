@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -104,6 +105,9 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (*app, error) 
 		return nil, err
 	}
 	m := metrics.New()
+	// go-redis has one process-wide logger; the last app built owns it,
+	// which in the binary is the only one.
+	redis.SetLogger(redisLog{log})
 	store, shared, err := e.openStore(cfg, log)
 	if err != nil {
 		return nil, err
@@ -301,4 +305,12 @@ func (e *environment) config(args []string) error {
 		fmt.Fprintf(e.stderr, "warning: %v\n", err)
 	}
 	return nil
+}
+
+// redisLog routes go-redis's own messages (connection pool failures) into
+// the process's structured log instead of bare lines on stderr.
+type redisLog struct{ log *slog.Logger }
+
+func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
+	r.log.WarnContext(ctx, "redis client: "+strings.TrimSpace(fmt.Sprintf(format, v...)))
 }

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -289,5 +291,17 @@ func TestHealthcheckAndVersion(t *testing.T) {
 	stdout.Reset()
 	if code := run(context.Background(), []string{"version"}, nil, &stdout, &stderr, mapEnv(nil)); code != 0 || stdout.String() != "parley dev\n" {
 		t.Fatalf("version: %d %q", code, stdout.String())
+	}
+}
+
+func TestRedisClientMessagesGoToTheStructuredLog(t *testing.T) {
+	var buf bytes.Buffer
+	redisLog{slog.New(slog.NewJSONHandler(&buf, nil))}.Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts\n", 5)
+	var rec map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+		t.Fatalf("not one JSON record: %q", buf.String())
+	}
+	if rec["level"] != "WARN" || rec["msg"] != "redis client: redis: connection pool: failed to dial after 5 attempts" {
+		t.Fatalf("record = %v", rec)
 	}
 }
