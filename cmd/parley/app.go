@@ -272,6 +272,15 @@ func (a *app) close(ctx context.Context) error {
 	return err
 }
 
+// parseAndLoad parses a command's flags (fs must have --config from
+// configFlag) and loads the configuration they name.
+func (e *environment) parseAndLoad(fs *flag.FlagSet, path *string, args []string) (config.Config, error) {
+	if err := fs.Parse(args); err != nil {
+		return config.Config{}, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return config.Load(*path, e.getenv)
+}
+
 // configFlag registers --config on fs.
 func configFlag(fs *flag.FlagSet) *string {
 	return fs.String("config", "", "config file (default $PARLEY_CONFIG)")
@@ -289,10 +298,7 @@ func (e *environment) config(args []string) error {
 	}
 	fs := newFlagSet("config check", e.stderr)
 	path := configFlag(fs)
-	if err := fs.Parse(args[1:]); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	cfg, err := config.Load(*path, e.getenv)
+	cfg, err := e.parseAndLoad(fs, path, args[1:])
 	if err != nil {
 		return err
 	}

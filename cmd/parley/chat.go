@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/parleyhq/parley/config"
 	"strings"
 
 	"github.com/parleyhq/parley/channels/console"
@@ -14,15 +13,12 @@ func (e *environment) chat(args []string) error {
 	path := configFlag(fs)
 	message := fs.String("m", "", "send one message, print the reply and exit")
 	conversation := fs.String("conversation", "", "continue the conversation with this id (default: a new one)")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+	cfg, err := e.parseAndLoad(fs, path, args)
+	if err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q (quote the message: -m \"…\")", errUsage, strings.Join(fs.Args(), " "))
-	}
-	cfg, err := config.Load(*path, e.getenv)
-	if err != nil {
-		return err
 	}
 	// The console's stdout is the conversation; logs go to stderr, and only
 	// warnings unless the operator asked for more.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -35,12 +34,7 @@ func startFeishuServe(t *testing.T, extra map[string]string) *feishuServe {
 	r := redistest.New(t)
 	model := openaitest.New(t)
 	api := feishutest.New(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	cfg := writeConfig(t, fmt.Sprintf("redis:\n  prefix: %q\n", r.Prefix))
 	env := map[string]string{
 		"OPENAI_BASE_URL": model.URL(), "OPENAI_API_KEY": "sk-test", "PARLEY_LISTEN": addr, "PARLEY_HOME": t.TempDir(),

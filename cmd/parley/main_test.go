@@ -158,9 +158,7 @@ func TestConfigCheck(t *testing.T) {
 
 func TestServeHealthReadinessMetricsAndShutdown(t *testing.T) {
 	model := openaitest.New(t)
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	getenv := mapEnv(map[string]string{"OPENAI_BASE_URL": model.URL(), "PARLEY_LISTEN": addr, "PARLEY_HOME": t.TempDir()})
@@ -195,9 +193,7 @@ func TestReadyzFailsWhileRedisIsDown(t *testing.T) {
 	// A server we can stop: a private redis-server is not guaranteed, so
 	// point Parley at a listener that accepts and then vanishes.
 	model := openaitest.New(t)
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
@@ -282,9 +278,7 @@ func TestHealthcheckAndVersion(t *testing.T) {
 	if code := run(context.Background(), []string{"healthcheck", "--ready"}, nil, &stdout, &stderr, mapEnv(map[string]string{"PARLEY_LISTEN": addr})); code == 0 {
 		t.Fatal("healthcheck --ready passed although /readyz answers 503")
 	}
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	closed := l.Addr().String()
-	l.Close()
+	closed := freeAddr(t)
 	if code := run(context.Background(), []string{"healthcheck", "--addr", closed}, nil, &stdout, &stderr, mapEnv(nil)); code == 0 {
 		t.Fatal("healthcheck passed with nothing listening")
 	}
@@ -304,4 +298,16 @@ func TestRedisClientMessagesGoToTheStructuredLog(t *testing.T) {
 	if rec["level"] != "WARN" || rec["msg"] != "redis client: redis: connection pool: failed to dial after 5 attempts" {
 		t.Fatalf("record = %v", rec)
 	}
+}
+
+// freeAddr returns a loopback address nothing listens on, for a server the
+// test starts next.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -108,12 +107,7 @@ policies:
 
 func (c *cluster) start(t *testing.T) *replica {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	cmd := exec.Command(parleyBinary(t), "serve", "--config", c.cfg)
 	cmd.Env = append(os.Environ(),
 		"REDIS_URL="+c.redis.URL, "OPENAI_BASE_URL="+c.model.URL(), "OPENAI_API_KEY=sk-test",

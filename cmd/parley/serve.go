@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/parleyhq/parley/config"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -16,10 +15,7 @@ import (
 func (e *environment) serve(args []string) error {
 	fs := newFlagSet("serve", e.stderr)
 	path := configFlag(fs)
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	cfg, err := config.Load(*path, e.getenv)
+	cfg, err := e.parseAndLoad(fs, path, args)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -161,9 +160,7 @@ func TestMetricsShowSkillUsageWithChannelLabels(t *testing.T) {
 
 func TestServePrintsTheSkillSummary(t *testing.T) {
 	model := openaitest.New(t)
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	env := mapEnv(map[string]string{"OPENAI_BASE_URL": model.URL(), "PARLEY_LISTEN": addr, "PARLEY_HOME": t.TempDir(), "PARLEY_WORKSPACE": t.TempDir()})

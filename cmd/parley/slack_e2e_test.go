@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -29,12 +28,7 @@ type slackServe struct {
 // Slack and Redis r (with r's prefix), and stops it at cleanup.
 func startSlackServe(t *testing.T, r *redistest.Redis, model *openaitest.Server, fake *slacktest.Server) *slackServe {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	cfg := writeConfig(t, fmt.Sprintf("redis:\n  prefix: %q\ngateway:\n  shutdown_timeout: 10s\n", r.Prefix))
 	getenv := mapEnv(map[string]string{
 		"OPENAI_BASE_URL": model.URL(), "OPENAI_API_KEY": "sk-test", "PARLEY_LISTEN": addr,

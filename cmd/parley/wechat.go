@@ -48,10 +48,7 @@ func (e *environment) wechatLogin(args []string) error {
 	fs := newFlagSet("wechat login", e.stderr)
 	path := configFlag(fs)
 	codes := fs.Int("codes", 3, "how many QR codes to show before giving up (each lives about 5 minutes)")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	cfg, err := config.Load(*path, e.getenv)
+	cfg, err := e.parseAndLoad(fs, path, args)
 	if err != nil {
 		return err
 	}
@@ -81,10 +78,7 @@ func (e *environment) wechatLogin(args []string) error {
 func (e *environment) wechatStatus(args []string) error {
 	fs := newFlagSet("wechat status", e.stderr)
 	path := configFlag(fs)
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	cfg, err := config.Load(*path, e.getenv)
+	cfg, err := e.parseAndLoad(fs, path, args)
 	if err != nil {
 		return err
 	}

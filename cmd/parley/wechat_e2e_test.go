@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -24,22 +23,11 @@ type wechatServe struct {
 	done   chan int
 }
 
-func wechatFreeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
 // startServe runs `parley serve` with env (plus its own PARLEY_LISTEN)
 // until the test ends.
 func startWeChatServe(t *testing.T, env map[string]string, args ...string) *wechatServe {
 	t.Helper()
-	addr := wechatFreeAddr(t)
+	addr := freeAddr(t)
 	e := map[string]string{"PARLEY_LISTEN": addr}
 	for k, v := range env {
 		e[k] = v
