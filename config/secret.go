@@ -1,0 +1,124 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/url"
+)
+
+// Redacted is what a Secret prints instead of its value.
+const Redacted = "<secret>"
+
+// Secret is a credential read from the file or the environment: an API
+// key, a bot token, a signing secret. Every way Go prints a value — fmt
+// (String, GoString and every verb through Format), log/slog (LogValue),
+// YAML and JSON — shows Redacted instead of it, so a Secret can sit in a
+// config that `parley config check` prints, in a log attribute or in an
+// error without leaking. An empty Secret prints as the empty string, so an
+// operator can still see that it is not set.
+//
+// Reveal is the one way to read the value; grep for it to find every place
+// a credential leaves the process.
+//
+// A new credential field only needs this type: config check, the logs and
+// the secrets test find it by its type.
+type Secret string
+
+// Reveal returns the secret's value, for the one call that sends it to the
+// platform it belongs to.
+func (s Secret) Reveal() string { return string(s) }
+
+// IsSet reports whether the secret has a value.
+func (s Secret) IsSet() bool { return s != "" }
+
+func (s Secret) redacted() string {
+	if s == "" {
+		return ""
+	}
+	return Redacted
+}
+
+// String implements fmt.Stringer.
+func (s Secret) String() string { return s.redacted() }
+
+// GoString implements fmt.GoStringer (%#v).
+func (s Secret) GoString() string { return fmt.Sprintf("%q", s.redacted()) }
+
+// Format implements fmt.Formatter, so that no verb (%x, %q, %d …) prints
+// the value either.
+func (s Secret) Format(f fmt.State, verb rune) {
+	switch {
+	case verb == 'q':
+		fmt.Fprintf(f, "%q", s.redacted())
+	case verb == 'v' && f.Flag('#'):
+		f.Write([]byte(s.GoString()))
+	default:
+		f.Write([]byte(s.redacted()))
+	}
+}
+
+// LogValue implements slog.LogValuer.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.redacted()) }
+
+// MarshalYAML implements yaml.Marshaler: `parley config check` shows
+// Redacted for a set secret.
+func (s Secret) MarshalYAML() (any, error) { return s.redacted(), nil }
+
+// MarshalJSON implements json.Marshaler.
+func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.redacted()) }
+
+// SecretURL is a URL that may carry a password (REDIS_URL). It prints with
+// the password replaced by "xxxxx" — the user, host and options stay
+// readable, since they are what an operator checks — and Reveal returns it
+// whole.
+type SecretURL string
+
+// Reveal returns the URL with its password, for the one call that dials.
+func (u SecretURL) Reveal() string { return string(u) }
+
+func (u SecretURL) redacted() string {
+	parsed, err := url.Parse(string(u))
+	if err != nil {
+		// Unparseable: it cannot be shown without risking the password.
+		if u == "" {
+			return ""
+		}
+		return Redacted
+	}
+	if parsed.User == nil {
+		return string(u)
+	}
+	if _, has := parsed.User.Password(); !has {
+		return string(u)
+	}
+	parsed.User = url.UserPassword(parsed.User.Username(), "xxxxx")
+	return parsed.String()
+}
+
+// String implements fmt.Stringer.
+func (u SecretURL) String() string { return u.redacted() }
+
+// GoString implements fmt.GoStringer (%#v).
+func (u SecretURL) GoString() string { return fmt.Sprintf("%q", u.redacted()) }
+
+// Format implements fmt.Formatter.
+func (u SecretURL) Format(f fmt.State, verb rune) {
+	switch {
+	case verb == 'q':
+		fmt.Fprintf(f, "%q", u.redacted())
+	case verb == 'v' && f.Flag('#'):
+		f.Write([]byte(u.GoString()))
+	default:
+		f.Write([]byte(u.redacted()))
+	}
+}
+
+// LogValue implements slog.LogValuer.
+func (u SecretURL) LogValue() slog.Value { return slog.StringValue(u.redacted()) }
+
+// MarshalYAML implements yaml.Marshaler.
+func (u SecretURL) MarshalYAML() (any, error) { return u.redacted(), nil }
+
+// MarshalJSON implements json.Marshaler.
+func (u SecretURL) MarshalJSON() ([]byte, error) { return json.Marshal(u.redacted()) }

@@ -1,0 +1,92 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// printings renders v every way a value leaves the process as text.
+func printings(t *testing.T, v any) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%X", "%d", "%10s"} {
+		out["fmt "+verb] = fmt.Sprintf(verb, v)
+	}
+	out["fmt.Sprint"] = fmt.Sprint(v)
+	out["fmt.Sprintln"] = fmt.Sprintln(v)
+	out["error %w"] = fmt.Errorf("wrapped: %w; value %v", errors.New("x"), v).Error()
+	var text, js bytes.Buffer
+	slog.New(slog.NewTextHandler(&text, nil)).Info("m", "v", v, slog.Any("any", v), slog.Group("g", "v", v))
+	slog.New(slog.NewJSONHandler(&js, nil)).Info("m", "v", v, slog.Any("any", v))
+	out["slog text"], out["slog json"] = text.String(), js.String()
+	y, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out["yaml"] = string(y)
+	j, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out["json"] = string(j)
+	return out
+}
+
+func TestSecretNeverPrintsItsValue(t *testing.T) {
+	type section struct {
+		Token Secret    `yaml:"token" json:"token"`
+		URL   SecretURL `yaml:"url" json:"url"`
+	}
+	const token, password = "xoxb-very-secret-1", "hunter2"
+	s := section{Token: token, URL: "redis://user:" + password + "@redis:6379/0"}
+	for _, v := range []any{s.Token, s.URL, s, &s, []Secret{s.Token}, map[string]Secret{"k": s.Token}} {
+		for how, text := range printings(t, v) {
+			if strings.Contains(text, token) || strings.Contains(text, password) ||
+				strings.Contains(text, fmt.Sprintf("%x", token)) || strings.Contains(text, fmt.Sprintf("%x", password)) {
+				t.Errorf("%T through %s shows the secret: %s", v, how, text)
+			}
+		}
+	}
+	if got := printings(t, s)["yaml"]; !strings.Contains(got, "token: <secret>") || !strings.Contains(got, "url: redis://user:xxxxx@redis:6379/0") {
+		t.Errorf("yaml = %q; want the token as <secret> and the URL with its password masked", got)
+	}
+	if s.Token.Reveal() != token || s.URL.Reveal() != "redis://user:hunter2@redis:6379/0" {
+		t.Error("Reveal does not return the value")
+	}
+}
+
+func TestEmptySecretPrintsEmpty(t *testing.T) {
+	var s Secret
+	if s.String() != "" || s.IsSet() || fmt.Sprintf("[%v]", s) != "[]" {
+		t.Errorf("an unset secret prints %q; want it empty so that an operator sees it is unset", s.String())
+	}
+	if got, _ := yaml.Marshal(map[string]Secret{"k": ""}); strings.TrimSpace(string(got)) != `k: ""` {
+		t.Errorf("yaml of an unset secret = %q", got)
+	}
+	if u := SecretURL("redis://redis:6379/0"); u.String() != "redis://redis:6379/0" {
+		t.Errorf("a URL without a password is changed: %q", u.String())
+	}
+	if u := SecretURL("redis://%zz:pw@x"); strings.Contains(u.String(), "pw") {
+		t.Errorf("an unparseable URL is shown: %q", u.String())
+	}
+}
+
+func TestSecretDecodesFromYAML(t *testing.T) {
+	var v struct {
+		Token Secret    `yaml:"token"`
+		URL   SecretURL `yaml:"url"`
+	}
+	if err := yaml.Unmarshal([]byte("token: abc\nurl: redis://:pw@h:1\n"), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Token.Reveal() != "abc" || v.URL.Reveal() != "redis://:pw@h:1" {
+		t.Errorf("decoded %q %q", v.Token.Reveal(), v.URL.Reveal())
+	}
+}
