@@ -68,6 +68,7 @@ type Metrics struct {
 	ChannelConnected  *prometheus.GaugeVec     // channel: 1 while a long connection or poll is up
 	ChannelReconnects *prometheus.CounterVec   // channel
 	ChannelAPIErrors  *prometheus.CounterVec   // channel, code: platform API failures by their error code
+	OutboundFailures  *prometheus.CounterVec   // integration, reason, outcome: failed attempts of the retry loop
 	WeChatTokenAge    *prometheus.GaugeVec     // bot: age of the newest context_token of any user
 	WeChatSendsSince  *prometheus.HistogramVec // bot: sends since that user's last message, at each send
 }
@@ -111,6 +112,7 @@ func New() *Metrics {
 	m.ChannelConnected = f.gaugeVec("parley_channel_connected", "1 while a channel's long connection or long poll is up on this replica, else 0.", "channel")
 	m.ChannelReconnects = f.counter("parley_channel_reconnects_total", "Reconnects of a channel's long connection.", "channel")
 	m.ChannelAPIErrors = f.counter("parley_channel_api_errors_total", "Platform API calls that failed, by the platform's error code.", "channel", "code")
+	m.OutboundFailures = f.counter("parley_outbound_failures_total", "Failed attempts of outbound calls (model, platform APIs), by integration, reason and outcome: retry (tried again) or error (the call failed).", "integration", "reason", "outcome")
 	m.WeChatTokenAge = f.gaugeVec("parley_wechat_context_token_age_seconds", "Age of the newest iLink context_token of each logged-in bot: replies are only possible while it is fresh.", "bot")
 	m.WeChatSendsSince = f.histogram("parley_wechat_sends_since_user_message", "Messages sent to a WeChat user since that user last wrote, observed at each send.", []float64{1, 2, 3, 5, 8, 10, 15}, "bot")
 
