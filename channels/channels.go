@@ -61,9 +61,15 @@ type Channel interface {
 	Send(ctx context.Context, m Message, r Reply) error
 }
 
-// Runner is implemented by adapters that hold connections or read input
-// (Socket Mode, long connections, the console). Run blocks until ctx ends.
+// Runner is implemented by adapters that hold connections or poll
+// (Socket Mode, long connections, long polls).
 type Runner interface {
+	// Run hands what arrives to h until ctx ends. It returns nil once ctx
+	// has ended and every goroutine it started has stopped — every adapter
+	// the same, so a caller never needs to tell a cancellation from a
+	// failure. A non-nil error means the adapter could not run at all (it
+	// was misconfigured); connections that drop are reconnected inside
+	// Run, never reported by returning.
 	Run(ctx context.Context, h Handler) error
 }
 

@@ -31,6 +31,7 @@ import (
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/metrics"
+	"github.com/parleyhq/parley/retry"
 )
 
 // Name is the channel name in conversation keys and metrics.
@@ -310,7 +311,7 @@ func (c *Channel) learnBotID(ctx context.Context) {
 			return
 		}
 		c.log.Warn("cannot learn the bot's open_id; group mentions cannot be recognised until it is known", "err", err, "retry_in", delay)
-		if !channels.Sleep(ctx, delay) {
+		if !retry.Sleep(ctx, delay) {
 			return
 		}
 		delay = min(2*delay, c.o.ReconnectMax)

@@ -17,6 +17,7 @@ import (
 	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/retry"
 )
 
 // APIError is a failed Open API call: Feishu's code and msg, the HTTP
@@ -82,7 +83,7 @@ func (c *Channel) callN(ctx context.Context, attempts int, op, method, path stri
 	for i := 0; i < attempts; i++ {
 		if i > 0 {
 			jitter := time.Duration(rand.Int64N(int64(delay)/2 + 1))
-			if !channels.Sleep(ctx, delay+jitter) {
+			if !retry.Sleep(ctx, delay+jitter) {
 				return errors.Join(err, ctx.Err())
 			}
 			delay *= 2
@@ -324,7 +325,7 @@ func (l *chatLimiter) wait(ctx context.Context, chat string) error {
 	}
 	l.next[chat] = at.Add(l.interval)
 	l.mu.Unlock()
-	if d := at.Sub(now); d > 0 && !channels.Sleep(ctx, d) {
+	if d := at.Sub(now); d > 0 && !retry.Sleep(ctx, d) {
 		return ctx.Err()
 	}
 	return nil

@@ -17,7 +17,7 @@ import (
 	"github.com/gorilla/websocket"
 	larkws "github.com/larksuite/oapi-sdk-go/v3/ws"
 
-	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/retry"
 )
 
 // The long connection.
@@ -76,7 +76,7 @@ func (c *Channel) runLongConnection(ctx context.Context) {
 		} else {
 			c.log.Warn("long connection lost", "err", err, "retry_in", wait)
 		}
-		if !channels.Sleep(ctx, wait) {
+		if !retry.Sleep(ctx, wait) {
 			return
 		}
 		delay = min(2*delay, c.o.ReconnectMax)
@@ -221,7 +221,7 @@ func (c *Channel) pingLoop(ctx context.Context, w *wsConn) {
 		if err := w.write(mustMarshal(larkws.NewPingFrame(w.serviceID))); err != nil {
 			return // the read loop sees the broken connection
 		}
-		if !channels.Sleep(ctx, w.pingInterval()) {
+		if !retry.Sleep(ctx, w.pingInterval()) {
 			return
 		}
 	}

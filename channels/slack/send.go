@@ -12,6 +12,7 @@ import (
 	slackapi "github.com/slack-go/slack"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/retry"
 )
 
 // MaxMessageBytes is the size of one posted message. Slack truncates text
@@ -109,7 +110,7 @@ func (a *Adapter) call(ctx context.Context, method string, attempts int, fn func
 		} else {
 			wait *= 2
 		}
-		if !channels.Sleep(ctx, d) {
+		if !retry.Sleep(ctx, d) {
 			return fmt.Errorf("%s: %w", method, ctx.Err())
 		}
 	}

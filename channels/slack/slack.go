@@ -46,6 +46,7 @@ import (
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/metrics"
+	"github.com/parleyhq/parley/retry"
 )
 
 // Name is the platform name in conversation keys and metrics.
@@ -259,7 +260,7 @@ func (a *Adapter) identifyLoop(ctx context.Context) {
 			return
 		}
 		a.log.Warn("slack: auth.test failed; mentions of the bot are recognised from each event meanwhile", "err", err, "retry_in", wait)
-		if !channels.Sleep(ctx, wait) {
+		if !retry.Sleep(ctx, wait) {
 			return
 		}
 		wait = min(wait*2, time.Minute)

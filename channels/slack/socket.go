@@ -9,6 +9,7 @@ import (
 	"github.com/slack-go/slack/socketmode"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/retry"
 )
 
 // runSocket holds a Socket Mode connection until ctx ends. slack-go's
@@ -29,7 +30,7 @@ func (a *Adapter) runSocket(ctx context.Context, h channels.Handler) {
 			wait = a.cfg.ReconnectWait // it ran for a while: not a crash loop
 		}
 		a.log.Error("slack: socket mode stopped; starting again", "err", err, "retry_in", wait)
-		if !channels.Sleep(ctx, wait) {
+		if !retry.Sleep(ctx, wait) {
 			return
 		}
 		wait = min(wait*2, time.Minute)

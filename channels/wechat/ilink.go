@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/retry"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -123,20 +124,20 @@ func (s *ilinkSide) poll(ctx context.Context, bot string, h channels.Handler) {
 		a, ok, err := s.c.cfg.State.Account(ctx, bot)
 		if err != nil {
 			log.Warn("wechat: read iLink account", "err", err)
-			channels.Sleep(ctx, bo.next())
+			retry.Sleep(ctx, bo.next())
 			continue
 		}
 		if !ok || a.Expired {
 			s.c.setUp(key, false)
 			s.setExpired(bot, ok)
-			channels.Sleep(ctx, s.c.cfg.AccountRefresh)
+			retry.Sleep(ctx, s.c.cfg.AccountRefresh)
 			continue
 		}
 		s.setExpired(bot, false)
 		cursor, err := s.c.cfg.State.Cursor(ctx, bot)
 		if err != nil {
 			log.Warn("wechat: read iLink cursor", "err", err)
-			channels.Sleep(ctx, bo.next())
+			retry.Sleep(ctx, bo.next())
 			continue
 		}
 		// The server holds the poll for up to longpolling_timeout_ms; a
@@ -154,7 +155,7 @@ func (s *ilinkSide) poll(ctx context.Context, bot string, h channels.Handler) {
 			}
 			s.pollFailed(ctx, log, a, err)
 			s.c.setUp(key, false)
-			channels.Sleep(ctx, bo.next())
+			retry.Sleep(ctx, bo.next())
 			continue
 		}
 		s.c.setUp(key, true)
@@ -165,7 +166,7 @@ func (s *ilinkSide) poll(ctx context.Context, bot string, h channels.Handler) {
 		if err := s.handleBatch(ctx, a, resp.Msgs, h); err != nil {
 			if ctx.Err() == nil {
 				log.Error("wechat: a batch could not be handed to the gateway; polling it again", "err", err)
-				channels.Sleep(ctx, bo.next())
+				retry.Sleep(ctx, bo.next())
 			}
 			continue // the cursor stays where it was
 		}

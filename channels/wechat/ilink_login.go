@@ -13,7 +13,7 @@ import (
 
 	qrcode "github.com/skip2/go-qrcode"
 
-	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/retry"
 )
 
 // LoginOptions configures Login. Zero values take the defaults.
@@ -171,7 +171,7 @@ func Login(ctx context.Context, o LoginOptions) (Account, error) {
 		default:
 			fmt.Fprintf(o.Out, "(unexpected login status %q; still waiting)\n", st.Status)
 		}
-		if !channels.Sleep(ctx, o.PollInterval) {
+		if !retry.Sleep(ctx, o.PollInterval) {
 			return Account{}, ctx.Err()
 		}
 	}

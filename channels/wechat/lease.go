@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/retry"
 )
 
 // A lease makes one replica the only one that polls an iLink bot or holds a
@@ -56,7 +56,7 @@ func randomToken() string {
 // returned early, e.g. after a dropped connection). hold returns when ctx
 // ends, after work has returned.
 func (l *lease) hold(ctx context.Context, work func(ctx context.Context)) {
-	retry := l.ttl / 3
+	every := l.ttl / 3
 	for ctx.Err() == nil {
 		token := randomToken()
 		ok, err := l.client.SetNX(ctx, l.key, token, l.ttl).Result()
@@ -64,7 +64,7 @@ func (l *lease) hold(ctx context.Context, work func(ctx context.Context)) {
 			l.log.Warn("wechat: lease: redis error; retrying", "key", l.key, "err", err)
 		}
 		if err != nil || !ok {
-			if !channels.Sleep(ctx, jitter(retry)) {
+			if !retry.Sleep(ctx, jitter(every)) {
 				return
 			}
 			continue
@@ -74,7 +74,7 @@ func (l *lease) hold(ctx context.Context, work func(ctx context.Context)) {
 		l.release(token)
 		// Give another replica a fair chance after an early return, and
 		// do not spin when work fails at once.
-		if !channels.Sleep(ctx, jitter(retry)) {
+		if !retry.Sleep(ctx, jitter(every)) {
 			return
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/retry"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -192,13 +193,13 @@ func (s *wecomSide) connectLoop(ctx context.Context, h channels.Handler) {
 			// uses this bot. Do not fight over it every second.
 			d = jitter(s.c.cfg.RetryMax)
 			s.c.log.Error("wechat: another client subscribed this WeCom bot and WeCom closed our connection; is the bot used elsewhere?", "bot", s.bot, "retry_in", d.Round(time.Second))
-			if !channels.Sleep(ctx, d) {
+			if !retry.Sleep(ctx, d) {
 				return
 			}
 			continue
 		}
 		s.c.log.Warn("wechat: WeCom long connection lost; reconnecting", "bot", s.bot, "err", err, "in", d.Round(time.Millisecond))
-		if !channels.Sleep(ctx, d) {
+		if !retry.Sleep(ctx, d) {
 			return
 		}
 	}
@@ -627,7 +628,7 @@ func (s *wecomSide) drainOutbox(ctx context.Context, c *wecomConn) {
 		if err != nil {
 			if ctx.Err() == nil {
 				s.c.log.Warn("wechat: read the WeCom reply queue", "bot", s.bot, "err", err)
-				channels.Sleep(ctx, s.c.cfg.RetryMin)
+				retry.Sleep(ctx, s.c.cfg.RetryMin)
 			}
 			continue
 		}
