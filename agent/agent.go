@@ -25,18 +25,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/metrics"
+	"github.com/parleyhq/parley/retry"
 	"github.com/parleyhq/parley/sessions"
 	openai "github.com/sashabaranov/go-openai"
 )
 
-// Defaults applied by New to zero Config fields.
+// Defaults applied by New to zero Config fields that are not keys of the
+// file (those fall back to the config.Default* constants).
 const (
-	DefaultMaxToolIterations = 8
-	DefaultMaxRetries        = 3
-	DefaultTimeout           = 60 * time.Second
-	DefaultBackoffBase       = 500 * time.Millisecond
-	DefaultBackoffMax        = 8 * time.Second
+	DefaultBackoffBase = 500 * time.Millisecond
+	DefaultBackoffMax  = 8 * time.Second
 )
 
 // Texts the agent writes itself.
@@ -60,7 +60,9 @@ const (
 		"Answer the user now with what you have, and say what is still missing if anything is."
 )
 
-// Config tunes an Agent. Zero fields take the defaults above.
+// Config tunes an Agent. Zero fields take the file's defaults
+// (config.Default*) or the ones above; MaxRetries zero means no retries,
+// as in the file.
 type Config struct {
 	// Model is the model name sent with every request. Required.
 	Model string
@@ -69,8 +71,9 @@ type Config struct {
 	MaxToolIterations int
 	// Timeout bounds each model request attempt.
 	Timeout time.Duration
-	// MaxRetries is how many times a failed request is retried after the
-	// first attempt. Zero means DefaultMaxRetries; negative means never.
+	// MaxRetries is how many times a failed request is sent again after
+	// the first attempt; 0 (or less) never retries. The file's default is
+	// config.DefaultMaxRetries.
 	MaxRetries int
 	// MaxTokens caps the completion tokens of each request (sent as
 	// max_completion_tokens); zero leaves it to the server.
@@ -89,17 +92,12 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.MaxToolIterations <= 0 {
-		c.MaxToolIterations = DefaultMaxToolIterations
+		c.MaxToolIterations = config.DefaultMaxToolIterations
 	}
 	if c.Timeout <= 0 {
-		c.Timeout = DefaultTimeout
+		c.Timeout = config.DefaultModelTimeout
 	}
-	switch {
-	case c.MaxRetries == 0:
-		c.MaxRetries = DefaultMaxRetries
-	case c.MaxRetries < 0:
-		c.MaxRetries = 0
-	}
+	c.MaxRetries = max(c.MaxRetries, 0)
 	if c.MaxTokens < 0 {
 		c.MaxTokens = 0
 	}
@@ -115,35 +113,37 @@ func (c Config) withDefaults() Config {
 	if c.BackoffMax < c.BackoffBase {
 		c.BackoffMax = c.BackoffBase
 	}
-	if c.Sleep == nil {
-		c.Sleep = sleep
-	}
 	return c
 }
 
 // Agent answers turns. It is safe for concurrent use by many conversations.
 type Agent struct {
-	cfg    Config
-	client *openai.Client
-	tools  *Registry
-	m      *metrics.Metrics
-	log    *slog.Logger
+	cfg     Config
+	client  *openai.Client
+	tools   *Registry
+	m       *metrics.Metrics
+	log     *slog.Logger
+	retrier *retry.Retrier // model requests
 	// system is the system prompt without SystemExtra, built once.
 	system string
 }
 
-// New returns an Agent. tools may be nil (no tools), m may be nil (nothing is
-// recorded) and log may be nil (nothing is logged). Use NewClient for client
-// so that Retry-After headers are honoured.
+// New returns an Agent. tools may be nil (no tools); m nil counts into a
+// private registry; log nil discards. Use NewClient for client so that
+// Retry-After headers are honoured.
 func New(cfg Config, client *openai.Client, tools *Registry, m *metrics.Metrics, log *slog.Logger) *Agent {
 	cfg = cfg.withDefaults()
 	if tools == nil {
 		tools = NewRegistry()
 	}
+	if m == nil {
+		m = metrics.New()
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Agent{
+	log = log.With("component", "agent")
+	a := &Agent{
 		cfg:    cfg,
 		client: client,
 		tools:  tools,
@@ -151,6 +151,15 @@ func New(cfg Config, client *openai.Client, tools *Registry, m *metrics.Metrics,
 		log:    log,
 		system: strings.TrimSpace(cfg.SystemPrompt) + "\n\n" + boundaryParagraph,
 	}
+	a.retrier = retry.New(integrationModel, retry.Policy{
+		Attempts: 1 + cfg.MaxRetries,
+		MinWait:  cfg.BackoffBase, MaxWait: cfg.BackoffMax,
+		// Retry-After is capped by the transport (maxRetryAfter), never refused.
+		MaxRetryAfter: maxRetryAfter,
+		Sleep:         cfg.Sleep,
+		Observe:       a.observeAttempt,
+	}, m, log)
+	return a
 }
 
 // SystemPrompt returns the system prompt of a turn whose TurnRequest has
@@ -276,7 +285,7 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				return TurnResult{}, ctxErr
 			}
-			log.ErrorContext(ctx, "agent: model unreachable, apologising", "err", err,
+			log.ErrorContext(ctx, "model unreachable, apologising", "err", err,
 				"iterations", res.Iterations, "duration", time.Since(start))
 			res.Reply = ApologyReply
 			res.Messages = append(append([]sessions.Message(nil), req.Preface...), user)
@@ -295,7 +304,7 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 			all = append(all, sessions.Message{Role: openai.ChatMessageRoleAssistant, Content: reply})
 			res.Reply = reply
 			res.Messages = all[base:]
-			log.DebugContext(ctx, "agent: turn answered", "iterations", res.Iterations,
+			log.DebugContext(ctx, "turn answered", "iterations", res.Iterations,
 				"prompt_tokens", res.Usage.Prompt, "completion_tokens", res.Usage.Completion,
 				"cached_tokens", res.Usage.Cached, "duration", time.Since(start))
 			return res, nil

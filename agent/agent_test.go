@@ -630,7 +630,7 @@ func TestTokenUsage(t *testing.T) {
 func TestNilMetricsAndLogger(t *testing.T) {
 	srv := openaitest.New(t)
 	srv.Script(openaitest.Error(500), openaitest.Tools(openaitest.Call("nosuch", "{}")))
-	a := New(Config{Model: "m", BackoffBase: time.Microsecond}, NewClient(srv.URL(), "k", nil), nil, nil, nil)
+	a := New(Config{Model: "m", MaxRetries: 1, BackoffBase: time.Microsecond}, NewClient(srv.URL(), "k", nil), nil, nil, nil)
 	res, err := a.Run(context.Background(), TurnRequest{UserText: "hi"})
 	if err != nil || res.Failed || res.Reply != "echo: hi" {
 		t.Fatalf("Run = %+v, %v", res, err)

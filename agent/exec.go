@@ -122,17 +122,15 @@ func (a *Agent) runTools(ctx context.Context, log *slog.Logger, tc *TurnContext,
 
 	for i, o := range out {
 		label := labels[i]
-		if a.m != nil {
-			a.m.ToolCalls.WithLabelValues(tc.Channel, label, o.result).Inc()
-			if o.result == metrics.OutcomeDenied {
-				a.m.PolicyDenials.WithLabelValues(tc.Channel, "tool").Inc()
-			}
+		a.m.ToolCalls.WithLabelValues(tc.Channel, label, o.result).Inc()
+		if o.result == metrics.OutcomeDenied {
+			a.m.PolicyDenials.WithLabelValues(tc.Channel, "tool").Inc()
 		}
 		level := slog.LevelDebug
 		if o.result != metrics.OutcomeOK {
 			level = slog.LevelInfo
 		}
-		log.Log(ctx, level, "agent: tool call", "tool", label, "outcome", o.result,
+		log.Log(ctx, level, "tool call", "tool", label, "outcome", o.result,
 			"duration", durations[i], "injections", len(o.inject))
 	}
 	return out
@@ -149,7 +147,7 @@ func (a *Agent) call(ctx context.Context, log *slog.Logger, tc *TurnContext, t T
 	name := t.Name()
 	defer func() {
 		if p := recover(); p != nil {
-			log.ErrorContext(ctx, "agent: tool panicked", "tool", name, "panic", p, "stack", string(debug.Stack()))
+			log.ErrorContext(ctx, "tool panicked", "tool", name, "panic", p, "stack", string(debug.Stack()))
 			o = outcome{content: fmt.Sprintf("error: tool %s failed with an internal error", name), result: metrics.OutcomeError}
 		}
 	}()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/agent/openaitest"
+	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/metrics"
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -53,11 +54,18 @@ func (h *harness) waits() []time.Duration {
 }
 
 // newHarness starts a fake model and an Agent using it. cfg's zero fields
-// get test-friendly values: tiny backoffs and a Sleep that records instead
-// of waiting.
+// get test-friendly values: the file's default retries, tiny backoffs and a
+// Sleep that records instead of waiting.
 func newHarness(t testing.TB, cfg Config, tools []Tool, opts ...openaitest.Option) *harness {
 	t.Helper()
-	h := &harness{srv: openaitest.New(t, opts...), m: metrics.New()}
+	return newHarnessMetrics(t, cfg, metrics.New(), tools, opts...)
+}
+
+// newHarnessMetrics is newHarness counting into m, which tools built
+// before the harness may share.
+func newHarnessMetrics(t testing.TB, cfg Config, m *metrics.Metrics, tools []Tool, opts ...openaitest.Option) *harness {
+	t.Helper()
+	h := &harness{srv: openaitest.New(t, opts...), m: m}
 	reg := NewRegistry()
 	for _, tool := range tools {
 		if err := reg.Register(tool); err != nil {
@@ -66,6 +74,9 @@ func newHarness(t testing.TB, cfg Config, tools []Tool, opts ...openaitest.Optio
 	}
 	if cfg.Model == "" {
 		cfg.Model = "test-model"
+	}
+	if cfg.MaxRetries == 0 {
+		cfg.MaxRetries = config.DefaultMaxRetries // as the file's default
 	}
 	if cfg.BackoffBase == 0 {
 		cfg.BackoffBase = time.Millisecond

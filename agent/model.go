@@ -6,26 +6,30 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
 	"time"
 
-	"github.com/parleyhq/parley/metrics"
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/parleyhq/parley/metrics"
+	"github.com/parleyhq/parley/retry"
 )
 
-// outcomeRetry labels LLM request attempts that failed and were retried.
-// metrics names only ok/error/denied, but its help text lists "retry".
-const outcomeRetry = metrics.OutcomeRetry
+// integrationModel is the model's integration label in
+// parley_outbound_failures_total.
+const integrationModel = "model"
 
 // errNoChoices marks a 200 response without any choice, which is as useless
 // as a body that does not parse and is retried like one.
 var errNoChoices = errors.New("agent: model response has no choices")
 
-// complete sends one chat completion request, retrying what is worth
-// retrying, and adds the tokens of the answer to usage.
+// complete sends one chat completion request on the retry loop, retrying
+// what is worth retrying, and adds the tokens of the answer to usage.
+// Every attempt is counted in parley_llm_requests_total by what followed
+// it: ok, retry (it failed and was sent again) or error (it failed the
+// call).
 func (a *Agent) complete(ctx context.Context, channel string, msgs []openai.ChatCompletionMessage, tools []openai.Tool, usage *Usage) (openai.ChatCompletionMessage, error) {
 	req := openai.ChatCompletionRequest{
 		Model:               a.cfg.Model,
@@ -33,42 +37,36 @@ func (a *Agent) complete(ctx context.Context, channel string, msgs []openai.Chat
 		Tools:               tools,
 		MaxCompletionTokens: a.cfg.MaxTokens,
 	}
-	for attempt := 0; ; attempt++ {
+	var answer openai.ChatCompletionMessage
+	err := a.retrier.Do(ctx, "chat completion", func(ctx context.Context) (bool, time.Duration, error) {
 		actx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
+		defer cancel()
 		actx, slot := withRetryAfterSlot(actx)
-		start := time.Now()
 		resp, err := a.client.CreateChatCompletion(actx, req)
-		cancel()
-		elapsed := time.Since(start)
 		if err == nil && len(resp.Choices) == 0 {
 			err = errNoChoices
 		}
-		if err == nil {
-			a.observeRequest(metrics.OutcomeOK, elapsed)
-			a.addUsage(channel, resp.Usage, usage)
-			return resp.Choices[0].Message, nil
+		if err != nil {
+			after, _ := slot.get()
+			return retryable(err), after, retry.Mark(failureReason(err, after), fmt.Errorf("agent: chat completion: %w", err))
 		}
-		if ctx.Err() != nil {
-			a.observeRequest(metrics.OutcomeError, elapsed)
-			return openai.ChatCompletionMessage{}, ctx.Err()
-		}
-		if !retryable(err) || attempt >= a.cfg.MaxRetries {
-			a.observeRequest(metrics.OutcomeError, elapsed)
-			return openai.ChatCompletionMessage{}, fmt.Errorf("agent: chat completion failed after %d attempt(s): %w", attempt+1, err)
-		}
-		a.observeRequest(outcomeRetry, elapsed)
-		if a.m != nil {
-			a.m.LLMRetries.Inc()
-		}
-		wait, fromServer := slot.get()
-		if !fromServer {
-			wait = a.backoff(attempt)
-		}
-		a.log.WarnContext(ctx, "agent: model request failed, retrying",
-			"attempt", attempt+1, "wait", wait, "retry_after", fromServer, "duration", elapsed, "err", err)
-		if err := a.cfg.Sleep(ctx, wait); err != nil {
-			return openai.ChatCompletionMessage{}, err
-		}
+		a.addUsage(channel, resp.Usage, usage)
+		answer = resp.Choices[0].Message
+		return false, 0, nil
+	})
+	if err != nil {
+		return openai.ChatCompletionMessage{}, err
+	}
+	return answer, nil
+}
+
+// observeAttempt counts one attempt of complete, once the retry loop has
+// decided what follows it.
+func (a *Agent) observeAttempt(at retry.Attempted) {
+	a.m.LLMRequests.WithLabelValues(at.Outcome).Inc()
+	a.m.LLMLatency.WithLabelValues(at.Outcome).Observe(at.Duration.Seconds())
+	if at.Outcome == metrics.OutcomeRetry {
+		a.m.LLMRetries.Inc()
 	}
 }
 
@@ -78,13 +76,8 @@ func (a *Agent) complete(ctx context.Context, channel string, msgs []openai.Chat
 // sending the same request again cannot fix them.
 func retryable(err error) bool {
 	// Status errors first: a 401 whose body is not JSON is still a 401.
-	var apiErr *openai.APIError
-	if errors.As(err, &apiErr) {
-		return retryableStatus(apiErr.HTTPStatusCode)
-	}
-	var reqErr *openai.RequestError
-	if errors.As(err, &reqErr) {
-		return retryableStatus(reqErr.HTTPStatusCode)
+	if code, ok := statusOf(err); ok {
+		return retryableStatus(code)
 	}
 	var (
 		syntaxErr *json.SyntaxError
@@ -106,54 +99,34 @@ func retryable(err error) bool {
 	return false
 }
 
+// statusOf is the HTTP status of a failed request, when it got one.
+func statusOf(err error) (int, bool) {
+	var apiErr *openai.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.HTTPStatusCode, true
+	}
+	var reqErr *openai.RequestError
+	if errors.As(err, &reqErr) {
+		return reqErr.HTTPStatusCode, true
+	}
+	return 0, false
+}
+
+// retryableStatus is retry.RetryableStatus plus 409, which OpenAI-style
+// servers answer for a request that collided with another.
 func retryableStatus(code int) bool {
-	switch {
-	case code == http.StatusRequestTimeout, code == http.StatusConflict, code == http.StatusTooManyRequests:
-		return true
-	case code >= 500:
-		return true
-	}
-	return false
+	return code == http.StatusConflict || retry.RetryableStatus(code)
 }
 
-// backoff returns the wait before retry number attempt+1: exponential from
-// BackoffBase, capped at BackoffMax, with the upper half jittered so that
-// conversations failing together do not retry together.
-func (a *Agent) backoff(attempt int) time.Duration {
-	d := a.cfg.BackoffBase
-	for range attempt {
-		if d >= a.cfg.BackoffMax/2 {
-			d = a.cfg.BackoffMax
-			break
-		}
-		d *= 2
+// failureReason names a failed request for the failures metric.
+func failureReason(err error, after time.Duration) retry.Reason {
+	if code, ok := statusOf(err); ok {
+		return retry.StatusReason(code)
 	}
-	d = min(d, a.cfg.BackoffMax)
-	half := d / 2
-	return half + rand.N(d-half+1)
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
+	if errors.Is(err, errNoChoices) {
+		return retry.BadResponse
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (a *Agent) observeRequest(outcome string, d time.Duration) {
-	if a.m == nil {
-		return
-	}
-	a.m.LLMRequests.WithLabelValues(outcome).Inc()
-	a.m.LLMLatency.WithLabelValues(outcome).Observe(d.Seconds())
+	return retry.ReasonOf(err, after)
 }
 
 func (a *Agent) addUsage(channel string, u openai.Usage, sum *Usage) {
@@ -166,9 +139,6 @@ func (a *Agent) addUsage(channel string, u openai.Usage, sum *Usage) {
 	sum.Prompt += prompt
 	sum.Completion += completion
 	sum.Cached += cached
-	if a.m == nil {
-		return
-	}
 	a.m.LLMTokens.WithLabelValues(channel, "prompt").Add(float64(prompt))
 	a.m.LLMTokens.WithLabelValues(channel, "completion").Add(float64(completion))
 	a.m.LLMTokens.WithLabelValues(channel, "cached").Add(float64(cached))

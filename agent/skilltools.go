@@ -84,30 +84,42 @@ func InjectedSkills(h []sessions.Message) (names map[string]bool, bytes int) {
 	return names, bytes
 }
 
-// SkillTools are load_skill, find_skills and save_skill_reference.
+// SkillToolsConfig says where the skill tools read and write.
+type SkillToolsConfig struct {
+	Home   string         // $PARLEY_HOME: the user supplement lives under it
+	Budget int            // bytes of injections one history may hold
+	Writer *skills.Writer // shared, so saves are serial; nil: save_skill_reference fails
+}
+
+// SkillTools are load_skill, find_skills and save_skill_reference. Create
+// them with NewSkillTools.
 type SkillTools struct {
-	Home   string           // $PARLEY_HOME: the user supplement lives under it
-	Budget int              // bytes of injections one history may hold
-	Writer *skills.Writer   // shared, so saves are serial
-	M      *metrics.Metrics // may be nil
-	Log    *slog.Logger
+	SkillToolsConfig
+	m   *metrics.Metrics
+	log *slog.Logger
+}
+
+// NewSkillTools returns the skill tools for cfg. m nil counts into a
+// private registry; log nil discards.
+func NewSkillTools(cfg SkillToolsConfig, m *metrics.Metrics, log *slog.Logger) *SkillTools {
+	if m == nil {
+		m = metrics.New()
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &SkillTools{SkillToolsConfig: cfg, m: m, log: log}
 }
 
 // Tools returns the three tools, ready to Register.
 func (st *SkillTools) Tools() []Tool {
-	if st.Log == nil {
-		st.Log = slog.Default()
-	}
 	return []Tool{loadSkill{st}, findSkills{st}, saveSkillReference{st}}
 }
 
 func (st *SkillTools) countLoad(channel, skill, outcome string) {
-	if st.M == nil {
-		return
-	}
-	st.M.SkillLoads.WithLabelValues(channel, skillLabel(skill, outcome), outcome).Inc()
+	st.m.SkillLoads.WithLabelValues(channel, skillLabel(skill, outcome), outcome).Inc()
 	if outcome == metrics.SkillDenied {
-		st.M.PolicyDenials.WithLabelValues(channel, "skill").Inc()
+		st.m.PolicyDenials.WithLabelValues(channel, "skill").Inc()
 	}
 }
 
@@ -167,9 +179,7 @@ func (l loadSkill) Call(ctx context.Context, tc *TurnContext, raw json.RawMessag
 		if err != nil {
 			return Result{}, readError(err)
 		}
-		if st.M != nil {
-			st.M.SkillReferenceReads.WithLabelValues(tc.Channel, sk.Name).Inc()
-		}
+		st.m.SkillReferenceReads.WithLabelValues(tc.Channel, sk.Name).Inc()
 		return Result{Content: text}, nil
 	}
 	if args.Offset > 0 {
@@ -200,9 +210,7 @@ func (l loadSkill) Call(ctx context.Context, tc *TurnContext, raw json.RawMessag
 			"Finish the task with the skills you have loaded.", used, st.Budget, sk.Name, len(inj.Content))}, nil
 	}
 	st.countLoad(tc.Channel, sk.Name, metrics.SkillInjected)
-	if st.M != nil {
-		st.M.SkillInjectionBytes.WithLabelValues(tc.Channel, sk.Name).Observe(float64(len(inj.Content)))
-	}
+	st.m.SkillInjectionBytes.WithLabelValues(tc.Channel, sk.Name).Observe(float64(len(inj.Content)))
 	return Result{
 		Content: fmt.Sprintf("Loaded skill %q (source: %s). Its instructions follow in the next message.", sk.Name, sk.Source),
 		Inject:  []sessions.Message{inj},
@@ -284,8 +292,8 @@ func (s saveSkillReference) Call(_ context.Context, tc *TurnContext, raw json.Ra
 	st := s.st
 	sk, problem := tc.Skills.Lookup(args.Name)
 	if problem != "" {
-		if problem == metrics.SkillDenied && st.M != nil {
-			st.M.PolicyDenials.WithLabelValues(tc.Channel, "skill").Inc()
+		if problem == metrics.SkillDenied {
+			st.m.PolicyDenials.WithLabelValues(tc.Channel, "skill").Inc()
 		}
 		return Result{}, fmt.Errorf("cannot save a reference for skill %q: %s", args.Name, strings.ReplaceAll(problem, "_", " "))
 	}
@@ -294,11 +302,9 @@ func (s saveSkillReference) Call(_ context.Context, tc *TurnContext, raw json.Ra
 	if err != nil {
 		outcome = metrics.OutcomeError
 	}
-	if st.M != nil {
-		st.M.SkillReferenceWrites.WithLabelValues(tc.Channel, sk.Name, outcome).Inc()
-	}
+	st.m.SkillReferenceWrites.WithLabelValues(tc.Channel, sk.Name, outcome).Inc()
 	// The audit log: every call, with who and where, success or not.
-	st.Log.Info("audit: save_skill_reference", "skill", sk.Name, "file", args.File, "overwrite", args.Overwrite,
+	st.log.Info("audit: save_skill_reference", "skill", sk.Name, "file", args.File, "overwrite", args.Overwrite,
 		"bytes", n, "path", path, "outcome", outcome, "channel", tc.Channel, "conversation", tc.Conversation, "user", tc.User, "err", err)
 	if err != nil {
 		if errors.Is(err, skills.ErrPathEscape) {

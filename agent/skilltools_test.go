@@ -56,10 +56,9 @@ func (st *skillTree) set() *SkillSet { return &SkillSet{Catalog: st.catalog} }
 
 func newSkillHarness(t *testing.T, st *skillTree, budget int, extra ...Tool) *harness {
 	t.Helper()
-	sk := &SkillTools{Home: st.home, Budget: budget, Writer: skills.NewWriter(st.home)}
-	h := newHarness(t, Config{}, append(sk.Tools(), extra...))
-	sk.M = h.m // the tools share sk, so they count on the harness's metrics
-	return h
+	m := metrics.New() // the skill tools count on the harness's metrics
+	sk := NewSkillTools(SkillToolsConfig{Home: st.home, Budget: budget, Writer: skills.NewWriter(st.home)}, m, nil)
+	return newHarnessMetrics(t, Config{}, m, append(sk.Tools(), extra...))
 }
 
 func TestLoadSkillInjectsOnceAfterTheToolResults(t *testing.T) {
@@ -250,7 +249,7 @@ func TestSkillFilePathsAreFenced(t *testing.T) {
 
 func TestConcurrentSavesLoseNothing(t *testing.T) {
 	st := newSkillTree(t)
-	tools := (&SkillTools{Home: st.home, Budget: 16384, Writer: skills.NewWriter(st.home)}).Tools()
+	tools := NewSkillTools(SkillToolsConfig{Home: st.home, Budget: 16384, Writer: skills.NewWriter(st.home)}, nil, nil).Tools()
 	save := tools[2]
 	tc := &TurnContext{Channel: "console", Skills: st.set()}
 	var wg sync.WaitGroup

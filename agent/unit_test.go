@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/sessions"
 )
 
@@ -207,18 +208,26 @@ func TestParseRetryAfter(t *testing.T) {
 	}
 }
 
+// TestBackoff: the waits between retries start at BackoffBase, double, and
+// stop at BackoffMax, each jittered in the upper half (the schedule itself
+// is retry.Backoff's, tested there).
 func TestBackoff(t *testing.T) {
-	a := New(Config{Model: "m", BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second}, nil, nil, nil, nil)
-	for attempt, ceiling := range []time.Duration{100, 200, 400, 800, 1000, 1000, 1000} {
-		ceiling *= time.Millisecond
-		for range 50 {
-			if d := a.backoff(attempt); d < ceiling/2 || d > ceiling {
-				t.Fatalf("backoff(%d) = %v, want within [%v, %v]", attempt, d, ceiling/2, ceiling)
-			}
-		}
+	h := newHarness(t, Config{MaxRetries: 6, BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second}, nil)
+	h.srv.Script(openaitest.Error(503), openaitest.Error(503), openaitest.Error(503), openaitest.Error(503),
+		openaitest.Error(503), openaitest.Error(503), openaitest.Text("ok"))
+	if res := h.run(t, TurnRequest{UserText: "hi"}); res.Reply != "ok" {
+		t.Fatalf("reply = %q", res.Reply)
 	}
-	if d := a.backoff(1000); d > time.Second {
-		t.Errorf("backoff(1000) = %v, overflowed the cap", d)
+	waits := h.waits()
+	ceilings := []time.Duration{100, 200, 400, 800, 1000, 1000}
+	if len(waits) != len(ceilings) {
+		t.Fatalf("waits = %v", waits)
+	}
+	for i, d := range waits {
+		ceiling := ceilings[i] * time.Millisecond
+		if d < ceiling/2 || d > ceiling {
+			t.Errorf("wait %d = %v, want within [%v, %v]", i, d, ceiling/2, ceiling)
+		}
 	}
 }
 

@@ -1,6 +1,12 @@
 // Package config loads Parley's one YAML file, applies the environment
-// overrides that DESIGN.md lists, and validates the result. Every error names
-// the key it is about, so an operator can fix a file without reading code.
+// overrides, and validates the result. Every error names the key it is
+// about, so an operator can fix a file without reading code.
+//
+// The core keys are defined here. Each chat platform's section (slack:,
+// feishu:, wechat:) is defined by its adapter package, which registers it
+// with RegisterPlatform; Load decodes, overrides, validates and prints
+// those sections like the rest. Defaults are the exported Default*
+// constants, which the packages that use a value fall back to as well.
 package config
 
 import (
@@ -34,10 +40,13 @@ type Config struct {
 	Skills   Skills   `yaml:"skills"`
 	Policies Policies `yaml:"policies"`
 
-	Slack  Slack  `yaml:"slack"`
-	Feishu Feishu `yaml:"feishu"`
-	WeChat WeChat `yaml:"wechat"`
+	// Platforms holds the section of every registered platform, by name
+	// (see Section). In the file each is a top-level key: slack:, …
+	Platforms map[string]PlatformConfig `yaml:"-"`
 }
+
+// core is Config without its methods: the core keys of the document.
+type core Config
 
 // Log selects the slog handler.
 type Log struct {
@@ -47,20 +56,22 @@ type Log struct {
 
 // Model is the OpenAI-compatible endpoint and the agent loop's limits.
 type Model struct {
-	BaseURL           string        `yaml:"base_url"`
-	APIKey            string        `yaml:"api_key"`
-	Name              string        `yaml:"name"`
-	Timeout           time.Duration `yaml:"timeout"`
-	MaxRetries        int           `yaml:"max_retries"`
-	MaxToolIterations int           `yaml:"max_tool_iterations"`
-	MaxTokens         int           `yaml:"max_tokens"`
-	SystemPrompt      string        `yaml:"system_prompt"`
+	BaseURL string        `yaml:"base_url"`
+	APIKey  Secret        `yaml:"api_key"`
+	Name    string        `yaml:"name"`
+	Timeout time.Duration `yaml:"timeout"`
+	// MaxRetries is how often a failed request is sent again after the
+	// first attempt; 0 never retries.
+	MaxRetries        int    `yaml:"max_retries"`
+	MaxToolIterations int    `yaml:"max_tool_iterations"`
+	MaxTokens         int    `yaml:"max_tokens"`
+	SystemPrompt      string `yaml:"system_prompt"`
 }
 
 // Redis is the shared store. An empty URL means the in-memory store.
 type Redis struct {
-	URL    string `yaml:"url"`
-	Prefix string `yaml:"prefix"`
+	URL    SecretURL `yaml:"url"`
+	Prefix string    `yaml:"prefix"`
 }
 
 // Sessions bounds what one conversation may hold.
@@ -85,87 +96,71 @@ type Skills struct {
 	BodyBudget int `yaml:"body_budget"` // bytes of injections kept in one history
 }
 
-// Slack holds the Slack app's credentials and conversation rules.
-type Slack struct {
-	BotToken      string `yaml:"bot_token"`
-	SigningSecret string `yaml:"signing_secret"`
-	AppToken      string `yaml:"app_token"`
-	APIURL        string `yaml:"api_url"`
-	// FollowThreads continues a thread the bot answered without a new
-	// mention (needs the channels:history / groups:history scopes).
-	FollowThreads bool `yaml:"follow_threads"`
-	// Command is the registered slash command, e.g. /parley.
-	Command string `yaml:"command"`
-}
-
-// Feishu holds the Feishu/Lark app's credentials.
-type Feishu struct {
-	AppID             string `yaml:"app_id"`
-	AppSecret         string `yaml:"app_secret"`
-	VerificationToken string `yaml:"verification_token"`
-	EncryptKey        string `yaml:"encrypt_key"`
-	BaseURL           string `yaml:"base_url"`
-	Domain            string `yaml:"domain"` // feishu or lark
-	Mode              string `yaml:"mode"`   // "" (long connection and webhook) or webhook
-	// ReplyInThread answers a mention in a normal group inside a thread
-	// of that message (reply_in_thread), making the thread the conversation.
-	ReplyInThread bool `yaml:"reply_in_thread"`
-	// FollowThreads continues a thread the bot answered without a new
-	// mention (needs the group-message scope).
-	FollowThreads bool `yaml:"follow_threads"`
-}
-
-// WeChat holds the iLink and WeCom settings.
-type WeChat struct {
-	ILinkBaseURL string `yaml:"ilink_base_url"`
-	WeComBotID   string `yaml:"wecom_bot_id"`
-	WeComSecret  string `yaml:"wecom_bot_secret"`
-	WeComWSURL   string `yaml:"wecom_ws_url"`
-	// ChunkChars is the size of one message of a split answer; phones
-	// read short messages better than one wall of text.
-	ChunkChars int `yaml:"chunk_chars"`
-}
+// Defaults of the file. The packages that use a value fall back to the
+// same constant when a caller leaves it zero, so that a zero means the
+// same in the file, in a Config built by hand and in a package.
+const (
+	DefaultListen            = ":8080"
+	DefaultLogFormat         = "text"
+	DefaultLogLevel          = "info"
+	DefaultModelBaseURL      = "https://api.openai.com/v1"
+	DefaultModelName         = "gpt-4o-mini"
+	DefaultModelTimeout      = 60 * time.Second
+	DefaultMaxRetries        = 3
+	DefaultMaxToolIterations = 8
+	DefaultRedisPrefix       = "parley:"
+	DefaultHistoryTTL        = 7 * 24 * time.Hour
+	DefaultMaxMessages       = 200
+	DefaultMaxMessageChars   = 8000
+	DefaultLockTTL           = 15 * time.Second
+	DefaultQueueLimit        = 50
+	DefaultCompactTokens     = 24000
+	DefaultKeepRounds        = 4
+	DefaultWorkers           = 16
+	DefaultShutdownTimeout   = 30 * time.Second
+	DefaultSkillBodyBudget   = 16 * 1024
+)
 
 // Default returns the configuration used when no file and no environment
-// say otherwise.
+// say otherwise, with the default section of every registered platform.
 func Default() Config {
 	home := "~/.parley"
 	if h, err := os.UserHomeDir(); err == nil {
 		home = filepath.Join(h, ".parley")
 	}
 	wd, _ := os.Getwd()
-	return Config{
-		Listen:    ":8080",
+	c := Config{
+		Listen:    DefaultListen,
 		Home:      home,
 		Workspace: wd,
-		Log:       Log{Format: "text", Level: "info"},
+		Log:       Log{Format: DefaultLogFormat, Level: DefaultLogLevel},
 		Model: Model{
-			BaseURL:           "https://api.openai.com/v1",
-			Name:              "gpt-4o-mini",
-			Timeout:           60 * time.Second,
-			MaxRetries:        3,
-			MaxToolIterations: 8,
+			BaseURL:           DefaultModelBaseURL,
+			Name:              DefaultModelName,
+			Timeout:           DefaultModelTimeout,
+			MaxRetries:        DefaultMaxRetries,
+			MaxToolIterations: DefaultMaxToolIterations,
 		},
-		Redis: Redis{Prefix: "parley:"},
+		Redis: Redis{Prefix: DefaultRedisPrefix},
 		Sessions: Sessions{
-			HistoryTTL:      7 * 24 * time.Hour,
-			MaxMessages:     200,
-			MaxMessageChars: 8000,
-			LockTTL:         15 * time.Second,
-			QueueLimit:      50,
-			CompactTokens:   24000,
-			KeepRounds:      4,
+			HistoryTTL:      DefaultHistoryTTL,
+			MaxMessages:     DefaultMaxMessages,
+			MaxMessageChars: DefaultMaxMessageChars,
+			LockTTL:         DefaultLockTTL,
+			QueueLimit:      DefaultQueueLimit,
+			CompactTokens:   DefaultCompactTokens,
+			KeepRounds:      DefaultKeepRounds,
 		},
-		Gateway: Gateway{Workers: 16, ShutdownTimeout: 30 * time.Second},
-		Skills:  Skills{BodyBudget: 16 * 1024},
-		Slack:   Slack{FollowThreads: true, Command: "/parley", APIURL: "https://slack.com/api/"},
-		Feishu:  Feishu{Domain: "feishu", ReplyInThread: true, FollowThreads: true},
-		WeChat: WeChat{
-			ILinkBaseURL: "https://ilinkai.weixin.qq.com",
-			WeComWSURL:   "wss://openws.work.weixin.qq.com",
-			ChunkChars:   600,
-		},
+		Gateway:   Gateway{Workers: DefaultWorkers, ShutdownTimeout: DefaultShutdownTimeout},
+		Skills:    Skills{BodyBudget: DefaultSkillBodyBudget},
+		Platforms: map[string]PlatformConfig{},
 	}
+	for _, p := range Platforms() {
+		if p.NewConfig != nil {
+			c.Platforms[p.Name] = p.NewConfig()
+		}
+	}
+	return c
 }
 
 // Load reads path (empty: PARLEY_CONFIG, else no file), applies the
@@ -196,14 +191,16 @@ func Load(path string, getenv func(string) string) (Config, error) {
 }
 
 func decode(data []byte, cfg *Config) error {
+	doc := cfg.document()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	if err := dec.Decode(cfg); err != nil {
+	if err := dec.Decode(doc.Addr().Interface()); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil // an empty file is a valid, empty config
 		}
 		return cleanYAMLError(err)
 	}
+	cfg.fromDocument(doc)
 	return nil
 }
 
@@ -235,59 +232,60 @@ func expandHome(p string) string {
 	return p
 }
 
-// envString lists the string overrides: variable → field.
-func envStrings(c *Config) map[string]*string {
-	return map[string]*string{
-		"PARLEY_LISTEN":             &c.Listen,
-		"PARLEY_HOME":               &c.Home,
-		"PARLEY_WORKSPACE":          &c.Workspace,
-		"PARLEY_LOG_FORMAT":         &c.Log.Format,
-		"PARLEY_LOG_LEVEL":          &c.Log.Level,
-		"OPENAI_API_KEY":            &c.Model.APIKey,
-		"OPENAI_BASE_URL":           &c.Model.BaseURL,
-		"PARLEY_MODEL":              &c.Model.Name,
-		"REDIS_URL":                 &c.Redis.URL,
-		"SLACK_BOT_TOKEN":           &c.Slack.BotToken,
-		"SLACK_SIGNING_SECRET":      &c.Slack.SigningSecret,
-		"SLACK_APP_TOKEN":           &c.Slack.AppToken,
-		"SLACK_API_URL":             &c.Slack.APIURL,
-		"FEISHU_APP_ID":             &c.Feishu.AppID,
-		"FEISHU_APP_SECRET":         &c.Feishu.AppSecret,
-		"FEISHU_VERIFICATION_TOKEN": &c.Feishu.VerificationToken,
-		"FEISHU_ENCRYPT_KEY":        &c.Feishu.EncryptKey,
-		"FEISHU_BASE_URL":           &c.Feishu.BaseURL,
-		"FEISHU_MODE":               &c.Feishu.Mode,
-		"WECHAT_ILINK_BASE_URL":     &c.WeChat.ILinkBaseURL,
-		"WECOM_BOT_ID":              &c.WeChat.WeComBotID,
-		"WECOM_BOT_SECRET":          &c.WeChat.WeComSecret,
-		"WECOM_WS_URL":              &c.WeChat.WeComWSURL,
+// env binds the environment variables of the core keys.
+func (c *Config) env() []EnvVar {
+	return []EnvVar{
+		Env("PARLEY_LISTEN", &c.Listen),
+		Env("PARLEY_HOME", &c.Home),
+		Env("PARLEY_WORKSPACE", &c.Workspace),
+		Env("PARLEY_LOG_FORMAT", &c.Log.Format),
+		Env("PARLEY_LOG_LEVEL", &c.Log.Level),
+		Env("OPENAI_API_KEY", &c.Model.APIKey),
+		Env("OPENAI_BASE_URL", &c.Model.BaseURL),
+		Env("PARLEY_MODEL", &c.Model.Name),
+		Env("REDIS_URL", &c.Redis.URL),
+		{Name: "PARLEY_SKILL_BODY_BUDGET", set: func(v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("PARLEY_SKILL_BODY_BUDGET: %q is not a whole number of bytes", v)
+			}
+			c.Skills.BodyBudget = n
+			return nil
+		}},
 	}
 }
 
-// EnvVars lists every environment variable Parley reads, for the checks
-// that deployment files name only variables that exist.
+// envVars is every binding of c: the core keys', then each section's.
+func (c *Config) envVars() []EnvVar {
+	vars := c.env()
+	for _, p := range Platforms() {
+		if sec, ok := c.Platforms[p.Name]; ok && sec != nil {
+			vars = append(vars, sec.Env()...)
+		}
+	}
+	return vars
+}
+
+// EnvVars lists every environment variable Parley reads, the registered
+// platforms' included, for the checks that deployment files name only
+// variables that exist.
 func EnvVars() []string {
-	var c Config
-	names := []string{"PARLEY_CONFIG", "PARLEY_SKILL_BODY_BUDGET"}
-	for name := range envStrings(&c) {
-		names = append(names, name)
+	c := Default()
+	names := []string{"PARLEY_CONFIG"}
+	for _, v := range c.envVars() {
+		names = append(names, v.Name)
 	}
 	slices.Sort(names)
 	return names
 }
 
 func applyEnv(c *Config, getenv func(string) string) error {
-	for name, field := range envStrings(c) {
-		if v := getenv(name); v != "" {
-			*field = v
+	for _, v := range c.envVars() {
+		if val := getenv(v.Name); val != "" {
+			if err := v.set(val); err != nil {
+				return err
+			}
 		}
-	}
-	if v := getenv("PARLEY_SKILL_BODY_BUDGET"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return fmt.Errorf("PARLEY_SKILL_BODY_BUDGET: %q is not a whole number of bytes", v)
-		}
-		c.Skills.BodyBudget = n
 	}
 	return nil
 }
@@ -330,7 +328,6 @@ func (c Config) Validate() error {
 		{"sessions.keep_rounds", c.Sessions.KeepRounds},
 		{"gateway.workers", c.Gateway.Workers},
 		{"skills.body_budget", c.Skills.BodyBudget},
-		{"wechat.chunk_chars", c.WeChat.ChunkChars},
 	}
 	for _, p := range positive {
 		if p.v <= 0 {
@@ -361,26 +358,17 @@ func (c Config) Validate() error {
 		bad("sessions.lock_ttl", "must be at least 1s so renewals can keep up")
 	}
 	if c.Redis.URL != "" {
-		if u, err := url.Parse(c.Redis.URL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
+		if u, err := url.Parse(c.Redis.URL.Reveal()); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
 			bad("redis.url", "must be a redis://, rediss:// or unix:// URL")
 		}
 	}
 	if c.Redis.Prefix == "" {
 		bad("redis.prefix", "must not be empty")
 	}
-	switch c.Feishu.Domain {
-	case "", "feishu", "lark":
-	default:
-		bad("feishu.domain", "%q must be feishu or lark", c.Feishu.Domain)
-	}
-	switch c.Feishu.Mode {
-	case "", "webhook", "websocket":
-	default:
-		bad("feishu.mode", "%q must be webhook or websocket", c.Feishu.Mode)
-	}
 	if err := c.Policies.validate(); err != nil {
 		errs = append(errs, err.Error())
 	}
+	errs = append(errs, c.validatePlatforms()...)
 	if len(errs) > 0 {
 		return errors.New("invalid config: " + strings.Join(errs, "; "))
 	}
@@ -391,7 +379,7 @@ func (c Config) Validate() error {
 // configured endpoint is a hosted service, which always needs a key; local
 // servers (Ollama, vLLM on loopback or a private network) usually do not.
 func (c Config) RequireModelKey() error {
-	if c.Model.APIKey != "" {
+	if c.Model.APIKey.IsSet() {
 		return nil
 	}
 	u, err := url.Parse(c.Model.BaseURL)
@@ -412,27 +400,27 @@ func isLocalHost(host string) bool {
 	return ip != nil && (ip.IsLoopback() || ip.IsPrivate())
 }
 
-const masked = "********"
-
-// Masked returns a copy with every secret replaced, for printing.
-func (c Config) Masked() Config {
-	m := c
-	for _, s := range []*string{&m.Model.APIKey, &m.Slack.BotToken, &m.Slack.SigningSecret, &m.Slack.AppToken,
-		&m.Feishu.AppSecret, &m.Feishu.VerificationToken, &m.Feishu.EncryptKey, &m.WeChat.WeComSecret} {
-		if *s != "" {
-			*s = masked
-		}
-	}
-	if u, err := url.Parse(m.Redis.URL); err == nil && u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			m.Redis.URL = u.String()
-		}
-	}
-	return m
-}
-
-// YAML renders the configuration as the file format.
+// YAML renders the configuration as the file format, each secret as
+// <secret> (see Secret): what `parley config check` prints.
 func (c Config) YAML() ([]byte, error) {
 	return yaml.Marshal(c)
+}
+
+// Format implements fmt.Formatter: whatever the verb, a Config prints as
+// `parley config check` shows it, secrets masked. (fmt's own rendering of
+// the sections behind Platforms would bypass their Secret fields' methods
+// for verbs such as %s.)
+func (c Config) Format(f fmt.State, _ rune) {
+	out, err := c.YAML()
+	if err != nil {
+		fmt.Fprintf(f, "%%!(config: %v)", err)
+		return
+	}
+	f.Write(out)
+}
+
+// MarshalYAML implements yaml.Marshaler: the core keys, then each
+// platform's section under its name.
+func (c Config) MarshalYAML() (any, error) {
+	return c.document().Interface(), nil
 }

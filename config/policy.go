@@ -7,9 +7,6 @@ import (
 	"strings"
 )
 
-// Platforms are the channel names a policy may be written for.
-var platforms = []string{"console", "slack", "feishu", "wechat"}
-
 // Policies is the policy tree: a global default, then per platform, per
 // workspace (Slack team, Feishu tenant, WeChat account) and per chat. The
 // policy package resolves it most-specific-first.
@@ -83,8 +80,8 @@ func (p Policies) validate() error {
 	for _, name := range names {
 		pp := p.Platforms[name]
 		key := "policies.platforms." + name
-		if !isPlatform(name) {
-			errs = append(errs, fmt.Sprintf("%s: unknown platform (want one of %s)", key, strings.Join(platforms, ", ")))
+		if _, ok := LookupPlatform(name); !ok {
+			errs = append(errs, fmt.Sprintf("%s: unknown platform (want one of %s)", key, strings.Join(PlatformNames(), ", ")))
 			continue
 		}
 		check(key, pp.Level)
@@ -101,13 +98,4 @@ func (p Policies) validate() error {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return nil
-}
-
-func isPlatform(name string) bool {
-	for _, p := range platforms {
-		if p == name {
-			return true
-		}
-	}
-	return false
 }

@@ -41,14 +41,16 @@ type Responder interface {
 	Compact(ctx context.Context, channel string, history []sessions.Message, keep int) (agent.Compaction, bool, error)
 }
 
-// Config sizes the gateway and names the parts it consults per turn.
+// Config sizes the gateway and names the parts it consults per turn. Zero
+// fields take the defaults.
 type Config struct {
 	Workers         int           // conversations served at once on this replica
 	QueueLimit      int           // messages waiting in one conversation
 	MaxMessageChars int           // longer user messages are refused
 	LockRetry       time.Duration // wait between tries for a lock another replica holds
 	// SweepEvery is how often the gateway looks for conversations whose
-	// queued messages nobody is serving (their replica died); 0 = 30s.
+	// queued messages nobody is serving (their replica died); 0 =
+	// DefaultSweepEvery.
 	SweepEvery time.Duration
 
 	CompactTokens int // compact a history estimated above this many tokens
@@ -86,44 +88,57 @@ type Gateway struct {
 	wg        sync.WaitGroup
 }
 
-// New returns a gateway; it runs nothing until Start.
+// Defaults of the Config fields that are not keys of the file (those
+// fall back to the config.Default* constants).
+const (
+	DefaultLockRetry  = 200 * time.Millisecond
+	DefaultSweepEvery = 30 * time.Second
+)
+
+func (c Config) withDefaults() Config {
+	if c.Workers <= 0 {
+		c.Workers = config.DefaultWorkers
+	}
+	if c.QueueLimit <= 0 {
+		c.QueueLimit = config.DefaultQueueLimit
+	}
+	if c.MaxMessageChars <= 0 {
+		c.MaxMessageChars = config.DefaultMaxMessageChars
+	}
+	if c.LockRetry <= 0 {
+		c.LockRetry = DefaultLockRetry
+	}
+	if c.SweepEvery <= 0 {
+		c.SweepEvery = DefaultSweepEvery
+	}
+	if c.CompactTokens <= 0 {
+		c.CompactTokens = config.DefaultCompactTokens
+	}
+	if c.KeepRounds <= 0 {
+		c.KeepRounds = config.DefaultKeepRounds
+	}
+	if c.SkillBudget <= 0 {
+		c.SkillBudget = config.DefaultSkillBodyBudget
+	}
+	if c.Policy == nil {
+		c.Policy = policy.New(config.Policies{})
+	}
+	return c
+}
+
+// New returns a gateway; it runs nothing until Start. m nil counts into a
+// private registry; log nil discards.
 func New(cfg Config, store sessions.Store, a Responder, m *metrics.Metrics, log *slog.Logger) *Gateway {
-	if cfg.Workers <= 0 {
-		cfg.Workers = 16
-	}
-	if cfg.QueueLimit <= 0 {
-		cfg.QueueLimit = 50
-	}
-	if cfg.MaxMessageChars <= 0 {
-		cfg.MaxMessageChars = 8000
-	}
-	if cfg.LockRetry <= 0 {
-		cfg.LockRetry = 200 * time.Millisecond
-	}
-	if cfg.SweepEvery <= 0 {
-		cfg.SweepEvery = 30 * time.Second
-	}
-	if cfg.CompactTokens <= 0 {
-		cfg.CompactTokens = 24000
-	}
-	if cfg.KeepRounds <= 0 {
-		cfg.KeepRounds = 4
-	}
-	if cfg.SkillBudget <= 0 {
-		cfg.SkillBudget = 16 * 1024
-	}
-	if cfg.Policy == nil {
-		cfg.Policy = policy.New(config.Policies{})
-	}
-	if log == nil {
-		log = slog.Default()
-	}
+	cfg = cfg.withDefaults()
 	if m == nil {
 		m = metrics.New()
 	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	return &Gateway{
-		cfg: cfg, store: store, agent: a, metrics: m, log: log,
+		cfg: cfg, store: store, agent: a, metrics: m, log: log.With("component", "gateway"),
 		channels: map[string]channels.Channel{},
 		active:   map[string]bool{},
 		dirty:    map[string]bool{},

@@ -60,10 +60,10 @@ func newSkillRig(t *testing.T, pol config.Policies, cfg gateway.Config) *skillRi
 	m := metrics.New()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	tools := agent.NewRegistry()
-	for _, tool := range (&agent.SkillTools{Home: home, Budget: 16 * 1024, Writer: skills.NewWriter(home), M: m, Log: log}).Tools() {
+	for _, tool := range agent.NewSkillTools(agent.SkillToolsConfig{Home: home, Budget: 16 * 1024, Writer: skills.NewWriter(home)}, m, log).Tools() {
 		tools.Register(tool)
 	}
-	a := agent.New(agent.Config{Model: "test", Timeout: 5 * time.Second, MaxRetries: -1}, agent.NewClient(model.URL(), "sk", nil), tools, m, log)
+	a := agent.New(agent.Config{Model: "test", Timeout: 5 * time.Second, MaxRetries: 0}, agent.NewClient(model.URL(), "sk", nil), tools, m, log)
 	cfg.Policy = policy.New(pol)
 	cfg.Tools = tools
 	cfg.Skills = &gateway.Skills{Registry: reg, State: state}

@@ -30,8 +30,8 @@ func (r *Resolver) Explain(w io.Writer, s Scope, tools []ToolInfo, skills []stri
 		names[i] = l.name
 	}
 	p("Levels consulted (later wins): %s\n", strings.Join(names, " < "))
-	if !isPlatform(s.Channel) {
-		p("Channel %q is not a known platform (console, slack, feishu, wechat): only the default levels apply.\n", s.Channel)
+	if !r.isPlatform(s.Channel) {
+		p("Channel %q is not a known platform (%s): only the default levels apply.\n", s.Channel, strings.Join(r.platformNames(), ", "))
 	}
 	if len(missing) > 0 {
 		p("Not in config (nothing set there): %s\n", strings.Join(missing, ", "))

@@ -7,7 +7,7 @@
 //
 //	builtin default            every tool, skill, user and chat allowed
 //	policies.default
-//	builtin <platform> default only wechat: tools.write: false
+//	builtin <platform> default what the platform registered (wechat: tools.write: false)
 //	policies.platforms.P
 //	policies.platforms.P.workspaces.W
 //	policies.platforms.P.workspaces.W.chats.C
@@ -22,6 +22,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -75,14 +76,38 @@ type Decision struct {
 // Resolver resolves scopes against one policy tree.
 type Resolver struct {
 	p config.Policies
+	// platforms are the registered platforms' builtin levels (nil: none),
+	// by name; a name that is missing is not a platform.
+	platforms map[string]*config.Level
 }
 
-// New returns a Resolver for p. p is copied, so later changes to the caller's
-// maps and slices cannot change its decisions. Patterns are
-// expected to have passed config validation; a malformed glob matches only its
-// own exact text.
+// New returns a Resolver for p and the platforms registered with config
+// (config.RegisterPlatform), each with its builtin level. p is copied, so
+// later changes to the caller's maps and slices cannot change its
+// decisions. Patterns are expected to have passed config validation; a
+// malformed glob matches only its own exact text.
 func New(p config.Policies) *Resolver {
-	return &Resolver{p: clonePolicies(p)}
+	r := &Resolver{p: clonePolicies(p), platforms: map[string]*config.Level{}}
+	for _, pl := range config.Platforms() {
+		var builtin *config.Level
+		if pl.Policy != nil {
+			l := cloneLevel(*pl.Policy)
+			builtin = &l
+		}
+		r.platforms[pl.Name] = builtin
+	}
+	return r
+}
+
+// isPlatform reports whether name is a registered platform.
+func (r *Resolver) isPlatform(name string) bool {
+	_, ok := r.platforms[name]
+	return ok
+}
+
+// platformNames lists the registered platforms, sorted.
+func (r *Resolver) platformNames() []string {
+	return slices.Sorted(maps.Keys(r.platforms))
 }
 
 // level is one consulted level of the tree.
@@ -98,16 +123,13 @@ type level struct {
 func (r *Resolver) chain(s Scope) (levels []level, missing []string) {
 	levels = append(levels, level{name: LevelBuiltin})
 	levels = append(levels, level{name: levelConfigDefault, cfg: r.p.Default})
-	if s.Channel == "wechat" {
-		// WeChat is a consumer channel where anyone can message the bot, so
-		// tools that write are off unless an operator turns them back on for
-		// wechat itself: it sits above the global default, so a global
-		// "write: true" written with Slack in mind does not reopen WeChat.
-		levels = append(levels, level{name: builtinName(s.Channel), cfg: config.Level{
-			Tools: config.ToolRules{Write: new(false)},
-		}})
+	if builtin := r.platforms[s.Channel]; builtin != nil {
+		// Above the global default, so a global rule written with other
+		// platforms in mind does not reach it; below the platform's own
+		// section, which can still change it.
+		levels = append(levels, level{name: builtinName(s.Channel), cfg: *builtin})
 	}
-	if !isPlatform(s.Channel) {
+	if !r.isPlatform(s.Channel) {
 		return levels, nil
 	}
 
@@ -303,14 +325,6 @@ func (e *Effective) IsAdmin(user string) bool {
 // are none.
 func (e *Effective) Admins() []string {
 	return slices.Clone(e.admins.val)
-}
-
-func isPlatform(name string) bool {
-	switch name {
-	case "console", "slack", "feishu", "wechat":
-		return true
-	}
-	return false
 }
 
 func builtinName(platform string) string {

@@ -65,6 +65,15 @@ type markedError struct {
 func (e *markedError) Error() string { return e.err.Error() }
 func (e *markedError) Unwrap() error { return e.err }
 
+// unmark returns err without an outermost Mark: the loop has read the
+// reason, and callers get the error they would have got without it.
+func unmark(err error) error {
+	if m, ok := err.(*markedError); ok {
+		return m.err
+	}
+	return err
+}
+
 // ReasonOf is the reason a failed attempt is counted under: the one Mark
 // attached, else one read from the error (a deadline is Timeout, a
 // net.Error is Network, an undecodable body is BadResponse), else

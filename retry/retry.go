@@ -136,9 +136,10 @@ func (r *Retrier) WithAttempts(n int) *Retrier {
 
 // Do runs attempt until it succeeds, it says not to retry, the attempts
 // run out, the far end asks for a wait longer than MaxRetryAfter, or ctx
-// ends. op names the call in errors and logs ("chat.postMessage"). The
-// error of a failed call wraps the last attempt's error, so errors.Is and
-// errors.As see it; a call ended by ctx also wraps ctx.Err().
+// ends. op names the call in the log ("chat.postMessage"); the attempt's
+// own error should name it too, since that is what Do returns: as it is
+// after one attempt (without a Mark), with " (after N attempts)" after
+// several, and wrapping ctx's error as well when ctx ended the call.
 func (r *Retrier) Do(ctx context.Context, op string, attempt Attempt) error {
 	p := r.policy
 	backoff := Backoff{Min: p.MinWait, Max: p.MaxWait}
@@ -156,7 +157,7 @@ func (r *Retrier) Do(ctx context.Context, op string, attempt Attempt) error {
 		if ctx.Err() != nil {
 			// The caller gave up, not the far end: not counted as its failure.
 			r.observe(Attempted{Outcome: metrics.OutcomeError, Duration: elapsed, Reason: reason, Err: err})
-			return fmt.Errorf("%s: %w (last failure: %w)", op, context.Cause(ctx), err)
+			return fmt.Errorf("%w (stopped: %w)", unmark(err), context.Cause(ctx))
 		}
 		why := ""
 		switch {
@@ -172,9 +173,9 @@ func (r *Retrier) Do(ctx context.Context, op string, attempt Attempt) error {
 			r.observe(Attempted{Outcome: metrics.OutcomeError, Duration: elapsed, Reason: reason, Err: err})
 			log.Warn("outbound call failed", "attempts", n, "reason", reason.String(), "why", why, "err", err)
 			if n == 1 {
-				return fmt.Errorf("%s: %w", op, err)
+				return unmark(err)
 			}
-			return fmt.Errorf("%s (%d attempts): %w", op, n, err)
+			return fmt.Errorf("%w (after %d attempts)", unmark(err), n)
 		}
 		r.count(reason, metrics.OutcomeRetry)
 		r.observe(Attempted{Outcome: metrics.OutcomeRetry, Duration: elapsed, Reason: reason, Err: err})
@@ -190,7 +191,7 @@ func (r *Retrier) Do(ctx context.Context, op string, attempt Attempt) error {
 		log.Log(ctx, level, "outbound call failed; retrying", "attempt", n, "reason", reason.String(),
 			"retry_in", wait, "retry_after", after > 0, "err", err)
 		if serr := p.Sleep(ctx, wait); serr != nil {
-			return fmt.Errorf("%s: %w (last failure: %w)", op, serr, err)
+			return fmt.Errorf("%w (stopped: %w)", unmark(err), serr)
 		}
 	}
 }

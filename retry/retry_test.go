@@ -26,10 +26,17 @@ type step struct {
 	err   error
 }
 
+// The failures of the scripts, and what the attempts return: the same
+// errors with their reason marked.
 var (
-	errBusy   = Mark(ServerError, errors.New("http 503"))
-	errLimit  = Mark(RateLimited, errors.New("http 429"))
-	errRefuse = Mark(ClientError, errors.New("invalid_auth"))
+	errBusy   = errors.New("http 503")
+	errLimit  = errors.New("http 429")
+	errRefuse = errors.New("invalid_auth")
+	marked    = map[error]error{
+		errBusy:   Mark(ServerError, errBusy),
+		errLimit:  Mark(RateLimited, errLimit),
+		errRefuse: Mark(ClientError, errRefuse),
+	}
 )
 
 // harness is a Retrier whose waits are recorded instead of slept.
@@ -68,6 +75,9 @@ func (h *harness) script(steps ...step) (Attempt, func() int) {
 			defer mu.Unlock()
 			s := steps[min(n, len(steps)-1)]
 			n++
+			if m, ok := marked[s.err]; ok {
+				return s.retry, s.after, m
+			}
 			return s.retry, s.after, s.err
 		}, func() int {
 			mu.Lock()
@@ -105,11 +115,11 @@ func TestDo(t *testing.T) {
 			waits: []time.Duration{1500 * time.Millisecond}, counted: map[Reason][2]float64{RateLimited: {1, 0}}, observed: "retry ok"},
 		{name: "not retryable fails at once", policy: Policy{Attempts: 5},
 			steps: []step{{false, 0, errRefuse}}, wantErr: errRefuse, attempts: 1,
-			counted: map[Reason][2]float64{ClientError: {0, 1}}, observed: "error", errSubstr: "op: invalid_auth"},
+			counted: map[Reason][2]float64{ClientError: {0, 1}}, observed: "error", errSubstr: "invalid_auth"},
 		{name: "attempts run out", policy: Policy{Attempts: 3},
 			steps: []step{{true, 0, errBusy}}, wantErr: errBusy, attempts: 3,
 			waitsIn: [][2]time.Duration{{DefaultMinWait / 2, DefaultMinWait}, {DefaultMinWait, 2 * DefaultMinWait}},
-			counted: map[Reason][2]float64{ServerError: {2, 1}}, observed: "retry retry error", errSubstr: "op (3 attempts): http 503"},
+			counted: map[Reason][2]float64{ServerError: {2, 1}}, observed: "retry retry error", errSubstr: "http 503 (after 3 attempts)"},
 		{name: "Retry-After beyond the cap fails at once", policy: Policy{Attempts: 5, MaxRetryAfter: time.Second},
 			steps: []step{{true, time.Hour, errLimit}}, wantErr: errLimit, attempts: 1,
 			counted: map[Reason][2]float64{RateLimited: {0, 1}}, observed: "error"},
@@ -173,7 +183,7 @@ func TestDoStopsWhenTheContextEnds(t *testing.T) {
 			done <- r.Do(ctx, "op", func(context.Context) (bool, time.Duration, error) {
 				calls++
 				cancel() // the caller gives up while the loop waits an hour
-				return true, 0, errBusy
+				return true, 0, marked[errBusy]
 			})
 		}()
 		select {

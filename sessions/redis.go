@@ -324,15 +324,17 @@ func (s *RedisStore) Close() error {
 }
 
 // Lock is a conversation lock with an owner token. It renews itself every
-// third of its TTL until Release; if a renewal finds the lock gone, Lost
-// reports it and the holder's next write fails with ErrLockLost.
+// third of its TTL until Release or until the context it was taken with
+// ends (then it expires within one TTL, unless released first); if a
+// renewal finds the lock gone, Lost reports it and the holder's next write
+// fails with ErrLockLost.
 type Lock struct {
 	store *RedisStore
 	conv  string
 	token string
 
-	stop     chan struct{}
-	done     chan struct{}
+	stop     context.CancelFunc // ends the renewal
+	done     chan struct{}      // closed when the renewal has returned
 	mu       sync.Mutex
 	lost     bool
 	released bool
@@ -362,25 +364,29 @@ func (s *RedisStore) TryLock(ctx context.Context, conv string) (*Lock, error) {
 	if !ok {
 		return nil, ErrLocked
 	}
-	l := &Lock{store: s, conv: conv, token: token, stop: make(chan struct{}), done: make(chan struct{})}
-	go l.renew()
+	rctx, stop := context.WithCancel(ctx)
+	l := &Lock{store: s, conv: conv, token: token, stop: stop, done: make(chan struct{})}
+	go l.renew(rctx)
 	return l, nil
 }
 
 // Conversation is the key the lock holds.
 func (l *Lock) Conversation() string { return l.conv }
 
-func (l *Lock) renew() {
+// renew extends the lock every third of its TTL until ctx ends (Release,
+// or the holder's context).
+func (l *Lock) renew(ctx context.Context) {
 	defer close(l.done)
-	t := time.NewTicker(l.store.opts.LockTTL / 3)
+	every := l.store.opts.LockTTL / 3
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
-		case <-l.stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), l.store.opts.LockTTL/3)
-			n, err := renewScript.Run(ctx, l.store.client, []string{l.store.key(l.conv, "lock")}, l.token, l.store.opts.LockTTL.Milliseconds()).Int()
+			rctx, cancel := context.WithTimeout(ctx, every)
+			n, err := renewScript.Run(rctx, l.store.client, []string{l.store.key(l.conv, "lock")}, l.token, l.store.opts.LockTTL.Milliseconds()).Int()
 			cancel()
 			if err == nil && n == 0 {
 				l.mu.Lock()
@@ -411,7 +417,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	l.released = true
 	l.mu.Unlock()
-	close(l.stop)
+	l.stop()
 	<-l.done
 	if err := releaseScript.Run(ctx, l.store.client, []string{l.store.key(l.conv, "lock")}, l.token).Err(); err != nil {
 		return fmt.Errorf("sessions: release lock: %w", err)

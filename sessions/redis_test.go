@@ -135,6 +135,31 @@ func TestLockRenewsWhileHeldAndExpiresWhenHolderDies(t *testing.T) {
 	}
 }
 
+// TestLockRenewalEndsWithItsContext: the renewal goroutine belongs to the
+// context the lock was taken with; once it ends nothing renews the lock,
+// which expires within its TTL, and Release still works.
+func TestLockRenewalEndsWithItsContext(t *testing.T) {
+	s, r := newStore(t, sessions.Options{LockTTL: time.Second})
+	conv := "console:::renew-ctx"
+	ctx, cancel := context.WithCancel(context.Background())
+	l, err := s.TryLock(ctx, conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	lockKey := r.Prefix + "conv:{" + conv + "}:lock"
+	deadline := time.Now().Add(5 * time.Second)
+	for r.Client.Exists(context.Background(), lockKey).Val() == 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the lock was still renewed after its context ended")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatalf("Release after the context ended: %v", err)
+	}
+}
+
 func TestSeenDeduplicates(t *testing.T) {
 	ctx := context.Background()
 	s, r := newStore(t, sessions.Options{})

@@ -10,6 +10,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/parleyhq/parley/config"
 )
 
 // Message is one entry of a history, in the shape of a chat completion
@@ -77,7 +79,7 @@ type Store interface {
 	Orphans(ctx context.Context) ([]string, error)
 
 	// TryLock takes the conversation lock or fails with ErrLocked. The lock
-	// renews itself until Release.
+	// renews itself until Release or until ctx ends.
 	TryLock(ctx context.Context, conv string) (*Lock, error)
 
 	// Seen records id under scope and reports whether it was seen before
@@ -93,30 +95,34 @@ type Store interface {
 	Close() error
 }
 
-// Options bound what a conversation may hold.
+// DefaultDedupeTTL is how long a platform's event id is remembered.
+const DefaultDedupeTTL = 24 * time.Hour
+
+// Options bound what a conversation may hold. Zero fields take the file's
+// defaults (config.Default*).
 type Options struct {
 	Prefix      string        // key prefix, e.g. "parley:"
 	HistoryTTL  time.Duration // refreshed on every turn
 	MaxMessages int           // history length cap
 	LockTTL     time.Duration // a dead holder's lock expires after this
-	DedupeTTL   time.Duration // default 24 h
+	DedupeTTL   time.Duration // default DefaultDedupeTTL
 }
 
 func (o Options) withDefaults() Options {
 	if o.Prefix == "" {
-		o.Prefix = "parley:"
+		o.Prefix = config.DefaultRedisPrefix
 	}
 	if o.HistoryTTL <= 0 {
-		o.HistoryTTL = 7 * 24 * time.Hour
+		o.HistoryTTL = config.DefaultHistoryTTL
 	}
 	if o.MaxMessages <= 0 {
-		o.MaxMessages = 200
+		o.MaxMessages = config.DefaultMaxMessages
 	}
 	if o.LockTTL <= 0 {
-		o.LockTTL = 15 * time.Second
+		o.LockTTL = config.DefaultLockTTL
 	}
 	if o.DedupeTTL <= 0 {
-		o.DedupeTTL = 24 * time.Hour
+		o.DedupeTTL = DefaultDedupeTTL
 	}
 	return o
 }

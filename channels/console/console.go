@@ -16,14 +16,21 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/config"
 )
 
 // Name is the platform name of the console.
 const Name = "console"
 
-// Channel is the console adapter. Replies are matched to the message that
+func init() {
+	// The console has no section in the file; registering it makes
+	// policies.platforms.console valid and its metrics primed.
+	config.RegisterPlatform(config.Platform{Name: Name})
+}
+
+// Adapter is the console channel. Replies are matched to the message that
 // asked by its id, so one process can wait for exactly its own answer.
-type Channel struct {
+type Adapter struct {
 	conversation string
 	user         string
 
@@ -31,9 +38,11 @@ type Channel struct {
 	waiters map[string]chan channels.Reply
 }
 
-// New returns a console channel for one conversation.
-func New(conversation, user string) *Channel {
-	return &Channel{conversation: conversation, user: user, waiters: map[string]chan channels.Reply{}}
+var _ channels.Channel = (*Adapter)(nil)
+
+// New returns a console adapter for one conversation.
+func New(conversation, user string) *Adapter {
+	return &Adapter{conversation: conversation, user: user, waiters: map[string]chan channels.Reply{}}
 }
 
 // NewConversationID returns a fresh random conversation id.
@@ -44,10 +53,10 @@ func NewConversationID() string {
 }
 
 // Name implements channels.Channel.
-func (c *Channel) Name() string { return Name }
+func (c *Adapter) Name() string { return Name }
 
 // Send implements channels.Channel.
-func (c *Channel) Send(_ context.Context, m channels.Message, r channels.Reply) error {
+func (c *Adapter) Send(_ context.Context, m channels.Message, r channels.Reply) error {
 	c.mu.Lock()
 	w, ok := c.waiters[m.Meta["console_id"]]
 	c.mu.Unlock()
@@ -62,7 +71,7 @@ func (c *Channel) Send(_ context.Context, m channels.Message, r channels.Reply) 
 }
 
 // Ask submits text and waits for its reply.
-func (c *Channel) Ask(ctx context.Context, h channels.Handler, text string) (channels.Reply, error) {
+func (c *Adapter) Ask(ctx context.Context, h channels.Handler, text string) (channels.Reply, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
@@ -92,7 +101,7 @@ func (c *Channel) Ask(ctx context.Context, h channels.Handler, text string) (cha
 
 // REPL reads lines from in until EOF or ctx ends, printing each reply to
 // out. Blank lines are skipped; "/exit" or "/quit" ends the session.
-func (c *Channel) REPL(ctx context.Context, h channels.Handler, in io.Reader, out io.Writer) error {
+func (c *Adapter) REPL(ctx context.Context, h channels.Handler, in io.Reader, out io.Writer) error {
 	fmt.Fprintf(out, "parley chat — conversation %s (continue it later with --conversation %s). /help for commands, /exit to leave.\n", c.conversation, c.conversation)
 	lines := make(chan string)
 	readErr := make(chan error, 1)

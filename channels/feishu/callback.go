@@ -46,13 +46,13 @@ type envelope struct {
 }
 
 // Mount implements channels.HTTPChannel: POST /feishu/events.
-func (c *Channel) Mount(mux *http.ServeMux) {
-	mux.Handle("POST "+EventsPath, c)
+func (a *Adapter) Mount(mux *http.ServeMux) {
+	mux.Handle("POST "+EventsPath, a)
 }
 
 // ServeHTTP is the HTTP callback. Everything is checked before the body is
 // parsed as an event; a refusal is counted by reason and reaches nothing.
-func (c *Channel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (a *Adapter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
@@ -61,30 +61,30 @@ func (c *Channel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := channels.ReadBody(r, channels.MaxWebhookBody)
 	if err != nil {
 		if errors.Is(err, channels.ErrBodyTooLarge) {
-			c.reject(w, ReasonTooLarge, http.StatusRequestEntityTooLarge, "body too large")
+			a.reject(w, ReasonTooLarge, http.StatusRequestEntityTooLarge, "body too large")
 			return
 		}
-		c.reject(w, ReasonBadRequest, http.StatusBadRequest, "cannot read body")
+		a.reject(w, ReasonBadRequest, http.StatusBadRequest, "cannot read body")
 		return
 	}
-	if c.o.VerificationToken == "" && c.o.EncryptKey == "" {
-		c.reject(w, ReasonBadToken, http.StatusForbidden, "callbacks are not configured")
+	if !a.cfg.VerificationToken.IsSet() && !a.cfg.EncryptKey.IsSet() {
+		a.reject(w, ReasonBadToken, http.StatusForbidden, "callbacks are not configured")
 		return
 	}
 
 	// With an Encrypt Key every event is signed; only the challenge comes
 	// unsigned (its authenticity is the key that decrypts it).
 	signed := false
-	if c.o.EncryptKey != "" {
+	if a.cfg.EncryptKey.IsSet() {
 		sig := r.Header.Get(HeaderSignature)
 		ts := r.Header.Get(HeaderTimestamp)
 		if sig != "" || ts != "" {
-			if reason, ok := c.fresh(ts); !ok {
-				c.reject(w, reason, http.StatusUnauthorized, "stale or missing timestamp")
+			if reason, ok := a.fresh(ts); !ok {
+				a.reject(w, reason, http.StatusUnauthorized, "stale or missing timestamp")
 				return
 			}
-			if !validSignature(sig, ts, r.Header.Get(HeaderNonce), c.o.EncryptKey, body) {
-				c.reject(w, ReasonBadSignature, http.StatusUnauthorized, "bad signature")
+			if !validSignature(sig, ts, r.Header.Get(HeaderNonce), a.cfg.EncryptKey.Reveal(), body) {
+				a.reject(w, ReasonBadSignature, http.StatusUnauthorized, "bad signature")
 				return
 			}
 			signed = true
@@ -92,40 +92,40 @@ func (c *Channel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	plain := body
-	if c.o.EncryptKey != "" {
+	if a.cfg.EncryptKey.IsSet() {
 		var enc struct {
 			Encrypt *string `json:"encrypt"`
 		}
 		if err := json.Unmarshal(body, &enc); err != nil {
-			c.reject(w, ReasonBadRequest, http.StatusBadRequest, "malformed JSON")
+			a.reject(w, ReasonBadRequest, http.StatusBadRequest, "malformed JSON")
 			return
 		}
 		if enc.Encrypt == nil {
-			c.reject(w, ReasonBadRequest, http.StatusBadRequest, "an encrypt key is configured but the body is not encrypted")
+			a.reject(w, ReasonBadRequest, http.StatusBadRequest, "an encrypt key is configured but the body is not encrypted")
 			return
 		}
-		plain, err = Decrypt(*enc.Encrypt, c.o.EncryptKey)
+		plain, err = Decrypt(*enc.Encrypt, a.cfg.EncryptKey.Reveal())
 		if err != nil {
-			c.reject(w, ReasonDecryptFailed, http.StatusBadRequest, "cannot decrypt")
+			a.reject(w, ReasonDecryptFailed, http.StatusBadRequest, "cannot decrypt")
 			return
 		}
 	}
 	var env envelope
 	if err := json.Unmarshal(plain, &env); err != nil {
-		c.reject(w, ReasonBadRequest, http.StatusBadRequest, "malformed JSON")
+		a.reject(w, ReasonBadRequest, http.StatusBadRequest, "malformed JSON")
 		return
 	}
 	if env.Encrypt != nil {
 		// Encrypted although no key is configured here (or twice).
-		c.reject(w, ReasonDecryptFailed, http.StatusBadRequest, "encrypted event but no encrypt key is configured")
+		a.reject(w, ReasonDecryptFailed, http.StatusBadRequest, "encrypted event but no encrypt key is configured")
 		return
 	}
 	token := env.Token
 	if env.Header != nil {
 		token = env.Header.Token
 	}
-	if c.o.VerificationToken != "" && !sameSecret(token, c.o.VerificationToken) {
-		c.reject(w, ReasonBadToken, http.StatusUnauthorized, "bad verification token")
+	if a.cfg.VerificationToken.IsSet() && !sameSecret(token, a.cfg.VerificationToken.Reveal()) {
+		a.reject(w, ReasonBadToken, http.StatusUnauthorized, "bad verification token")
 		return
 	}
 
@@ -135,8 +135,8 @@ func (c *Channel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]string{"challenge": env.Challenge})
 		return
 	}
-	if c.o.EncryptKey != "" && !signed {
-		c.reject(w, ReasonBadSignature, http.StatusUnauthorized, "missing signature")
+	if a.cfg.EncryptKey.IsSet() && !signed {
+		a.reject(w, ReasonBadSignature, http.StatusUnauthorized, "missing signature")
 		return
 	}
 	if env.Header == nil || env.Header.EventType == "" {
@@ -145,20 +145,20 @@ func (c *Channel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeOK(w)
 			return
 		}
-		c.reject(w, ReasonBadRequest, http.StatusBadRequest, "not an event")
+		a.reject(w, ReasonBadRequest, http.StatusBadRequest, "not an event")
 		return
 	}
 
 	// Ack fast: only the queueing happens before the answer; the turn runs
 	// after it. A failure to queue answers 500 so Feishu pushes it again.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), c.o.SubmitTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), a.opts.SubmitTimeout)
 	defer cancel()
-	if err := c.dispatch(ctx, plain); err != nil {
+	if err := a.dispatch(ctx, plain); err != nil {
 		if errors.Is(err, errNoHandler) {
-			c.reject(w, ReasonUnavailable, http.StatusServiceUnavailable, "not ready")
+			a.reject(w, ReasonUnavailable, http.StatusServiceUnavailable, "not ready")
 			return
 		}
-		c.log.Error("event not accepted; Feishu will push it again", "event_id", env.Header.EventID, "err", err)
+		a.log.Error("event not accepted; Feishu will push it again", "event_id", env.Header.EventID, "err", err)
 		http.Error(w, "temporarily unavailable", http.StatusInternalServerError)
 		return
 	}
@@ -166,21 +166,21 @@ func (c *Channel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // fresh checks X-Lark-Request-Timestamp (seconds) against the clock.
-func (c *Channel) fresh(ts string) (string, bool) {
+func (a *Adapter) fresh(ts string) (string, bool) {
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
 		return ReasonStaleTimestamp, false
 	}
-	d := c.o.Now().Sub(time.Unix(sec, 0))
+	d := a.opts.Now().Sub(time.Unix(sec, 0))
 	if d < 0 {
 		d = -d
 	}
-	return ReasonStaleTimestamp, d <= c.o.MaxSkew
+	return ReasonStaleTimestamp, d <= a.opts.MaxSkew
 }
 
-func (c *Channel) reject(w http.ResponseWriter, reason string, status int, msg string) {
-	c.m.MessagesRejected.WithLabelValues(Name, reason).Inc()
-	c.log.Warn("callback refused", "reason", reason, "detail", msg)
+func (a *Adapter) reject(w http.ResponseWriter, reason string, status int, msg string) {
+	a.m.MessagesRejected.WithLabelValues(Name, reason).Inc()
+	a.log.Warn("callback refused", "reason", reason, "detail", msg)
 	http.Error(w, msg, status)
 }
 

@@ -148,9 +148,9 @@ func TestCallbacksThroughTheRealHandler(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := newFixture(t, func(o *Options) {
+			f := newFixture(t, func(cfg *Config, _ *Options) {
 				if c.plain {
-					o.EncryptKey = ""
+					cfg.EncryptKey = ""
 				}
 			})
 			status, body := f.do(t, c.req(f))
@@ -225,12 +225,12 @@ func TestRepushOfATakenMessageIsDroppedByMessageID(t *testing.T) {
 }
 
 func TestCallbacksRefusedWithoutTokenOrKey(t *testing.T) {
-	f := newFixture(t, func(o *Options) { o.EncryptKey, o.VerificationToken, o.Mode = "", "", "" })
+	f := newFixture(t, func(c *Config, o *Options) { c.EncryptKey, c.VerificationToken, c.Mode = "", "", "" })
 	status, _ := f.do(t, feishutest.Request(f.srv.URL+EventsPath, groupMention("om_1"), "", f.now))
 	if status != http.StatusForbidden || len(f.rec.messages()) != 0 {
 		t.Fatalf("unauthenticated callback: status %d, %d submitted", status, len(f.rec.messages()))
 	}
-	if _, err := New(Options{AppID: "a", AppSecret: "b", Mode: "webhook"}); err == nil {
+	if _, err := New(Config{AppID: "a", AppSecret: "b", Mode: "webhook"}, Options{}, nil, nil); err == nil {
 		t.Fatal("webhook mode without token or key was accepted")
 	}
 }

@@ -35,13 +35,13 @@ const noteTTL = 24 * time.Hour
 // carries, or a verified and decrypted HTTP callback) to the dispatcher both
 // transports share. It returns once the message is queued (or dropped);
 // unknown event types are ignored.
-func (c *Channel) Dispatch(ctx context.Context, event []byte) error { return c.dispatch(ctx, event) }
+func (a *Adapter) Dispatch(ctx context.Context, event []byte) error { return a.dispatch(ctx, event) }
 
-func (c *Channel) dispatch(ctx context.Context, event []byte) error {
-	if c.currentHandler() == nil {
+func (a *Adapter) dispatch(ctx context.Context, event []byte) error {
+	if a.currentHandler() == nil {
 		return errNoHandler
 	}
-	_, err := c.disp.Do(ctx, event)
+	_, err := a.disp.Do(ctx, event)
 	var nf *dispatcher.NotFoundEventHandlerErr
 	if errors.As(err, &nf) {
 		return nil
@@ -58,7 +58,7 @@ func deref(p *string) string {
 
 // onMessageReceive turns im.message.receive_v1 into a channels.Message and
 // decides whether it starts or continues a turn.
-func (c *Channel) onMessageReceive(ctx context.Context, ev *larkim.P2MessageReceiveV1) error {
+func (a *Adapter) onMessageReceive(ctx context.Context, ev *larkim.P2MessageReceiveV1) error {
 	if ev == nil || ev.Event == nil || ev.Event.Message == nil {
 		return nil
 	}
@@ -84,7 +84,7 @@ func (c *Channel) onMessageReceive(ctx context.Context, ev *larkim.P2MessageRece
 	if tenant == "" {
 		tenant = deref(sender.TenantKey)
 	}
-	log := c.log.With("message_id", messageID, "event_id", eventID)
+	log := a.log.With("message_id", messageID, "event_id", eventID)
 
 	m := channels.Message{
 		ID:        messageID,
@@ -117,14 +117,14 @@ func (c *Channel) onMessageReceive(ctx context.Context, ev *larkim.P2MessageRece
 			m.Thread = messageID
 		}
 		m.Meta[MetaThreadKey] = chatID + ":" + m.Thread
-		if c.o.ReplyInThread || chatType == "topic_group" {
+		if a.cfg.ReplyInThread || chatType == "topic_group" {
 			m.Meta[MetaInThread] = "1"
 		}
 	}
 
-	botID := c.cachedBotID()
+	botID := a.cachedBotID()
 	if !m.DM {
-		id, err := c.botOpenID(ctx)
+		id, err := a.botOpenID(ctx, a.calls)
 		if err != nil {
 			// Without our own id a mention cannot be told apart; fail so
 			// Feishu pushes the event again later.
@@ -140,13 +140,13 @@ func (c *Channel) onMessageReceive(ctx context.Context, ev *larkim.P2MessageRece
 		inThread := rootID != "" || threadID != ""
 		switch {
 		case mentioned:
-			if c.o.FollowThreads {
-				if err := c.state.markThread(ctx, m.Meta[MetaThreadKey], c.o.ThreadTTL); err != nil {
+			if a.cfg.FollowThreads {
+				if err := a.state.markThread(ctx, m.Meta[MetaThreadKey], a.opts.ThreadTTL); err != nil {
 					log.Warn("cannot remember the thread; follow-ups will need a mention", "err", err)
 				}
 			}
-		case c.o.FollowThreads && inThread:
-			ok, err := c.state.followed(ctx, m.Meta[MetaThreadKey])
+		case a.cfg.FollowThreads && inThread:
+			ok, err := a.state.followed(ctx, m.Meta[MetaThreadKey])
 			if err != nil {
 				return fmt.Errorf("feishu: thread lookup: %w", err)
 			}
@@ -162,7 +162,7 @@ func (c *Channel) onMessageReceive(ctx context.Context, ev *larkim.P2MessageRece
 
 	text, ok := messageText(deref(msg.MessageType), deref(msg.Content), mentions, botID)
 	if !ok {
-		c.noteUnsupported(ctx, m, deref(msg.MessageType))
+		a.noteUnsupported(ctx, m, deref(msg.MessageType))
 		return nil
 	}
 	if text == "" {
@@ -170,7 +170,7 @@ func (c *Channel) onMessageReceive(ctx context.Context, ev *larkim.P2MessageRece
 		return nil
 	}
 	m.Text = text
-	h := c.currentHandler()
+	h := a.currentHandler()
 	if h == nil {
 		return errNoHandler
 	}
@@ -183,19 +183,19 @@ func (c *Channel) onMessageReceive(ctx context.Context, ev *larkim.P2MessageRece
 // noteUnsupported answers a non-text message once, directly: it is not a
 // turn, so it does not go through the gateway. The note is claimed in Redis
 // on the message id so a re-push or another replica never repeats it.
-func (c *Channel) noteUnsupported(_ context.Context, m channels.Message, msgType string) {
-	c.log.Info("unsupported message type", "type", msgType, "message_id", m.ID)
-	c.goBackground(func(ctx context.Context) {
-		first, err := c.state.once(ctx, "note:"+m.ID, noteTTL)
+func (a *Adapter) noteUnsupported(_ context.Context, m channels.Message, msgType string) {
+	a.log.Info("unsupported message type", "type", msgType, "message_id", m.ID)
+	a.goBackground(func(ctx context.Context) {
+		first, err := a.state.once(ctx, "note:"+m.ID, noteTTL)
 		if err != nil {
-			c.log.Warn("cannot claim the unsupported-type note; not sending it", "message_id", m.ID, "err", err)
+			a.log.Warn("cannot claim the unsupported-type note; not sending it", "message_id", m.ID, "err", err)
 			return
 		}
 		if !first {
 			return // a re-push, or another replica got it
 		}
-		if err := c.Send(ctx, m, channels.Reply{Text: UnsupportedNote, Notice: true}); err != nil {
-			c.log.Warn("unsupported-type note not sent", "message_id", m.ID, "err", err)
+		if err := a.Send(ctx, m, channels.Reply{Text: UnsupportedNote, Notice: true}); err != nil {
+			a.log.Warn("unsupported-type note not sent", "message_id", m.ID, "err", err)
 		}
 	})
 }

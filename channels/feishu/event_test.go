@@ -21,7 +21,7 @@ func (f *fixture) mustPost(t *testing.T, m feishutest.Message) {
 
 func TestGroupWithTwoUsersOnlyMentionsStartTurns(t *testing.T) {
 	r := redistest.New(t)
-	f := newFixture(t, func(o *Options) { o.Redis, o.Prefix = r.Client, r.Prefix })
+	f := newFixture(t, func(c *Config, o *Options) { o.Redis, o.Prefix = r.Client, r.Prefix })
 	bob := feishutest.Mention{Key: "@_user_2", OpenID: "ou_bob", Name: "Bob"}
 	// Alice asks the bot, naming Bob.
 	f.mustPost(t, feishutest.Message{MessageID: "om_a1", ChatID: "oc_g", ChatType: "group", Sender: "ou_alice",
@@ -76,7 +76,7 @@ func TestGroupWithTwoUsersOnlyMentionsStartTurns(t *testing.T) {
 }
 
 func TestFollowThreadsOff(t *testing.T) {
-	f := newFixture(t, func(o *Options) { o.FollowThreads = false })
+	f := newFixture(t, func(c *Config, o *Options) { c.FollowThreads = false })
 	f.mustPost(t, feishutest.Message{MessageID: "om_1", ChatID: "oc_g", ChatType: "group", Sender: "ou_a",
 		Content: feishutest.Text("@_user_1 hi"), Mentions: []feishutest.Mention{mentionBot()}})
 	f.mustPost(t, feishutest.Message{MessageID: "om_2", ChatID: "oc_g", ChatType: "group", Sender: "ou_a",

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -30,11 +29,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/retry"
 )
 
-// Name is the channel name in conversation keys and metrics.
+// Name is the platform name in conversation keys, policies and metrics.
 const Name = "feishu"
 
 // Hosts of the Open API (and of the long-connection endpoint).
@@ -46,27 +46,10 @@ const (
 // EventsPath is the HTTP callback route.
 const EventsPath = "/feishu/events"
 
-// Options configure a Channel. AppID and AppSecret are required.
+// Options are the parts of an Adapter that the file does not set: where
+// it hands messages and keeps state, and the timings tests shorten. The
+// zero value is ready to use.
 type Options struct {
-	AppID             string
-	AppSecret         string
-	VerificationToken string
-	EncryptKey        string
-	// BaseURL is the Open API host, also used for the long-connection
-	// endpoint ({BaseURL}/callback/ws/endpoint). Empty: by Domain.
-	BaseURL string
-	// Domain is "feishu" (default) or "lark" (open.larksuite.com).
-	Domain string
-	// Mode "webhook" turns the long connection off; "" and "websocket"
-	// run it. The HTTP route is mounted either way.
-	Mode string
-	// ReplyInThread answers a mention in a normal group inside a thread of
-	// that message.
-	ReplyInThread bool
-	// FollowThreads continues a thread the bot answered without a new
-	// mention (needs the group-message scope).
-	FollowThreads bool
-
 	// Handler receives verified messages. When nil, the handler given to
 	// Run is used (HTTP callbacks are refused until then).
 	Handler channels.Handler
@@ -74,11 +57,9 @@ type Options struct {
 	// start with Prefix. Nil keeps them in this process only.
 	Redis  redis.UniversalClient
 	Prefix string
-	// ThreadTTL is how long an answered thread is followed (default 7 days).
+	// ThreadTTL is how long an answered thread is followed (default
+	// config.DefaultHistoryTTL).
 	ThreadTTL time.Duration
-
-	Metrics *metrics.Metrics
-	Log     *slog.Logger
 	// HTTPClient is used for the Open API and the long-connection endpoint
 	// (default: a client with a 30 s timeout).
 	HTTPClient *http.Client
@@ -105,15 +86,68 @@ type Options struct {
 	ChunkBytes int
 }
 
-// Channel is the Feishu adapter. It implements channels.Channel, Runner,
-// HTTPChannel, Typing and Health.
-type Channel struct {
-	o       Options
+// Defaults of Options.
+const (
+	DefaultMaxSkew       = 5 * time.Minute
+	DefaultSubmitTimeout = 2 * time.Second
+	DefaultReconnectMin  = time.Second
+	DefaultReconnectMax  = 2 * time.Minute
+	DefaultRetryBase     = 500 * time.Millisecond
+	DefaultChatInterval  = 200 * time.Millisecond
+	DefaultTypingEmoji   = "Typing"
+	DefaultChunkBytes    = 8000
+	httpTimeout          = 30 * time.Second
+	// apiAttempts bounds the tries of one Open API call.
+	apiAttempts = 3
+)
+
+func (o Options) withDefaults() Options {
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: httpTimeout}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.MaxSkew <= 0 {
+		o.MaxSkew = DefaultMaxSkew
+	}
+	if o.SubmitTimeout <= 0 {
+		o.SubmitTimeout = DefaultSubmitTimeout
+	}
+	if o.ReconnectMin <= 0 {
+		o.ReconnectMin = DefaultReconnectMin
+	}
+	if o.ReconnectMax < o.ReconnectMin {
+		o.ReconnectMax = max(DefaultReconnectMax, o.ReconnectMin)
+	}
+	if o.RetryBase <= 0 {
+		o.RetryBase = DefaultRetryBase
+	}
+	if o.ChatInterval <= 0 {
+		o.ChatInterval = DefaultChatInterval
+	}
+	if o.TypingEmoji == "" {
+		o.TypingEmoji = DefaultTypingEmoji
+	}
+	if o.ChunkBytes <= 0 {
+		o.ChunkBytes = DefaultChunkBytes
+	}
+	if o.ThreadTTL <= 0 {
+		o.ThreadTTL = config.DefaultHistoryTTL
+	}
+	return o
+}
+
+// Adapter is the Feishu channel.
+type Adapter struct {
+	cfg     Config
+	opts    Options
 	base    string
 	api     *lark.Client
 	disp    *dispatcher.EventDispatcher
 	log     *slog.Logger
 	m       *metrics.Metrics
+	calls   *retry.Retrier // Open API calls
 	http    *http.Client
 	state   stateStore
 	limiter *chatLimiter
@@ -130,205 +164,164 @@ type Channel struct {
 	closed   bool
 }
 
-// New validates o and builds the channel; nothing is contacted until Run
-// or the first event.
-func New(o Options) (*Channel, error) {
-	if o.AppID == "" || o.AppSecret == "" {
+var (
+	_ channels.Channel     = (*Adapter)(nil)
+	_ channels.Runner      = (*Adapter)(nil)
+	_ channels.Typing      = (*Adapter)(nil)
+	_ channels.HTTPChannel = (*Adapter)(nil)
+	_ channels.Health      = (*Adapter)(nil)
+)
+
+// New validates cfg and builds the adapter; nothing is contacted until Run
+// or the first event. m nil counts into a private registry; log nil
+// discards.
+func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapter, error) {
+	if cfg.AppID == "" || !cfg.AppSecret.IsSet() {
 		return nil, errors.New("feishu: app_id and app_secret are required")
 	}
-	switch o.Mode {
-	case "", "websocket", "webhook":
-	default:
-		return nil, fmt.Errorf("feishu: mode %q must be webhook or websocket", o.Mode)
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("feishu: %w", err)
 	}
-	if o.Mode == "webhook" && o.VerificationToken == "" && o.EncryptKey == "" {
-		return nil, errors.New("feishu: webhook mode needs verification_token or encrypt_key, or callbacks cannot be authenticated")
+	opts = opts.withDefaults()
+	if m == nil {
+		m = metrics.New()
 	}
-	base := strings.TrimRight(o.BaseURL, "/")
-	if base == "" {
-		switch o.Domain {
-		case "", "feishu":
-			base = FeishuBaseURL
-		case "lark":
-			base = LarkBaseURL
-		default:
-			return nil, fmt.Errorf("feishu: domain %q must be feishu or lark", o.Domain)
-		}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	if o.Log == nil {
-		o.Log = slog.Default()
+	log = log.With("component", Name)
+	if !cfg.VerificationToken.IsSet() && !cfg.EncryptKey.IsSet() {
+		log.Warn("neither verification_token nor encrypt_key is set: HTTP callbacks on " + EventsPath + " are refused; only the long connection delivers events")
 	}
-	o.Log = o.Log.With("channel", Name)
-	if o.Metrics == nil {
-		o.Metrics = metrics.New()
+	sdkLog := sdkLogger{log.With("sdk", "oapi-sdk-go")}
+	a := &Adapter{
+		cfg:  cfg,
+		opts: opts,
+		base: cfg.baseURL(),
+		log:  log,
+		m:    m,
+		calls: retry.New(Name, retry.Policy{
+			Attempts: apiAttempts, MinWait: opts.RetryBase, MaxWait: 8 * opts.RetryBase,
+		}, m, log),
+		http:    opts.HTTPClient,
+		handler: opts.Handler,
+		limiter: newChatLimiter(opts.ChatInterval),
 	}
-	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{Timeout: 30 * time.Second}
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.MaxSkew <= 0 {
-		o.MaxSkew = 5 * time.Minute
-	}
-	if o.SubmitTimeout <= 0 {
-		o.SubmitTimeout = 2 * time.Second
-	}
-	if o.ReconnectMin <= 0 {
-		o.ReconnectMin = time.Second
-	}
-	if o.ReconnectMax < o.ReconnectMin {
-		o.ReconnectMax = max(2*time.Minute, o.ReconnectMin)
-	}
-	if o.RetryBase <= 0 {
-		o.RetryBase = 500 * time.Millisecond
-	}
-	if o.ChatInterval <= 0 {
-		o.ChatInterval = 200 * time.Millisecond
-	}
-	if o.TypingEmoji == "" {
-		o.TypingEmoji = "Typing"
-	}
-	if o.ChunkBytes <= 0 {
-		o.ChunkBytes = 8000
-	}
-	if o.ThreadTTL <= 0 {
-		o.ThreadTTL = 7 * 24 * time.Hour
-	}
-	if o.VerificationToken == "" && o.EncryptKey == "" {
-		o.Log.Warn("neither verification_token nor encrypt_key is set: HTTP callbacks on " + EventsPath + " are refused; only the long connection delivers events")
-	}
-	sdkLog := sdkLogger{o.Log.With("component", "sdk")}
-	c := &Channel{
-		o:    o,
-		base: base,
-		api: lark.NewClient(o.AppID, o.AppSecret,
-			lark.WithOpenBaseUrl(base),
-			lark.WithHttpClient(o.HTTPClient),
-			lark.WithLogger(sdkLog),
-			lark.WithLogLevel(larkcore.LogLevelWarn),
-		),
-		log:     o.Log,
-		m:       o.Metrics,
-		http:    o.HTTPClient,
-		handler: o.Handler,
-		limiter: newChatLimiter(o.ChatInterval),
-	}
-	if o.Redis != nil {
-		c.state = &redisState{client: o.Redis, prefix: o.Prefix}
+	a.api = lark.NewClient(cfg.AppID, cfg.AppSecret.Reveal(),
+		lark.WithOpenBaseUrl(a.base),
+		lark.WithHttpClient(opts.HTTPClient),
+		lark.WithLogger(sdkLog),
+		lark.WithLogLevel(larkcore.LogLevelWarn),
+	)
+	if opts.Redis != nil {
+		a.state = &redisState{client: opts.Redis, prefix: opts.Prefix}
 	} else {
-		c.state = newMemState()
+		a.state = newMemState()
 	}
-	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
+	a.bgCtx, a.bgCancel = context.WithCancel(context.Background())
 	// One dispatcher for both transports. Verification and decryption of
 	// HTTP callbacks happen before it is called, so it gets no token or key.
-	c.disp = dispatcher.NewEventDispatcher("", "").OnP2MessageReceiveV1(c.onMessageReceive)
-	c.disp.InitConfig(larkevent.WithLogger(sdkLog), larkevent.WithLogLevel(larkcore.LogLevelWarn))
-	return c, nil
+	a.disp = dispatcher.NewEventDispatcher("", "").OnP2MessageReceiveV1(a.onMessageReceive)
+	a.disp.InitConfig(larkevent.WithLogger(sdkLog), larkevent.WithLogLevel(larkcore.LogLevelWarn))
+	return a, nil
 }
 
 // Name implements channels.Channel.
-func (c *Channel) Name() string { return Name }
+func (a *Adapter) Name() string { return Name }
 
 // BaseURL is the Open API host in use.
-func (c *Channel) BaseURL() string { return c.base }
+func (a *Adapter) BaseURL() string { return a.base }
 
 // longConnection reports whether Run opens the long connection.
-func (c *Channel) longConnection() bool { return c.o.Mode != "webhook" }
+func (a *Adapter) longConnection() bool { return a.cfg.Mode != "webhook" }
 
 // Ready implements channels.Health: with the long connection enabled, it is
 // an error while the connection is not open.
-func (c *Channel) Ready() error {
-	if !c.longConnection() {
+func (a *Adapter) Ready() error {
+	if !a.longConnection() {
 		return nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.running {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.running {
 		return errors.New("long connection not started")
 	}
-	if !c.wsUp {
-		if c.wsErr != nil {
-			return fmt.Errorf("long connection down: %w", c.wsErr)
+	if !a.wsUp {
+		if a.wsErr != nil {
+			return fmt.Errorf("long connection down: %w", a.wsErr)
 		}
 		return errors.New("long connection not yet established")
 	}
 	return nil
 }
 
-func (c *Channel) setConnected(up bool, err error) {
-	c.mu.Lock()
-	c.wsUp, c.wsErr = up, err
-	c.mu.Unlock()
+func (a *Adapter) setConnected(up bool, err error) {
+	a.mu.Lock()
+	a.wsUp, a.wsErr = up, err
+	a.mu.Unlock()
 	v := 0.0
 	if up {
 		v = 1
 	}
-	c.m.ChannelConnected.WithLabelValues(Name).Set(v)
+	a.m.ChannelConnected.WithLabelValues(Name).Set(v)
 }
 
 // Run implements channels.Runner. It learns the bot's own open_id (needed
-// to tell a mention of the bot), runs the long connection unless Mode is
-// webhook, and returns when ctx ends — after every goroutine it or the
-// callbacks started has finished.
-func (c *Channel) Run(ctx context.Context, h channels.Handler) error {
-	c.mu.Lock()
-	if c.handler == nil {
-		c.handler = h
+// to tell a mention of the bot) and runs the long connection unless Mode
+// is webhook; when ctx ends it also waits for every goroutine the
+// callbacks started.
+func (a *Adapter) Run(ctx context.Context, h channels.Handler) error {
+	a.mu.Lock()
+	if a.handler == nil {
+		a.handler = h
 	}
-	c.running = true
-	c.mu.Unlock()
+	a.running = true
+	a.mu.Unlock()
 	defer func() {
-		c.mu.Lock()
-		c.running = false
-		c.closed = true
-		c.mu.Unlock()
-		c.bgCancel()
-		c.bg.Wait()
+		a.mu.Lock()
+		a.running = false
+		a.closed = true
+		a.mu.Unlock()
+		a.bgCancel()
+		a.bg.Wait()
 	}()
 
 	var wg sync.WaitGroup
-	wg.Go(func() { c.learnBotID(ctx) })
-	if c.longConnection() {
-		c.setConnected(false, nil)
-		wg.Go(func() { c.runLongConnection(ctx) })
+	wg.Go(func() { a.learnBotID(ctx) })
+	if a.longConnection() {
+		a.setConnected(false, nil)
+		wg.Go(func() { a.runLongConnection(ctx) })
 	}
 	<-ctx.Done()
 	wg.Wait()
-	if c.longConnection() {
-		c.setConnected(false, context.Cause(ctx))
+	if a.longConnection() {
+		a.setConnected(false, context.Cause(ctx))
 	}
-	return ctx.Err()
+	return nil
 }
 
 // learnBotID fetches the bot's open_id, retrying with backoff until it
-// succeeds or ctx ends.
-func (c *Channel) learnBotID(ctx context.Context) {
-	delay := c.o.ReconnectMin
-	for {
-		_, err := c.botOpenID(ctx)
-		if err == nil || ctx.Err() != nil {
-			return
-		}
-		c.log.Warn("cannot learn the bot's open_id; group mentions cannot be recognised until it is known", "err", err, "retry_in", delay)
-		if !retry.Sleep(ctx, delay) {
-			return
-		}
-		delay = min(2*delay, c.o.ReconnectMax)
-	}
+// succeeds or ctx ends. Until then group mentions cannot be recognised.
+func (a *Adapter) learnBotID(ctx context.Context) {
+	identity := a.calls.WithAttempts(1) // RetryUntil does the retrying
+	_ = channels.RetryUntil(ctx, retry.New(Name, retry.Policy{MinWait: a.opts.ReconnectMin, MaxWait: a.opts.ReconnectMax}, a.m, a.log),
+		"bot_info", func(ctx context.Context) error {
+			_, err := a.botOpenID(ctx, identity)
+			return err
+		})
 }
 
-func (c *Channel) cachedBotID() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.botID
+func (a *Adapter) cachedBotID() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.botID
 }
 
-// botOpenID returns the bot's own open_id, fetching it once.
-func (c *Channel) botOpenID(ctx context.Context) (string, error) {
-	c.mu.Lock()
-	id := c.botID
-	c.mu.Unlock()
+// botOpenID returns the bot's own open_id, fetching it once with calls.
+func (a *Adapter) botOpenID(ctx context.Context, calls *retry.Retrier) (string, error) {
+	a.mu.Lock()
+	id := a.botID
+	a.mu.Unlock()
 	if id != "" {
 		return id, nil
 	}
@@ -338,33 +331,33 @@ func (c *Channel) botOpenID(ctx context.Context) (string, error) {
 			AppName string `json:"app_name"`
 		} `json:"bot"`
 	}
-	if err := c.call(ctx, "bot_info", http.MethodGet, "/open-apis/bot/v3/info", nil, nil, &out); err != nil {
+	if err := a.callWith(ctx, calls, "bot_info", http.MethodGet, "/open-apis/bot/v3/info", nil, nil, nil, &out); err != nil {
 		return "", err
 	}
 	if out.Bot.OpenID == "" {
 		return "", errors.New("feishu: bot info has no open_id (is the bot capability enabled?)")
 	}
-	c.mu.Lock()
-	c.botID = out.Bot.OpenID
-	c.mu.Unlock()
-	c.log.Info("bot identity learned", "open_id", out.Bot.OpenID, "name", out.Bot.AppName)
+	a.mu.Lock()
+	a.botID = out.Bot.OpenID
+	a.mu.Unlock()
+	a.log.Info("bot identity learned", "open_id", out.Bot.OpenID, "name", out.Bot.AppName)
 	return out.Bot.OpenID, nil
 }
 
-func (c *Channel) currentHandler() channels.Handler {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.handler
+func (a *Adapter) currentHandler() channels.Handler {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.handler
 }
 
 // goBackground runs f after the ack, on a goroutine that Run waits for.
-func (c *Channel) goBackground(f func(ctx context.Context)) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
+func (a *Adapter) goBackground(f func(ctx context.Context)) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
 		return false
 	}
-	c.bg.Go(func() { f(c.bgCtx) })
+	a.bg.Go(func() { f(a.bgCtx) })
 	return true
 }
 

@@ -53,32 +53,34 @@ func (r *recorder) messages() []channels.Message {
 
 type fixture struct {
 	api *feishutest.Server
-	ch  *Channel
+	ch  *Adapter
 	rec *recorder
 	m   *metrics.Metrics
 	srv *httptest.Server
 	now time.Time
 }
 
-// newFixture builds a channel against a fake Open API. mod adjusts the
-// options (token, key, mode…) before New.
-func newFixture(t *testing.T, mod func(*Options)) *fixture {
+// newFixture builds an adapter against a fake Open API. mod adjusts the
+// config and options (token, key, mode…) before New.
+func newFixture(t *testing.T, mod func(*Config, *Options)) *fixture {
 	t.Helper()
 	f := &fixture{api: feishutest.New(t), rec: &recorder{}, m: metrics.New(), now: time.Unix(1_700_000_000, 0)}
-	o := Options{
+	cfg := Config{
 		AppID: "cli_" + strings.NewReplacer("/", "_").Replace(t.Name()), AppSecret: "secret",
 		VerificationToken: testToken, EncryptKey: testKey,
 		BaseURL: f.api.URL, Mode: "webhook", ReplyInThread: true, FollowThreads: true,
-		Handler: f.rec, Metrics: f.m, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	o := Options{
+		Handler:      f.rec,
 		Now:          func() time.Time { return f.now },
 		RetryBase:    10 * time.Millisecond,
 		ChatInterval: time.Millisecond,
 		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond,
 	}
 	if mod != nil {
-		mod(&o)
+		mod(&cfg, &o)
 	}
-	ch, err := New(o)
+	ch, err := New(cfg, o, f.m, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +97,7 @@ func newFixture(t *testing.T, mod func(*Options)) *fixture {
 func (f *fixture) post(t *testing.T, event []byte) (int, string) {
 	t.Helper()
 	body := event
-	key := f.ch.o.EncryptKey
+	key := f.ch.cfg.EncryptKey.Reveal()
 	if key != "" {
 		body = feishutest.Encrypted(event, key)
 	}

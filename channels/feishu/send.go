@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -60,6 +59,25 @@ func (e *APIError) Retryable() bool {
 	return e.Status == http.StatusTooManyRequests || e.Status >= 500 || retryableCodes[e.Code]
 }
 
+// reason is the retry loop's name for the failure.
+func (e *APIError) reason() retry.Reason {
+	switch e.Code {
+	case 99991400, 230020, 11232, 11233:
+		return retry.RateLimited
+	case 1000004, 1000005, 99991672:
+		return retry.ServerError
+	case -1:
+		if e.Status >= 500 || e.Status == http.StatusTooManyRequests {
+			return retry.StatusReason(e.Status)
+		}
+		return retry.BadResponse
+	}
+	if e.Status >= 400 {
+		return retry.StatusReason(e.Status)
+	}
+	return retry.ClientError
+}
+
 // apiResult is the envelope every Open API answer shares.
 type apiResult struct {
 	Code  int    `json:"code"`
@@ -70,47 +88,39 @@ type apiResult struct {
 }
 
 // call performs one Open API request with the tenant token (the SDK's token
-// manager fetches and refreshes it), retrying with backoff while the error
-// is retryable. Errors are logged with code, msg and log_id, and counted.
-// out, when non-nil, receives the whole JSON answer.
-func (c *Channel) call(ctx context.Context, op, method, path string, params map[string]string, body, out any) error {
-	return c.callN(ctx, 3, op, method, path, params, nil, body, out)
+// manager fetches and refreshes it) on the retry loop, up to apiAttempts
+// tries while the error is retryable. Failures are counted by code and
+// logged with code, msg and log_id (in the error). out, when non-nil,
+// receives the whole JSON answer.
+func (a *Adapter) call(ctx context.Context, op, method, path string, params map[string]string, body, out any) error {
+	return a.callWith(ctx, a.calls, op, method, path, params, nil, body, out)
 }
 
-func (c *Channel) callN(ctx context.Context, attempts int, op, method, path string, params map[string]string, query map[string]string, body, out any) error {
-	delay := c.o.RetryBase
-	var err error
-	for i := 0; i < attempts; i++ {
-		if i > 0 {
-			jitter := time.Duration(rand.Int64N(int64(delay)/2 + 1))
-			if !retry.Sleep(ctx, delay+jitter) {
-				return errors.Join(err, ctx.Err())
-			}
-			delay *= 2
-		}
-		err = c.callOnce(ctx, op, method, path, params, query, body, out)
+// callN is call with its own number of tries and query parameters.
+func (a *Adapter) callN(ctx context.Context, attempts int, op, method, path string, params map[string]string, query map[string]string, body, out any) error {
+	return a.callWith(ctx, a.calls.WithAttempts(attempts), op, method, path, params, query, body, out)
+}
+
+func (a *Adapter) callWith(ctx context.Context, calls *retry.Retrier, op, method, path string, params, query map[string]string, body, out any) error {
+	return calls.Do(ctx, op, func(ctx context.Context) (bool, time.Duration, error) {
+		err := a.callOnce(ctx, op, method, path, params, query, body, out)
 		if err == nil {
-			return nil
+			return false, 0, nil
 		}
 		var apiErr *APIError
 		if errors.As(err, &apiErr) {
-			c.m.ChannelAPIErrors.WithLabelValues(Name, apiErr.label()).Inc()
-			c.log.Warn("feishu API error", "op", op, "code", apiErr.Code, "msg", apiErr.Msg, "log_id", apiErr.LogID, "http_status", apiErr.Status, "attempt", i+1)
-			if !apiErr.Retryable() {
-				return err
-			}
-			continue
+			a.m.ChannelAPIErrors.WithLabelValues(Name, apiErr.label()).Inc()
+			return apiErr.Retryable(), 0, retry.Mark(apiErr.reason(), err)
 		}
 		if ctx.Err() != nil {
-			return err
+			return false, 0, err
 		}
-		c.m.ChannelAPIErrors.WithLabelValues(Name, "network").Inc()
-		c.log.Warn("feishu API request failed", "op", op, "err", err, "attempt", i+1)
-	}
-	return err
+		a.m.ChannelAPIErrors.WithLabelValues(Name, "network").Inc()
+		return true, 0, err
+	})
 }
 
-func (c *Channel) callOnce(ctx context.Context, op, method, path string, params map[string]string, query map[string]string, body, out any) error {
+func (a *Adapter) callOnce(ctx context.Context, op, method, path string, params map[string]string, query map[string]string, body, out any) error {
 	req := &larkcore.ApiReq{
 		HttpMethod:                method,
 		ApiPath:                   path,
@@ -125,7 +135,7 @@ func (c *Channel) callOnce(ctx context.Context, op, method, path string, params 
 	for k, v := range query {
 		req.QueryParams[k] = []string{v}
 	}
-	resp, err := c.api.Do(ctx, req)
+	resp, err := a.api.Do(ctx, req)
 	if err != nil {
 		// The token request failing with a Feishu code surfaces here.
 		var ce larkcore.CodeError
@@ -162,39 +172,39 @@ func (c *Channel) callOnce(ctx context.Context, op, method, path string, params 
 // the size limit, each with a uuid so Feishu drops a repeated send. In groups
 // it replies to the user's message (in its thread when configured); in a
 // direct chat it writes to the chat.
-func (c *Channel) Send(ctx context.Context, m channels.Message, r channels.Reply) error {
-	chunks := channels.Split(r.Text, c.o.ChunkBytes)
+func (a *Adapter) Send(ctx context.Context, m channels.Message, r channels.Reply) error {
+	chunks := channels.Split(r.Text, a.opts.ChunkBytes)
 	for i, chunk := range chunks {
-		if err := c.sendChunk(ctx, m, i, chunk); err != nil {
+		if err := a.sendChunk(ctx, m, i, chunk); err != nil {
 			return err
 		}
 	}
-	if !m.DM && c.o.FollowThreads && m.Meta[MetaThreadKey] != "" && !r.Notice {
-		if err := c.state.markThread(ctx, m.Meta[MetaThreadKey], c.o.ThreadTTL); err != nil {
-			c.log.Warn("cannot remember the answered thread", "err", err)
+	if !m.DM && a.cfg.FollowThreads && m.Meta[MetaThreadKey] != "" && !r.Notice {
+		if err := a.state.markThread(ctx, m.Meta[MetaThreadKey], a.opts.ThreadTTL); err != nil {
+			a.log.Warn("cannot remember the answered thread", "err", err)
 		}
 	}
 	return nil
 }
 
-func (c *Channel) sendChunk(ctx context.Context, m channels.Message, i int, chunk string) error {
+func (a *Adapter) sendChunk(ctx context.Context, m channels.Message, i int, chunk string) error {
 	card, err := json.Marshal(cardFor(chunk))
 	if err != nil {
 		return err
 	}
-	err = c.post(ctx, m, "interactive", string(card), sendUUID(m, i, "card", chunk))
+	err = a.post(ctx, m, "interactive", string(card), sendUUID(m, i, "card", chunk))
 	var apiErr *APIError
 	if err == nil || !errors.As(err, &apiErr) || apiErr.Retryable() {
 		return err
 	}
-	c.log.Warn("card refused; sending plain text instead", "code", apiErr.Code, "msg", apiErr.Msg, "log_id", apiErr.LogID)
+	a.log.Warn("card refused; sending plain text instead", "code", apiErr.Code, "msg", apiErr.Msg, "log_id", apiErr.LogID)
 	text, _ := json.Marshal(map[string]string{"text": chunk})
-	return c.post(ctx, m, "text", string(text), sendUUID(m, i, "text", chunk))
+	return a.post(ctx, m, "text", string(text), sendUUID(m, i, "text", chunk))
 }
 
 // post sends one message, within the chat's rate.
-func (c *Channel) post(ctx context.Context, m channels.Message, msgType, content, uuid string) error {
-	if err := c.limiter.wait(ctx, m.Chat); err != nil {
+func (a *Adapter) post(ctx context.Context, m channels.Message, msgType, content, uuid string) error {
+	if err := a.limiter.wait(ctx, m.Chat); err != nil {
 		return err
 	}
 	replyTo := ""
@@ -203,14 +213,14 @@ func (c *Channel) post(ctx context.Context, m channels.Message, msgType, content
 	}
 	if m.DM || replyTo == "" {
 		body := map[string]any{"receive_id": m.Chat, "msg_type": msgType, "content": content, "uuid": uuid}
-		return c.callN(ctx, 3, "send", http.MethodPost, "/open-apis/im/v1/messages", nil,
+		return a.callN(ctx, apiAttempts, "send", http.MethodPost, "/open-apis/im/v1/messages", nil,
 			map[string]string{"receive_id_type": "chat_id"}, body, nil)
 	}
 	body := map[string]any{"msg_type": msgType, "content": content, "uuid": uuid}
 	if m.Meta[MetaInThread] == "1" {
 		body["reply_in_thread"] = true
 	}
-	return c.call(ctx, "reply", http.MethodPost, "/open-apis/im/v1/messages/:message_id/reply",
+	return a.call(ctx, "reply", http.MethodPost, "/open-apis/im/v1/messages/:message_id/reply",
 		map[string]string{"message_id": replyTo}, body, nil)
 }
 
@@ -257,12 +267,12 @@ func cardMarkdown(md string) string {
 // StartTyping implements channels.Typing: a reaction on the user's message
 // while the turn runs, removed by the returned func. The reaction is added
 // in the background; stop waits for that call, so nothing outlives it.
-func (c *Channel) StartTyping(ctx context.Context, m channels.Message) (stop func()) {
+func (a *Adapter) StartTyping(ctx context.Context, m channels.Message) (stop func()) {
 	msgID := ""
 	if m.Meta != nil {
 		msgID = m.Meta[MetaMessageID]
 	}
-	if msgID == "" || c.o.TypingEmoji == "-" {
+	if msgID == "" || a.opts.TypingEmoji == "-" {
 		return func() {}
 	}
 	var reactionID string
@@ -274,8 +284,8 @@ func (c *Channel) StartTyping(ctx context.Context, m channels.Message) (stop fun
 				ReactionID string `json:"reaction_id"`
 			} `json:"data"`
 		}
-		body := map[string]any{"reaction_type": map[string]string{"emoji_type": c.o.TypingEmoji}}
-		if err := c.callN(ctx, 1, "add_reaction", http.MethodPost, "/open-apis/im/v1/messages/:message_id/reactions",
+		body := map[string]any{"reaction_type": map[string]string{"emoji_type": a.opts.TypingEmoji}}
+		if err := a.callN(ctx, 1, "add_reaction", http.MethodPost, "/open-apis/im/v1/messages/:message_id/reactions",
 			map[string]string{"message_id": msgID}, nil, body, &out); err != nil {
 			return
 		}
@@ -290,7 +300,7 @@ func (c *Channel) StartTyping(ctx context.Context, m channels.Message) (stop fun
 			}
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
-			_ = c.callN(dctx, 2, "remove_reaction", http.MethodDelete, "/open-apis/im/v1/messages/:message_id/reactions/:reaction_id",
+			_ = a.callN(dctx, 2, "remove_reaction", http.MethodDelete, "/open-apis/im/v1/messages/:message_id/reactions/:reaction_id",
 				map[string]string{"message_id": msgID, "reaction_id": reactionID}, nil, nil, nil)
 		})
 	}

@@ -2,6 +2,7 @@ package feishu
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ func groupMsg() channels.Message {
 }
 
 func TestLongAnswerSplitIntoCards(t *testing.T) {
-	f := newFixture(t, func(o *Options) { o.ChunkBytes = 100 })
+	f := newFixture(t, func(c *Config, o *Options) { o.ChunkBytes = 100 })
 	var paras []string
 	for i := 0; i < 6; i++ {
 		paras = append(paras, strings.Repeat("word ", 15)+"end.")
@@ -87,8 +88,8 @@ func TestPermanentAPIErrorIsReported(t *testing.T) {
 	f := newFixture(t, nil)
 	f.api.Fail("reply", feishutest.Failure{Code: 230002, Msg: "bot not in chat"}, feishutest.Failure{Code: 230002, Msg: "bot not in chat"})
 	err := f.ch.Send(context.Background(), groupMsg(), channels.Reply{Text: "x"})
-	apiErr, ok := err.(*APIError)
-	if !ok || apiErr.Code != 230002 || apiErr.LogID != "fake-failure-log" || apiErr.Msg != "bot not in chat" {
+	var apiErr *APIError
+	if !errors.As(err, &apiErr) || apiErr.Code != 230002 || apiErr.LogID != "fake-failure-log" || apiErr.Msg != "bot not in chat" {
 		t.Fatalf("err = %#v", err)
 	}
 	// Card, then the text fallback: two attempts, no retries.
@@ -140,15 +141,15 @@ func TestChatLimiterSpacesOneChat(t *testing.T) {
 }
 
 func TestLarkDomain(t *testing.T) {
-	c, err := New(Options{AppID: "a", AppSecret: "b", Domain: "lark", VerificationToken: "t"})
+	c, err := New(Config{AppID: "a", AppSecret: "b", Domain: "lark", VerificationToken: "t"}, Options{}, nil, nil)
 	if err != nil || c.BaseURL() != LarkBaseURL {
 		t.Fatalf("lark domain: %v %v", c, err)
 	}
-	c, err = New(Options{AppID: "a", AppSecret: "b", VerificationToken: "t"})
+	c, err = New(Config{AppID: "a", AppSecret: "b", VerificationToken: "t"}, Options{}, nil, nil)
 	if err != nil || c.BaseURL() != FeishuBaseURL {
 		t.Fatalf("default domain: %v", err)
 	}
-	c, err = New(Options{AppID: "a", AppSecret: "b", Domain: "lark", BaseURL: "http://fake/", VerificationToken: "t"})
+	c, err = New(Config{AppID: "a", AppSecret: "b", Domain: "lark", BaseURL: "http://fake/", VerificationToken: "t"}, Options{}, nil, nil)
 	if err != nil || c.BaseURL() != "http://fake" {
 		t.Fatalf("base URL override: %v", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 	larkws "github.com/larksuite/oapi-sdk-go/v3/ws"
 
+	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/retry"
 )
 
@@ -53,49 +53,37 @@ func (e errClient) Error() string { return e.err.Error() }
 func (e errClient) Unwrap() error { return e.err }
 
 // runLongConnection keeps one long connection open until ctx ends.
-func (c *Channel) runLongConnection(ctx context.Context) {
-	delay := c.o.ReconnectMin
-	first := true
-	for ctx.Err() == nil {
-		if !first {
-			c.m.ChannelReconnects.WithLabelValues(Name).Inc()
+func (a *Adapter) runLongConnection(ctx context.Context) {
+	channels.Reconnect{
+		Channel: Name, What: "long connection",
+		Backoff: retry.Backoff{Min: a.opts.ReconnectMin, Max: a.opts.ReconnectMax},
+		Metrics: a.m, Log: a.log,
+	}.Run(ctx, func(ctx context.Context) (bool, error) {
+		connected, err := a.connectOnce(ctx)
+		if ctx.Err() == nil {
+			a.setConnected(false, err)
 		}
-		first = false
-		connected, err := c.connectOnce(ctx)
-		if ctx.Err() != nil {
-			return
+		var refused errClient
+		if errors.As(err, &refused) {
+			err = fmt.Errorf("%w (check app_id/app_secret and the app's event subscription mode): %w", channels.ErrRefused, err)
 		}
-		c.setConnected(false, err)
-		if connected {
-			delay = c.o.ReconnectMin
-		}
-		wait := delay + time.Duration(rand.Int64N(int64(delay)/2+1))
-		var ce errClient
-		if errors.As(err, &ce) {
-			c.log.Error("long connection refused; check app_id/app_secret and the app's event subscription mode", "err", err, "retry_in", wait)
-		} else {
-			c.log.Warn("long connection lost", "err", err, "retry_in", wait)
-		}
-		if !retry.Sleep(ctx, wait) {
-			return
-		}
-		delay = min(2*delay, c.o.ReconnectMax)
-	}
+		return connected, err
+	})
 }
 
 // endpoint asks POST {base}/callback/ws/endpoint for the WebSocket URL.
-func (c *Channel) endpoint(ctx context.Context) (string, *larkws.ClientConfig, error) {
-	body, _ := json.Marshal(map[string]string{"AppID": c.o.AppID, "AppSecret": c.o.AppSecret})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+larkws.GenEndpointUri, bytes.NewReader(body))
+func (a *Adapter) endpoint(ctx context.Context) (string, *larkws.ClientConfig, error) {
+	body, _ := json.Marshal(map[string]string{"AppID": a.cfg.AppID, "AppSecret": a.cfg.AppSecret.Reveal()})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+larkws.GenEndpointUri, bytes.NewReader(body))
 	if err != nil {
 		return "", nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("locale", "zh")
-	resp, err := c.http.Do(req)
+	resp, err := a.http.Do(req)
 	if err != nil {
 		if ctx.Err() == nil {
-			c.m.ChannelAPIErrors.WithLabelValues(Name, "network").Inc()
+			a.m.ChannelAPIErrors.WithLabelValues(Name, "network").Inc()
 		}
 		return "", nil, fmt.Errorf("endpoint: %w", err)
 	}
@@ -105,7 +93,7 @@ func (c *Channel) endpoint(ctx context.Context) (string, *larkws.ClientConfig, e
 		return "", nil, fmt.Errorf("endpoint: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		c.m.ChannelAPIErrors.WithLabelValues(Name, "http_"+strconv.Itoa(resp.StatusCode)).Inc()
+		a.m.ChannelAPIErrors.WithLabelValues(Name, "http_"+strconv.Itoa(resp.StatusCode)).Inc()
 		return "", nil, fmt.Errorf("endpoint: http %d", resp.StatusCode)
 	}
 	var ep larkws.EndpointResp
@@ -115,10 +103,10 @@ func (c *Channel) endpoint(ctx context.Context) (string, *larkws.ClientConfig, e
 	switch ep.Code {
 	case larkws.OK:
 	case larkws.SystemBusy, larkws.InternalError:
-		c.m.ChannelAPIErrors.WithLabelValues(Name, strconv.Itoa(ep.Code)).Inc()
+		a.m.ChannelAPIErrors.WithLabelValues(Name, strconv.Itoa(ep.Code)).Inc()
 		return "", nil, fmt.Errorf("endpoint: code %d: %s", ep.Code, ep.Msg)
 	default:
-		c.m.ChannelAPIErrors.WithLabelValues(Name, strconv.Itoa(ep.Code)).Inc()
+		a.m.ChannelAPIErrors.WithLabelValues(Name, strconv.Itoa(ep.Code)).Inc()
 		return "", nil, errClient{fmt.Errorf("endpoint: code %d: %s", ep.Code, ep.Msg)}
 	}
 	if ep.Data == nil || ep.Data.Url == "" {
@@ -167,8 +155,8 @@ func (w *wsConn) pingInterval() time.Duration {
 
 // connectOnce opens one connection and serves it until it fails or ctx
 // ends. connected reports whether the handshake succeeded.
-func (c *Channel) connectOnce(ctx context.Context) (connected bool, err error) {
-	rawURL, cc, err := c.endpoint(ctx)
+func (a *Adapter) connectOnce(ctx context.Context) (connected bool, err error) {
+	rawURL, cc, err := a.endpoint(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -195,8 +183,8 @@ func (c *Channel) connectOnce(ctx context.Context) (connected bool, err error) {
 	conn.SetReadLimit(4 << 20)
 	w := &wsConn{conn: conn, serviceID: int32(sid), ping: wsDefaultPing, parts: map[string]*partial{}}
 	w.configure(cc)
-	c.setConnected(true, nil)
-	c.log.Info("long connection open", "conn_id", u.Query().Get(larkws.DeviceID))
+	a.setConnected(true, nil)
+	a.log.Info("long connection open", "conn_id", u.Query().Get(larkws.DeviceID))
 
 	connCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -208,15 +196,15 @@ func (c *Channel) connectOnce(ctx context.Context) (connected bool, err error) {
 		w.wmu.Unlock()
 		_ = conn.Close()
 	})
-	wg.Go(func() { c.pingLoop(connCtx, w) })
-	err = c.readLoop(connCtx, w, &wg)
+	wg.Go(func() { a.pingLoop(connCtx, w) })
+	err = a.readLoop(connCtx, w, &wg)
 	cancel()
 	wg.Wait()
 	return true, err
 }
 
 // pingLoop sends the protocol's ping frame every ping interval.
-func (c *Channel) pingLoop(ctx context.Context, w *wsConn) {
+func (a *Adapter) pingLoop(ctx context.Context, w *wsConn) {
 	for {
 		if err := w.write(mustMarshal(larkws.NewPingFrame(w.serviceID))); err != nil {
 			return // the read loop sees the broken connection
@@ -235,7 +223,7 @@ func mustMarshal(f *larkws.Frame) []byte {
 // readLoop reads frames until the connection fails. Data frames are
 // handled concurrently (each must be answered within 3 s) on goroutines
 // tracked by wg.
-func (c *Channel) readLoop(ctx context.Context, w *wsConn, wg *sync.WaitGroup) error {
+func (a *Adapter) readLoop(ctx context.Context, w *wsConn, wg *sync.WaitGroup) error {
 	for {
 		// Silence for three ping intervals means the connection is dead.
 		_ = w.conn.SetReadDeadline(time.Now().Add(3*w.pingInterval() + 10*time.Second))
@@ -251,7 +239,7 @@ func (c *Channel) readLoop(ctx context.Context, w *wsConn, wg *sync.WaitGroup) e
 		}
 		var f larkws.Frame
 		if err := f.Unmarshal(data); err != nil {
-			c.log.Warn("long connection: undecodable frame", "err", err)
+			a.log.Warn("long connection: undecodable frame", "err", err)
 			continue
 		}
 		switch larkws.FrameType(f.Method) {
@@ -264,13 +252,13 @@ func (c *Channel) readLoop(ctx context.Context, w *wsConn, wg *sync.WaitGroup) e
 				}
 			}
 		case larkws.FrameTypeData:
-			wg.Go(func() { c.handleDataFrame(ctx, w, f) })
+			wg.Go(func() { a.handleDataFrame(ctx, w, f) })
 		}
 	}
 }
 
 // handleDataFrame dispatches one event and answers the frame.
-func (c *Channel) handleDataFrame(ctx context.Context, w *wsConn, f larkws.Frame) {
+func (a *Adapter) handleDataFrame(ctx context.Context, w *wsConn, f larkws.Frame) {
 	hs := larkws.Headers(f.Headers)
 	if larkws.MessageType(hs.GetString(larkws.HeaderType)) != larkws.MessageTypeEvent {
 		return // cards are not subscribed
@@ -285,16 +273,16 @@ func (c *Channel) handleDataFrame(ctx context.Context, w *wsConn, f larkws.Frame
 	start := time.Now()
 	status := http.StatusOK
 	if !isJSONObject(payload) {
-		c.m.MessagesRejected.WithLabelValues(Name, ReasonBadRequest).Inc()
-		c.log.Warn("long connection: event is not a JSON object")
+		a.m.MessagesRejected.WithLabelValues(Name, ReasonBadRequest).Inc()
+		a.log.Warn("long connection: event is not a JSON object")
 	} else {
 		// Not cut short by a lost connection: once queueing has begun it
 		// finishes (bounded), like an HTTP callback whose client went away.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.SubmitTimeout)
-		err := c.dispatch(dctx, payload)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.opts.SubmitTimeout)
+		err := a.dispatch(dctx, payload)
 		cancel()
 		if err != nil {
-			c.log.Error("event not accepted; Feishu will push it again", "err", err)
+			a.log.Error("event not accepted; Feishu will push it again", "err", err)
 			status = http.StatusInternalServerError
 		}
 	}
@@ -303,7 +291,7 @@ func (c *Channel) handleDataFrame(ctx context.Context, w *wsConn, f larkws.Frame
 	f.Headers = hs
 	f.Payload = resp
 	if err := w.write(mustMarshal(&f)); err != nil && ctx.Err() == nil {
-		c.log.Warn("long connection: cannot answer an event frame", "err", err)
+		a.log.Warn("long connection: cannot answer an event frame", "err", err)
 	}
 }
 

@@ -71,25 +71,28 @@ type fixture struct {
 	now   time.Time
 }
 
-func newFixture(t *testing.T, edit func(*Config)) *fixture {
+func newFixture(t *testing.T, edit func(*Config, *Options)) *fixture {
 	t.Helper()
 	f := &fixture{slack: slacktest.New(t), h: &recorder{}, m: metrics.New(), now: time.Now()}
 	r := redistest.New(t)
 	cfg := Config{
 		BotToken: slacktest.BotToken, SigningSecret: slacktest.Secret, APIURL: f.slack.APIURL(),
-		FollowThreads: true, Command: "/parley", Handler: f.h,
-		Threads: NewRedisThreads(r.Client, r.Prefix, time.Hour),
-		Metrics: f.m, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		FollowThreads: true, Command: "/parley",
+	}
+	opts := Options{
+		Handler:   f.h,
+		Threads:   NewRedisThreads(r.Client, r.Prefix, time.Hour),
 		Now:       func() time.Time { return f.now },
 		RetryWait: 5 * time.Millisecond, ReconnectWait: 10 * time.Millisecond,
 	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
-		cfg.Log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	if edit != nil {
-		edit(&cfg)
+		edit(&cfg, &opts)
 	}
-	a, err := New(cfg)
+	a, err := New(cfg, opts, f.m, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ const submitTimeout = 2500 * time.Millisecond
 // Mount implements channels.HTTPChannel: POST /slack/events and POST
 // /slack/commands, when a signing secret is configured.
 func (a *Adapter) Mount(mux *http.ServeMux) {
-	if a.cfg.SigningSecret == "" {
+	if !a.cfg.SigningSecret.IsSet() {
 		return
 	}
 	mux.HandleFunc("POST "+EventsPath, a.serveEvents)
@@ -36,7 +36,7 @@ func (a *Adapter) Mount(mux *http.ServeMux) {
 // reject answers a refused request and counts it by reason.
 func (a *Adapter) reject(w http.ResponseWriter, r *http.Request, status int, reason string) {
 	a.m.MessagesRejected.WithLabelValues(Name, reason).Inc()
-	a.log.Warn("slack: request refused", "path", r.URL.Path, "reason", reason, "remote", r.RemoteAddr)
+	a.log.Warn("request refused", "path", r.URL.Path, "reason", reason, "remote", r.RemoteAddr)
 	http.Error(w, http.StatusText(status), status)
 }
 
@@ -51,7 +51,7 @@ func (a *Adapter) verified(w http.ResponseWriter, r *http.Request) ([]byte, bool
 		a.reject(w, r, http.StatusBadRequest, "bad_request")
 		return nil, false
 	}
-	if err := Verify(r.Header, body, a.cfg.SigningSecret, a.cfg.Now()); err != nil {
+	if err := Verify(r.Header, body, a.cfg.SigningSecret.Reveal(), a.opts.Now()); err != nil {
 		a.reject(w, r, http.StatusUnauthorized, rejectReason(err))
 		return nil, false
 	}
@@ -75,19 +75,19 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	case "event_callback":
 	case "app_rate_limited":
-		a.log.Warn("slack: Slack is rate-limiting this app's events")
+		a.log.Warn("Slack is rate-limiting this app's events")
 		return
 	default:
 		return // acked, nothing to do
 	}
 	if retry := r.Header.Get("X-Slack-Retry-Num"); retry != "" {
-		a.log.Debug("slack: event retried", "event_id", env.EventID, "retry", retry, "reason", r.Header.Get("X-Slack-Retry-Reason"))
+		a.log.Debug("event retried", "event_id", env.EventID, "retry", retry, "reason", r.Header.Get("X-Slack-Retry-Reason"))
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), submitTimeout)
 	defer cancel()
 	m, ok, why := a.message(ctx, env)
 	if !ok {
-		a.log.Debug("slack: event ignored", "event_id", env.EventID, "why", why)
+		a.log.Debug("event ignored", "event_id", env.EventID, "why", why)
 		return
 	}
 	h := a.httpHandler()
@@ -97,7 +97,7 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := h.Submit(ctx, m); err != nil {
 		// Slack retries a failed delivery; the retry finds the event again.
-		a.log.Error("slack: could not hand over an event", "event_id", env.EventID, "err", err)
+		a.log.Error("could not hand over an event", "event_id", env.EventID, "err", err)
 		http.Error(w, "try again", http.StatusServiceUnavailable)
 		return
 	}
@@ -137,14 +137,14 @@ func (a *Adapter) serveCommands(w http.ResponseWriter, r *http.Request) {
 func (a *Adapter) command(ctx context.Context, c slackapi.SlashCommand, h channels.Handler) string {
 	if !a.isCommand(c) {
 		a.m.MessagesRejected.WithLabelValues(Name, "unknown_command").Inc()
-		a.log.Warn("slack: unknown slash command", "command", c.Command, "configured", a.cfg.Command)
+		a.log.Warn("unknown slash command", "command", c.Command, "configured", a.cfg.Command)
 		return "Sorry, I only know " + a.cfg.Command + "."
 	}
 	if h == nil {
 		return "Sorry, I'm still starting up. Please try again in a moment."
 	}
 	if err := h.Submit(ctx, a.commandMessage(c)); err != nil {
-		a.log.Error("slack: could not hand over a slash command", "err", err)
+		a.log.Error("could not hand over a slash command", "err", err)
 		return "Sorry, I could not take that just now. Please try again."
 	}
 	return ""

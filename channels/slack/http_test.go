@@ -213,7 +213,7 @@ func TestDMsAndFollowedThreads(t *testing.T) {
 	}
 
 	// With following off, only mentions count.
-	g := newFixture(t, func(c *Config) { c.FollowThreads = false })
+	g := newFixture(t, func(c *Config, o *Options) { c.FollowThreads = false })
 	for _, ev := range []map[string]any{slacktest.Mention("C1", "U1", "30.1", "", "hi"), slacktest.Message("C1", "channel", "U1", "30.2", "30.1", "follow")} {
 		slacktest.Do(t, slacktest.Signed(t, g.url+EventsPath, slacktest.Secret, g.now, mustJSON(t, slacktest.Event("Ev"+ev["ts"].(string), ev))))
 	}
@@ -280,7 +280,7 @@ func TestSlashCommandsOverHTTP(t *testing.T) {
 }
 
 func TestNoRoutesWithoutSigningSecret(t *testing.T) {
-	f := newFixture(t, func(c *Config) { c.SigningSecret = "" })
+	f := newFixture(t, func(c *Config, o *Options) { c.SigningSecret = "" })
 	status, _ := f.post(t, EventsPath, []byte(`{}`))
 	if status != http.StatusNotFound {
 		t.Fatalf("POST %s without a signing secret: %d, want 404", EventsPath, status)

@@ -26,7 +26,8 @@ const TypingReaction = "eyes"
 // Send implements channels.Channel: the reply, converted to mrkdwn and cut
 // to size, is posted into the thread of m (or, for a slash command, to its
 // response_url as an ephemeral message). Each part is retried on 429
-// (after Retry-After), 5xx and network errors, up to MaxAttempts tries.
+// (after Retry-After), 5xx and network errors, up to Options.MaxAttempts
+// tries.
 func (a *Adapter) Send(ctx context.Context, m channels.Message, r channels.Reply) error {
 	chunks := channels.Split(ToMrkdwn(r.Text), MaxMessageBytes)
 	for i, chunk := range chunks {
@@ -38,7 +39,7 @@ func (a *Adapter) Send(ctx context.Context, m channels.Message, r channels.Reply
 		} else if ts := m.Meta[MetaThreadTS]; ts != "" {
 			opts = append(opts, slackapi.MsgOptionTS(ts))
 		}
-		err := a.call(ctx, method, a.cfg.MaxAttempts, func(ctx context.Context) error {
+		err := a.call(ctx, method, a.opts.MaxAttempts, func(ctx context.Context) error {
 			_, _, err := a.api.PostMessageContext(ctx, m.Chat, opts...)
 			return err
 		})
@@ -82,38 +83,22 @@ func (a *Adapter) StartTyping(ctx context.Context, m channels.Message) func() {
 	}
 }
 
-// call runs a Web API call up to attempts times. Every failure is logged
-// with Slack's error code and counted in parley_channel_api_errors_total.
+// call runs a Web API call up to attempts times on the retry loop. Every
+// failure is counted in parley_channel_api_errors_total by Slack's error
+// code.
 func (a *Adapter) call(ctx context.Context, method string, attempts int, fn func(context.Context) error) error {
-	wait := a.cfg.RetryWait
-	for attempt := 1; ; attempt++ {
+	return a.calls.WithAttempts(attempts).Do(ctx, method, func(ctx context.Context) (bool, time.Duration, error) {
 		err := fn(ctx)
 		if err == nil {
-			return nil
+			return false, 0, nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s: %w", method, ctx.Err())
+			return false, 0, fmt.Errorf("%s: %w", method, err)
 		}
-		code, retryAfter, retryable := classify(err)
-		a.m.ChannelAPIErrors.WithLabelValues(Name, code).Inc()
-		if retryAfter > a.cfg.MaxRetryAfter {
-			retryable = false
-		}
-		last := !retryable || attempt >= attempts
-		a.log.Warn("slack: API call failed", "method", method, "error", code, "attempt", attempt, "retrying", !last)
-		if last {
-			return fmt.Errorf("%s: %w", method, err)
-		}
-		d := wait
-		if retryAfter > 0 {
-			d = retryAfter
-		} else {
-			wait *= 2
-		}
-		if !retry.Sleep(ctx, d) {
-			return fmt.Errorf("%s: %w", method, ctx.Err())
-		}
-	}
+		f := classify(err)
+		a.m.ChannelAPIErrors.WithLabelValues(Name, f.code).Inc()
+		return f.retry, f.retryAfter, retry.Mark(f.reason, fmt.Errorf("%s: %w", method, err))
+	})
 }
 
 // countAPIError counts a failure of a call made outside call.
@@ -121,42 +106,53 @@ func (a *Adapter) countAPIError(err error) {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return
 	}
-	code, _, _ := classify(err)
-	a.m.ChannelAPIErrors.WithLabelValues(Name, code).Inc()
+	a.m.ChannelAPIErrors.WithLabelValues(Name, classify(err).code).Inc()
 }
 
-// retryableCodes are ok:false errors worth another try.
-var retryableCodes = map[string]bool{
-	"ratelimited": true, "rate_limited": true, "internal_error": true, "fatal_error": true,
-	"service_unavailable": true, "request_timeout": true,
+// retryableCodes are ok:false errors worth another try, with their reason.
+var retryableCodes = map[string]retry.Reason{
+	"ratelimited": retry.RateLimited, "rate_limited": retry.RateLimited,
+	"internal_error": retry.ServerError, "fatal_error": retry.ServerError,
+	"service_unavailable": retry.ServerError, "request_timeout": retry.Timeout,
+}
+
+// failure is a classified Web API failure.
+type failure struct {
+	code       string        // bounded: Slack's own error string, http_NNN, network or other
+	retryAfter time.Duration // what Slack asked to wait, or 0
+	retry      bool
+	reason     retry.Reason
 }
 
 // classify names a Web API failure by a bounded code (Slack's own error
 // string when there is one) and says whether and when to try again.
-func classify(err error) (code string, retryAfter time.Duration, retry bool) {
+func classify(err error) failure {
 	var rl *slackapi.RateLimitedError
 	var se slackapi.SlackErrorResponse
 	var sc slackapi.StatusCodeError
 	var ne net.Error
 	switch {
 	case errors.As(err, &rl):
-		return "ratelimited", max(rl.RetryAfter, time.Second), true
+		return failure{"ratelimited", max(rl.RetryAfter, time.Second), true, retry.RateLimited}
 	case errors.As(err, &se):
 		code := errorCode(err)
-		return code, 0, retryableCodes[code]
+		if reason, ok := retryableCodes[code]; ok {
+			return failure{code, 0, true, reason}
+		}
+		return failure{code, 0, false, retry.ClientError}
 	case errors.As(err, &sc):
 		if sc.Code == http.StatusTooManyRequests {
-			return "ratelimited", 0, true
+			return failure{"ratelimited", 0, true, retry.RateLimited}
 		}
-		return fmt.Sprintf("http_%d", sc.Code), 0, sc.Code >= 500
+		return failure{fmt.Sprintf("http_%d", sc.Code), 0, sc.Code >= 500, retry.StatusReason(sc.Code)}
 	case errors.As(err, &ne):
-		return "network", 0, true
+		return failure{"network", 0, true, retry.ReasonOf(err, 0)}
 	}
 	// A response_url answers in plain text ("expired_url", "used_url").
 	if codeRe.MatchString(err.Error()) {
-		return err.Error(), 0, false
+		return failure{err.Error(), 0, false, retry.ClientError}
 	}
-	return "other", 0, false
+	return failure{"other", 0, false, retry.Other}
 }
 
 var codeRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,47}$`)

@@ -96,7 +96,7 @@ func TestSendRetries(t *testing.T) {
 		}
 	})
 	t.Run("bounded", func(t *testing.T) {
-		f := newFixture(t, func(c *Config) { c.MaxAttempts = 3 })
+		f := newFixture(t, func(_ *Config, o *Options) { o.MaxAttempts = 3 })
 		f.slack.Fail("chat.postMessage", slacktest.Failure{Status: 503}, slacktest.Failure{Status: 503}, slacktest.Failure{Status: 503}, slacktest.Failure{Status: 503})
 		if err := f.a.Send(t.Context(), threadMsg(), channels.Reply{Text: "hi"}); err == nil {
 			t.Fatal("no error after every try failed")
@@ -151,7 +151,7 @@ func TestIdentify(t *testing.T) {
 	if f.a.BotUserID() != slacktest.BotUserID {
 		t.Fatalf("bot user %q", f.a.BotUserID())
 	}
-	g := newFixture(t, func(c *Config) { c.BotToken = "xoxb-wrong" })
+	g := newFixture(t, func(c *Config, o *Options) { c.BotToken = "xoxb-wrong" })
 	err := g.a.Identify(t.Context())
 	if !IsAuthError(err) || g.apiErrors("invalid_auth") != 1 {
 		t.Fatalf("wrong token: %v", err)

@@ -52,9 +52,6 @@ import (
 // Name is the platform name in conversation keys and metrics.
 const Name = "slack"
 
-// DefaultAPIURL is Slack's Web API.
-const DefaultAPIURL = "https://slack.com/api/"
-
 // Meta keys of a Slack message, read back by Send and StartTyping.
 const (
 	MetaTS          = "ts"           // the message to react to
@@ -62,30 +59,19 @@ const (
 	MetaResponseURL = "response_url" // a slash command's reply address
 )
 
-// Config configures an Adapter. BotToken is required; SigningSecret turns
-// on the HTTP routes and AppToken Socket Mode.
-type Config struct {
-	BotToken      string // xoxb-…, for the Web API
-	SigningSecret string // verifies HTTP requests
-	AppToken      string // xapp-…, for Socket Mode
-	APIURL        string // default DefaultAPIURL
-	// FollowThreads continues a thread the bot answered without a new
-	// mention. It needs Threads.
-	FollowThreads bool
-	// Command is the slash command this app registered (default /parley).
-	Command string
-
+// Options are the parts of an Adapter that the file does not set: where
+// it hands messages and keeps state, and the timings tests shorten. The
+// zero value is ready to use.
+type Options struct {
 	// Handler receives messages from the HTTP routes. When nil, the
 	// handler given to Run is used once Run has started.
 	Handler channels.Handler
 	// Threads remembers the threads the bot takes part in; nil turns
 	// thread following off.
 	Threads ThreadStore
-
-	Metrics    *metrics.Metrics // nil: a private registry
-	Log        *slog.Logger     // nil: slog.Default()
-	HTTPClient *http.Client     // nil: a client with a 30 s timeout
-	// Now is the clock for signature timestamps (tests inject one).
+	// HTTPClient calls the Web API (default: a client with a 30 s timeout).
+	HTTPClient *http.Client
+	// Now is the clock for signature timestamps (default time.Now).
 	Now func() time.Time
 
 	// MaxAttempts bounds the tries of one chat.postMessage (default 4).
@@ -101,71 +87,97 @@ type Config struct {
 	ReconnectWait time.Duration
 }
 
-// Adapter is the Slack channel. It implements channels.Channel, Runner,
-// Typing, HTTPChannel and Health.
+// Defaults of Options.
+const (
+	DefaultMaxAttempts   = 4
+	DefaultRetryWait     = time.Second
+	DefaultMaxRetryAfter = 30 * time.Second
+	DefaultReconnectWait = time.Second
+	maxReconnectWait     = time.Minute
+	httpTimeout          = 30 * time.Second
+)
+
+func (o Options) withDefaults() Options {
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: httpTimeout}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.RetryWait <= 0 {
+		o.RetryWait = DefaultRetryWait
+	}
+	if o.MaxRetryAfter <= 0 {
+		o.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	if o.ReconnectWait <= 0 {
+		o.ReconnectWait = DefaultReconnectWait
+	}
+	return o
+}
+
+// Adapter is the Slack channel.
 type Adapter struct {
-	cfg Config
-	api *slackapi.Client
-	log *slog.Logger
-	m   *metrics.Metrics
+	cfg      Config
+	opts     Options
+	api      *slackapi.Client
+	log      *slog.Logger
+	m        *metrics.Metrics
+	calls    *retry.Retrier // Web API calls
+	identity *retry.Retrier // auth.test until it answers
 
 	mu        sync.Mutex
 	botUserID string // from auth.test
 	botID     string
-	handler   channels.Handler // from Run, when cfg.Handler is nil
+	handler   channels.Handler // from Run, when opts.Handler is nil
 
 	connected atomic.Bool
-	connects  atomic.Int64
+	connects  atomic.Int64 // connections of the current Socket Mode client
 	connErr   atomic.Pointer[string]
 }
 
-// New returns an adapter; it makes no network call.
-func New(cfg Config) (*Adapter, error) {
-	if cfg.BotToken == "" {
+var (
+	_ channels.Channel     = (*Adapter)(nil)
+	_ channels.Runner      = (*Adapter)(nil)
+	_ channels.Typing      = (*Adapter)(nil)
+	_ channels.HTTPChannel = (*Adapter)(nil)
+	_ channels.Health      = (*Adapter)(nil)
+)
+
+// New returns an adapter for cfg; it makes no network call. m nil counts
+// into a private registry; log nil discards.
+func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapter, error) {
+	if !cfg.BotToken.IsSet() {
 		return nil, errors.New("slack: a bot token (SLACK_BOT_TOKEN) is required")
 	}
-	if cfg.AppToken != "" && !strings.HasPrefix(cfg.AppToken, "xapp-") {
-		return nil, errors.New("slack: SLACK_APP_TOKEN must be an app-level token (xapp-…) with the connections:write scope")
+	if err := cfg.validateAppToken(); err != nil {
+		return nil, fmt.Errorf("slack: %w", err)
 	}
-	if cfg.APIURL == "" {
-		cfg.APIURL = DefaultAPIURL
+	cfg, opts = cfg.withDefaults(), opts.withDefaults()
+	if m == nil {
+		m = metrics.New()
 	}
-	if !strings.HasSuffix(cfg.APIURL, "/") {
-		cfg.APIURL += "/"
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Command == "" {
-		cfg.Command = "/parley"
+	log = log.With("component", Name)
+	apiOpts := []slackapi.Option{slackapi.OptionAPIURL(cfg.APIURL), slackapi.OptionHTTPClient(opts.HTTPClient)}
+	if cfg.AppToken.IsSet() {
+		apiOpts = append(apiOpts, slackapi.OptionAppLevelToken(cfg.AppToken.Reveal()))
 	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = metrics.New()
+	a := &Adapter{
+		cfg: cfg, opts: opts, log: log, m: m,
+		api: slackapi.New(cfg.BotToken.Reveal(), apiOpts...),
+		calls: retry.New(Name, retry.Policy{
+			Attempts: opts.MaxAttempts, MinWait: opts.RetryWait, MaxWait: 8 * opts.RetryWait,
+			MaxRetryAfter: opts.MaxRetryAfter,
+		}, m, log),
+		identity: retry.New(Name, retry.Policy{MinWait: opts.ReconnectWait, MaxWait: maxReconnectWait}, m, log),
 	}
-	if cfg.Log == nil {
-		cfg.Log = slog.Default()
-	}
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = 4
-	}
-	if cfg.RetryWait <= 0 {
-		cfg.RetryWait = time.Second
-	}
-	if cfg.MaxRetryAfter <= 0 {
-		cfg.MaxRetryAfter = 30 * time.Second
-	}
-	if cfg.ReconnectWait <= 0 {
-		cfg.ReconnectWait = time.Second
-	}
-	opts := []slackapi.Option{slackapi.OptionAPIURL(cfg.APIURL), slackapi.OptionHTTPClient(cfg.HTTPClient)}
-	if cfg.AppToken != "" {
-		opts = append(opts, slackapi.OptionAppLevelToken(cfg.AppToken))
-	}
-	a := &Adapter{cfg: cfg, api: slackapi.New(cfg.BotToken, opts...), log: cfg.Log, m: cfg.Metrics}
-	if cfg.AppToken != "" { // only a long connection has a connected state
+	if cfg.AppToken.IsSet() { // only a long connection has a connected state
 		a.m.ChannelConnected.WithLabelValues(Name).Set(0)
 	}
 	return a, nil
@@ -181,12 +193,12 @@ func (a *Adapter) Identify(ctx context.Context) error {
 	res, err := a.api.AuthTestContext(ctx)
 	if err != nil {
 		a.countAPIError(err)
-		return fmt.Errorf("slack: auth.test: %w", err)
+		return fmt.Errorf("slack: auth.test: %w", retry.Mark(classify(err).reason, err))
 	}
 	a.mu.Lock()
 	a.botUserID, a.botID = res.UserID, res.BotID
 	a.mu.Unlock()
-	a.log.Info("slack: signed in", "team", res.TeamID, "bot_user", res.UserID)
+	a.log.Info("signed in", "team", res.TeamID, "bot_user", res.UserID)
 	return nil
 }
 
@@ -214,7 +226,7 @@ func IsAuthError(err error) bool {
 // Ready implements channels.Health: with Socket Mode, the connection must
 // be up.
 func (a *Adapter) Ready() error {
-	if a.cfg.AppToken == "" || a.connected.Load() {
+	if !a.cfg.AppToken.IsSet() || a.connected.Load() {
 		return nil
 	}
 	if p := a.connErr.Load(); p != nil {
@@ -225,52 +237,41 @@ func (a *Adapter) Ready() error {
 
 // Run implements channels.Runner. It signs in with auth.test (retrying
 // until it succeeds) and, when an app token is configured, holds the
-// Socket Mode connection, reconnecting as needed. It returns when ctx
-// ends, after every goroutine it started has stopped.
+// Socket Mode connection, reconnecting as needed.
 func (a *Adapter) Run(ctx context.Context, h channels.Handler) error {
 	a.mu.Lock()
 	a.handler = h
 	a.mu.Unlock()
+	if h == nil {
+		h = a.opts.Handler
+	}
+	if a.cfg.AppToken.IsSet() && h == nil {
+		return errors.New("slack: Run needs a handler")
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if a.BotUserID() == "" {
-		wg.Go(func() { a.identifyLoop(ctx) })
+		// Until auth.test answers, mentions of the bot are recognised from
+		// each event's authorizations.
+		wg.Go(func() {
+			_ = channels.RetryUntil(ctx, a.identity, "auth.test", func(ctx context.Context) error {
+				ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+				defer cancel()
+				return a.Identify(ctx)
+			})
+		})
 	}
-	if a.cfg.AppToken == "" {
-		<-ctx.Done()
-		return nil
+	if a.cfg.AppToken.IsSet() {
+		a.runSocket(ctx, h)
 	}
-	if h == nil {
-		h = a.cfg.Handler
-	}
-	if h == nil {
-		return errors.New("slack: Run needs a handler")
-	}
-	a.runSocket(ctx, h)
+	<-ctx.Done()
 	return nil
-}
-
-func (a *Adapter) identifyLoop(ctx context.Context) {
-	wait := a.cfg.ReconnectWait
-	for {
-		callCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		err := a.Identify(callCtx)
-		cancel()
-		if err == nil || ctx.Err() != nil {
-			return
-		}
-		a.log.Warn("slack: auth.test failed; mentions of the bot are recognised from each event meanwhile", "err", err, "retry_in", wait)
-		if !retry.Sleep(ctx, wait) {
-			return
-		}
-		wait = min(wait*2, time.Minute)
-	}
 }
 
 // httpHandler is the handler for webhook messages.
 func (a *Adapter) httpHandler() channels.Handler {
-	if a.cfg.Handler != nil {
-		return a.cfg.Handler
+	if a.opts.Handler != nil {
+		return a.opts.Handler
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -363,13 +364,13 @@ func (a *Adapter) message(ctx context.Context, env envelope) (m channels.Message
 			return m, false, "not in a thread"
 		case mentions(e.Text, bot):
 			return m, false, "mentions the bot (the app_mention event carries it)"
-		case !a.cfg.FollowThreads || a.cfg.Threads == nil:
+		case !a.cfg.FollowThreads || a.opts.Threads == nil:
 			return m, false, "thread following is off"
 		}
 		key := threadKey(env.TeamID, e.Channel, e.ThreadTimeStamp)
-		followed, err := a.cfg.Threads.Followed(ctx, key)
+		followed, err := a.opts.Threads.Followed(ctx, key)
 		if err != nil {
-			a.log.Warn("slack: cannot tell whether a thread is followed; ignoring the message", "err", err)
+			a.log.Warn("cannot tell whether a thread is followed; ignoring the message", "err", err)
 			return m, false, "thread lookup failed"
 		}
 		if !followed {
@@ -385,11 +386,11 @@ func (a *Adapter) message(ctx context.Context, env envelope) (m channels.Message
 
 // follow remembers a thread the bot takes part in.
 func (a *Adapter) follow(ctx context.Context, team, channel, thread string) {
-	if !a.cfg.FollowThreads || a.cfg.Threads == nil {
+	if !a.cfg.FollowThreads || a.opts.Threads == nil {
 		return
 	}
-	if err := a.cfg.Threads.Remember(ctx, threadKey(team, channel, thread)); err != nil {
-		a.log.Warn("slack: could not remember the thread; follow-ups there will need a mention", "err", err)
+	if err := a.opts.Threads.Remember(ctx, threadKey(team, channel, thread)); err != nil {
+		a.log.Warn("could not remember the thread; follow-ups there will need a mention", "err", err)
 	}
 }
 

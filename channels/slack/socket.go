@@ -15,33 +15,34 @@ import (
 // runSocket holds a Socket Mode connection until ctx ends. slack-go's
 // client reconnects by itself (after a disconnect envelope, a dead
 // connection, a failed dial); when it gives up (a refused token, Slack
-// unreachable for long) a new client is started after a growing wait.
+// unreachable for long) channels.Reconnect starts a new client after a
+// growing wait, short again once a client ran for healthySession.
 func (a *Adapter) runSocket(ctx context.Context, h channels.Handler) {
-	wait := a.cfg.ReconnectWait
-	for {
+	channels.Reconnect{
+		Channel: Name, What: "socket mode",
+		Backoff: retry.Backoff{Min: a.opts.ReconnectWait, Max: maxReconnectWait},
+		Metrics: a.m, Log: a.log,
+	}.Run(ctx, func(ctx context.Context) (bool, error) {
 		start := time.Now()
 		err := a.socketSession(ctx, h)
 		a.setConnected(false, err)
-		if ctx.Err() != nil {
-			return
+		if ctx.Err() == nil {
+			a.countAPIError(err)
 		}
-		a.countAPIError(err)
-		if time.Since(start) > 5*time.Minute {
-			wait = a.cfg.ReconnectWait // it ran for a while: not a crash loop
-		}
-		a.log.Error("slack: socket mode stopped; starting again", "err", err, "retry_in", wait)
-		if !retry.Sleep(ctx, wait) {
-			return
-		}
-		wait = min(wait*2, time.Minute)
-	}
+		return time.Since(start) > healthySession, err
+	})
 }
+
+// healthySession is how long a Socket Mode client must have run for its
+// end to count as a drop rather than a crash loop.
+const healthySession = 5 * time.Minute
 
 // socketSession runs one socketmode client and handles its events in this
 // goroutine until the client returns.
 func (a *Adapter) socketSession(ctx context.Context, h channels.Handler) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	a.connects.Store(0)
 	sm := socketmode.New(a.api)
 	done := make(chan error, 1)
 	go func() { done <- sm.RunContext(ctx) }()
@@ -66,17 +67,19 @@ func (a *Adapter) socketEvent(ctx context.Context, sm *socketmode.Client, h chan
 			a.countAPIError(err)
 		}
 		a.setConnected(false, err)
-		a.log.Warn("slack: socket mode connection failed; retrying", "err", err)
+		a.log.Warn("socket mode connection failed; retrying", "err", err)
 	case socketmode.EventTypeInvalidAuth:
 		a.setConnected(false, nil)
-		a.log.Error("slack: socket mode refused the app token (SLACK_APP_TOKEN)")
+		a.log.Error("socket mode refused the app token (SLACK_APP_TOKEN)")
 	case socketmode.EventTypeConnected:
 		a.setConnected(true, nil)
+		// A new client's first connection is counted by Reconnect; the
+		// ones the client makes by itself are counted here.
 		if a.connects.Add(1) > 1 {
 			a.m.ChannelReconnects.WithLabelValues(Name).Inc()
-			a.log.Info("slack: socket mode reconnected")
+			a.log.Info("socket mode reconnected")
 		} else {
-			a.log.Info("slack: socket mode connected")
+			a.log.Info("socket mode connected")
 		}
 	case socketmode.EventTypeEventsAPI:
 		if evt.Request == nil {
@@ -84,7 +87,7 @@ func (a *Adapter) socketEvent(ctx context.Context, sm *socketmode.Client, h chan
 		}
 		var env envelope
 		if err := json.Unmarshal(evt.Request.Payload, &env); err != nil {
-			a.log.Warn("slack: undecodable events_api envelope", "err", err)
+			a.log.Warn("undecodable events_api envelope", "err", err)
 			a.ack(ctx, sm, evt.Request.EnvelopeID, nil)
 			return
 		}
@@ -95,13 +98,13 @@ func (a *Adapter) socketEvent(ctx context.Context, sm *socketmode.Client, h chan
 		defer cancel()
 		m, ok, why := a.message(subCtx, env)
 		if !ok {
-			a.log.Debug("slack: event ignored", "event_id", env.EventID, "why", why)
+			a.log.Debug("event ignored", "event_id", env.EventID, "why", why)
 			a.ack(ctx, sm, evt.Request.EnvelopeID, nil)
 			return
 		}
 		if err := h.Submit(subCtx, m); err != nil {
 			// Not acked: Slack delivers the event again.
-			a.log.Error("slack: could not hand over an event", "event_id", env.EventID, "err", err)
+			a.log.Error("could not hand over an event", "event_id", env.EventID, "err", err)
 			return
 		}
 		a.ack(ctx, sm, evt.Request.EnvelopeID, nil)
@@ -131,10 +134,10 @@ func (a *Adapter) socketEvent(ctx context.Context, sm *socketmode.Client, h chan
 			if json.Unmarshal(e.Message, &req) == nil && req.EnvelopeID != "" {
 				a.ack(ctx, sm, req.EnvelopeID, nil)
 			}
-			a.log.Debug("slack: socket mode message not understood", "err", e.Cause)
+			a.log.Debug("socket mode message not understood", "err", e.Cause)
 		}
 	case socketmode.EventTypeIncomingError, socketmode.EventTypeErrorWriteFailed:
-		a.log.Warn("slack: socket mode read or write failed", "event", string(evt.Type))
+		a.log.Warn("socket mode read or write failed", "event", string(evt.Type))
 	}
 }
 
@@ -143,7 +146,7 @@ func (a *Adapter) ack(ctx context.Context, sm *socketmode.Client, envelopeID str
 		return
 	}
 	if err := sm.AckCtx(ctx, envelopeID, payload); err != nil && ctx.Err() == nil {
-		a.log.Warn("slack: could not ack an envelope", "err", err)
+		a.log.Warn("could not ack an envelope", "err", err)
 	}
 }
 

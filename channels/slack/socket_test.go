@@ -59,10 +59,10 @@ func leftovers() string {
 }
 
 func TestSocketModeEndToEnd(t *testing.T) {
-	f := newFixture(t, func(c *Config) {
+	f := newFixture(t, func(c *Config, o *Options) {
 		c.AppToken = slacktest.AppToken
 		c.SigningSecret = ""
-		c.Handler = nil
+		o.Handler = nil
 	})
 	// The "gateway" answers every message through the adapter.
 	f.h.reply = func(m channels.Message) {
@@ -157,7 +157,7 @@ func TestSocketModeEndToEnd(t *testing.T) {
 }
 
 func TestSocketModeKeepsTryingAndStopsOnCancel(t *testing.T) {
-	f := newFixture(t, func(c *Config) {
+	f := newFixture(t, func(c *Config, o *Options) {
 		c.AppToken = "xapp-refused"
 		c.SigningSecret = ""
 	})

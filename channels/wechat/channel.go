@@ -40,28 +40,18 @@ const (
 	ViaWeCom = "wecom"
 )
 
-// Config is everything the channel needs. Zero tunables take defaults.
-type Config struct {
+// Options are the parts of an Adapter that the file does not set: where
+// it keeps state, and the timings tests shorten. Zero fields take the
+// defaults.
+type Options struct {
 	// Client holds leases, context tokens and the WeCom reply queue: the
-	// shared Redis, or the embedded one of a single replica.
+	// shared Redis, or the embedded one of a single replica. Required.
 	Client redis.UniversalClient
 	Prefix string // Redis key prefix
 	// State holds iLink accounts and cursors; nil turns iLink off.
 	State State
-	// ILinkBaseURL is used for an account stored without a base URL.
-	ILinkBaseURL string
-
-	WeComBotID  string // empty turns WeCom off
-	WeComSecret string
-	WeComWSURL  string
-
-	// ChunkChars is the size of one message of a split iLink answer, in
-	// characters; default 600.
-	ChunkChars int
-
-	HTTP    *http.Client // iLink calls; default a plain client
-	Metrics *metrics.Metrics
-	Log     *slog.Logger
+	// HTTP makes the iLink calls; default a plain client.
+	HTTP *http.Client
 
 	// LeaseTTL bounds how long a dead holder keeps a bot; default 15s.
 	LeaseTTL time.Duration
@@ -82,55 +72,53 @@ type Config struct {
 	TypingInterval time.Duration
 }
 
-func (c *Config) defaults() {
-	if c.ILinkBaseURL == "" {
-		c.ILinkBaseURL = DefaultILinkBaseURL
+// Defaults of Options.
+const (
+	DefaultLeaseTTL       = 15 * time.Second
+	DefaultAccountRefresh = 10 * time.Second
+	DefaultRetryMin       = time.Second
+	DefaultRetryMax       = 30 * time.Second
+	DefaultPingInterval   = 30 * time.Second
+	DefaultAckTimeout     = 5 * time.Second
+	DefaultReqIDTTL       = 5 * time.Minute
+	DefaultTypingInterval = 5 * time.Second
+)
+
+func (o Options) withDefaults() Options {
+	if o.HTTP == nil {
+		o.HTTP = &http.Client{}
 	}
-	if c.WeComWSURL == "" {
-		c.WeComWSURL = DefaultWeComWSURL
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = DefaultLeaseTTL
 	}
-	if c.ChunkChars <= 0 {
-		c.ChunkChars = 600
+	if o.AccountRefresh <= 0 {
+		o.AccountRefresh = DefaultAccountRefresh
 	}
-	if c.HTTP == nil {
-		c.HTTP = &http.Client{}
+	if o.RetryMin <= 0 {
+		o.RetryMin = DefaultRetryMin
 	}
-	if c.Metrics == nil {
-		c.Metrics = metrics.New()
+	if o.RetryMax < o.RetryMin {
+		o.RetryMax = max(DefaultRetryMax, o.RetryMin)
 	}
-	if c.Log == nil {
-		c.Log = slog.Default()
+	if o.PingInterval <= 0 {
+		o.PingInterval = DefaultPingInterval
 	}
-	if c.LeaseTTL <= 0 {
-		c.LeaseTTL = 15 * time.Second
+	if o.AckTimeout <= 0 {
+		o.AckTimeout = DefaultAckTimeout
 	}
-	if c.AccountRefresh <= 0 {
-		c.AccountRefresh = 10 * time.Second
+	if o.ReqIDTTL <= 0 {
+		o.ReqIDTTL = DefaultReqIDTTL
 	}
-	if c.RetryMin <= 0 {
-		c.RetryMin = time.Second
+	if o.TypingInterval <= 0 {
+		o.TypingInterval = DefaultTypingInterval
 	}
-	if c.RetryMax < c.RetryMin {
-		c.RetryMax = max(30*time.Second, c.RetryMin)
-	}
-	if c.PingInterval <= 0 {
-		c.PingInterval = 30 * time.Second
-	}
-	if c.AckTimeout <= 0 {
-		c.AckTimeout = 5 * time.Second
-	}
-	if c.ReqIDTTL <= 0 {
-		c.ReqIDTTL = 5 * time.Minute
-	}
-	if c.TypingInterval <= 0 {
-		c.TypingInterval = 5 * time.Second
-	}
+	return o
 }
 
-// Channel is the WeChat adapter. It implements channels.Channel, Runner,
-// Typing and Health.
-type Channel struct {
+// Adapter is the WeChat channel.
+type Adapter struct {
 	cfg   Config
+	opts  Options
 	log   *slog.Logger
 	m     *metrics.Metrics
 	ilink *ilinkSide // nil when iLink is off
@@ -141,64 +129,77 @@ type Channel struct {
 	up     map[string]bool // transports/bots with a live poll or connection here
 }
 
-// New returns the channel. It needs a Redis client, and iLink state or
-// WeCom credentials (or both).
-func New(cfg Config) (*Channel, error) {
-	cfg.defaults()
-	if cfg.Client == nil {
+var (
+	_ channels.Channel = (*Adapter)(nil)
+	_ channels.Runner  = (*Adapter)(nil)
+	_ channels.Typing  = (*Adapter)(nil)
+	_ channels.Health  = (*Adapter)(nil)
+)
+
+// New returns the adapter. It needs a Redis client, and iLink state or
+// WeCom credentials (or both). m nil counts into a private registry; log
+// nil discards.
+func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapter, error) {
+	cfg, opts = cfg.withDefaults(), opts.withDefaults()
+	if opts.Client == nil {
 		return nil, errors.New("wechat: a Redis client is required (leases, context tokens)")
 	}
-	if cfg.WeComBotID != "" && cfg.WeComSecret == "" {
+	if cfg.WeComBotID != "" && !cfg.WeComSecret.IsSet() {
 		return nil, errors.New("wechat: WECOM_BOT_SECRET is required with WECOM_BOT_ID")
 	}
-	if cfg.State == nil && cfg.WeComBotID == "" {
+	if opts.State == nil && cfg.WeComBotID == "" {
 		return nil, errors.New("wechat: neither iLink state nor a WeCom bot is configured")
 	}
-	c := &Channel{cfg: cfg, log: cfg.Log, m: cfg.Metrics, up: map[string]bool{}}
-	if cfg.State != nil {
-		c.ilink = newILinkSide(c)
+	if m == nil {
+		m = metrics.New()
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &Adapter{cfg: cfg, opts: opts, log: log.With("component", Name), m: m, up: map[string]bool{}}
+	if opts.State != nil {
+		a.ilink = newILinkSide(a)
 	}
 	if cfg.WeComBotID != "" {
-		c.wecom = newWeComSide(c)
+		a.wecom = newWeComSide(a)
 	}
-	return c, nil
+	return a, nil
 }
 
 // Name implements channels.Channel.
-func (c *Channel) Name() string { return Name }
+func (a *Adapter) Name() string { return Name }
 
 // Run implements channels.Runner: it polls the iLink accounts and holds the
-// WeCom connection this replica wins the lease for, until ctx ends. Every
-// goroutine it starts has returned when it returns.
-func (c *Channel) Run(ctx context.Context, h channels.Handler) error {
-	c.mu.Lock()
-	c.runCtx = ctx
-	c.mu.Unlock()
+// WeCom connection this replica wins the lease for, until ctx ends.
+func (a *Adapter) Run(ctx context.Context, h channels.Handler) error {
+	a.mu.Lock()
+	a.runCtx = ctx
+	a.mu.Unlock()
 	var wg sync.WaitGroup
-	if c.ilink != nil {
-		wg.Go(func() { c.ilink.run(ctx, h) })
+	if a.ilink != nil {
+		wg.Go(func() { a.ilink.run(ctx, h) })
 	}
-	if c.wecom != nil {
-		wg.Go(func() { c.wecom.run(ctx, h) })
+	if a.wecom != nil {
+		wg.Go(func() { a.wecom.run(ctx, h) })
 	}
 	wg.Wait()
-	c.m.ChannelConnected.WithLabelValues(Name).Set(0)
-	return ctx.Err()
+	a.m.ChannelConnected.WithLabelValues(Name).Set(0)
+	return nil
 }
 
 // Send implements channels.Channel.
-func (c *Channel) Send(ctx context.Context, m channels.Message, r channels.Reply) error {
+func (a *Adapter) Send(ctx context.Context, m channels.Message, r channels.Reply) error {
 	switch m.Meta["via"] {
 	case ViaILink:
-		if c.ilink == nil {
+		if a.ilink == nil {
 			return errors.New("wechat: iLink is not configured on this replica")
 		}
-		return c.ilink.send(ctx, m, r.Text)
+		return a.ilink.send(ctx, m, r.Text)
 	case ViaWeCom:
-		if c.wecom == nil {
+		if a.wecom == nil {
 			return errors.New("wechat: WeCom is not configured on this replica")
 		}
-		return c.wecom.send(ctx, m, r.Text)
+		return a.wecom.send(ctx, m, r.Text)
 	default:
 		return fmt.Errorf("wechat: message has no known transport (meta via=%q)", m.Meta["via"])
 	}
@@ -206,12 +207,12 @@ func (c *Channel) Send(ctx context.Context, m channels.Message, r channels.Reply
 
 // StartTyping implements channels.Typing: the iLink typing indicator, or a
 // first WeCom stream frame, while a turn runs.
-func (c *Channel) StartTyping(ctx context.Context, m channels.Message) func() {
+func (a *Adapter) StartTyping(ctx context.Context, m channels.Message) func() {
 	switch {
-	case m.Meta["via"] == ViaILink && c.ilink != nil:
-		return c.ilink.startTyping(ctx, m)
-	case m.Meta["via"] == ViaWeCom && c.wecom != nil:
-		c.wecom.typing(ctx, m)
+	case m.Meta["via"] == ViaILink && a.ilink != nil:
+		return a.ilink.startTyping(ctx, m)
+	case m.Meta["via"] == ViaWeCom && a.wecom != nil:
+		a.wecom.typing(ctx, m)
 	}
 	return func() {}
 }
@@ -219,15 +220,15 @@ func (c *Channel) StartTyping(ctx context.Context, m channels.Message) func() {
 // Ready implements channels.Health: degraded while an iLink session is
 // expired (errcode -14) or while this replica holds the WeCom lease but
 // its connection is down.
-func (c *Channel) Ready() error {
+func (a *Adapter) Ready() error {
 	var problems []string
-	if c.ilink != nil {
-		for _, bot := range c.ilink.expiredBots() {
+	if a.ilink != nil {
+		for _, bot := range a.ilink.expiredBots() {
 			problems = append(problems, fmt.Sprintf("iLink bot %s: session expired (errcode -14); run `parley wechat login` again", bot))
 		}
 	}
-	if c.wecom != nil {
-		if err := c.wecom.ready(); err != nil {
+	if a.wecom != nil {
+		if err := a.wecom.ready(); err != nil {
 			problems = append(problems, err.Error())
 		}
 	}
@@ -239,34 +240,34 @@ func (c *Channel) Ready() error {
 
 // runContext is the context of Run (nil before Run): background work of a
 // turn, such as a typing indicator, ends with it too.
-func (c *Channel) runContext() context.Context {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.runCtx
+func (a *Adapter) runContext() context.Context {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.runCtx
 }
 
 // setUp records whether one poll or connection is live on this replica and
 // updates parley_channel_connected{channel="wechat"}: 1 while any is.
-func (c *Channel) setUp(key string, up bool) {
-	c.mu.Lock()
+func (a *Adapter) setUp(key string, up bool) {
+	a.mu.Lock()
 	if up {
-		c.up[key] = true
+		a.up[key] = true
 	} else {
-		delete(c.up, key)
+		delete(a.up, key)
 	}
-	n := len(c.up)
-	c.mu.Unlock()
+	n := len(a.up)
+	a.mu.Unlock()
 	v := 0.0
 	if n > 0 {
 		v = 1
 	}
-	c.m.ChannelConnected.WithLabelValues(Name).Set(v)
+	a.m.ChannelConnected.WithLabelValues(Name).Set(v)
 }
 
-func (c *Channel) reject(reason string) {
-	c.m.MessagesRejected.WithLabelValues(Name, reason).Inc()
+func (a *Adapter) reject(reason string) {
+	a.m.MessagesRejected.WithLabelValues(Name, reason).Inc()
 }
 
-func (c *Channel) apiError(code string) {
-	c.m.ChannelAPIErrors.WithLabelValues(Name, code).Inc()
+func (a *Adapter) apiError(code string) {
+	a.m.ChannelAPIErrors.WithLabelValues(Name, code).Inc()
 }

@@ -22,7 +22,7 @@ import (
 // answers "echo: <text>" through the channel.
 type fakeGateway struct {
 	r  *redistest.Redis
-	ch *Channel
+	ch *Adapter
 	// hold, when set, makes Submit of a message it matches wait until
 	// ctx ends without accepting it (a replica dying mid-batch).
 	hold func(m channels.Message) bool
@@ -68,31 +68,45 @@ func (t replicaTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// testConfig is a channel config with short timings for tests.
-func testConfig(r *redistest.Redis, replica string) Config {
-	return Config{
-		Client: r.Client, Prefix: r.Prefix,
-		HTTP:    &http.Client{Transport: replicaTransport{name: replica}},
+// setup is everything New takes, with short timings for tests. Config
+// and Options are embedded, so a test sets cfg.State or cfg.WeComBotID
+// alike.
+type setup struct {
+	Config
+	Options
+	Metrics *metrics.Metrics
+	Log     *slog.Logger
+}
+
+func (s setup) new() (*Adapter, error) { return New(s.Config, s.Options, s.Metrics, s.Log) }
+
+// testConfig is an adapter setup with short timings for tests.
+func testConfig(r *redistest.Redis, replica string) setup {
+	return setup{
+		Options: Options{
+			Client: r.Client, Prefix: r.Prefix,
+			HTTP:     &http.Client{Transport: replicaTransport{name: replica}},
+			LeaseTTL: 900 * time.Millisecond, AccountRefresh: 100 * time.Millisecond,
+			RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
+			PingInterval: 100 * time.Millisecond, AckTimeout: 2 * time.Second,
+			TypingInterval: 50 * time.Millisecond,
+		},
 		Metrics: metrics.New(), Log: quietLog(),
-		LeaseTTL: 900 * time.Millisecond, AccountRefresh: 100 * time.Millisecond,
-		RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
-		PingInterval: 100 * time.Millisecond, AckTimeout: 2 * time.Second,
-		TypingInterval: 50 * time.Millisecond,
 	}
 }
 
 // running is a started channel.
 type running struct {
-	ch     *Channel
+	ch     *Adapter
 	gw     *fakeGateway
 	cancel context.CancelFunc
 	done   chan error
 	once   sync.Once
 }
 
-func start(t *testing.T, r *redistest.Redis, cfg Config, hold func(channels.Message) bool) *running {
+func start(t *testing.T, r *redistest.Redis, cfg setup, hold func(channels.Message) bool) *running {
 	t.Helper()
-	ch, err := New(cfg)
+	ch, err := cfg.new()
 	if err != nil {
 		t.Fatal(err)
 	}

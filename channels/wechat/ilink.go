@@ -21,18 +21,20 @@ const unsupportedNote = "Sorry, I can only read text and voice messages for now.
 
 // ilinkSide polls the stored iLink accounts and sends their replies.
 type ilinkSide struct {
-	c      *Channel
-	tokens *contextTokens
+	adapter *Adapter
+	log     *slog.Logger // with the transport
+	tokens  *contextTokens
 
 	mu      sync.Mutex
 	running map[string]bool // bots with a lease holder loop here
 	expired map[string]bool // bots whose session is expired, as last seen
 }
 
-func newILinkSide(c *Channel) *ilinkSide {
+func newILinkSide(a *Adapter) *ilinkSide {
 	return &ilinkSide{
-		c:       c,
-		tokens:  &contextTokens{client: c.cfg.Client, prefix: c.cfg.Prefix},
+		adapter: a,
+		log:     a.log.With("via", ViaILink),
+		tokens:  &contextTokens{client: a.opts.Client, prefix: a.opts.Prefix},
 		running: map[string]bool{},
 		expired: map[string]bool{},
 	}
@@ -43,12 +45,12 @@ func newILinkSide(c *Channel) *ilinkSide {
 func (s *ilinkSide) run(ctx context.Context, h channels.Handler) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	t := time.NewTicker(s.c.cfg.AccountRefresh)
+	t := time.NewTicker(s.adapter.opts.AccountRefresh)
 	defer t.Stop()
 	for {
-		accounts, err := s.c.cfg.State.Accounts(ctx)
+		accounts, err := s.adapter.opts.State.Accounts(ctx)
 		if err != nil && ctx.Err() == nil {
-			s.c.log.Warn("wechat: read iLink accounts", "err", err)
+			s.log.Warn("read iLink accounts", "err", err)
 		}
 		for _, a := range accounts {
 			s.setExpired(a.BotID, a.Expired)
@@ -59,7 +61,7 @@ func (s *ilinkSide) run(ctx context.Context, h channels.Handler) {
 			s.mu.Unlock()
 			if start {
 				bot := a.BotID
-				l := &lease{client: s.c.cfg.Client, key: leaseKey(s.c.cfg.Prefix, ViaILink, bot), ttl: s.c.cfg.LeaseTTL, log: s.c.log}
+				l := &lease{client: s.adapter.opts.Client, key: leaseKey(s.adapter.opts.Prefix, ViaILink, bot), ttl: s.adapter.opts.LeaseTTL, log: s.adapter.log}
 				wg.Go(func() {
 					l.hold(ctx, func(lctx context.Context) { s.poll(lctx, bot, h) })
 				})
@@ -98,91 +100,99 @@ func (s *ilinkSide) observeTokenAge(ctx context.Context, bot string) {
 	if err != nil || !ok {
 		return
 	}
-	s.c.m.WeChatTokenAge.WithLabelValues(bot).Set(time.Since(at).Seconds())
+	s.adapter.m.WeChatTokenAge.WithLabelValues(bot).Set(time.Since(at).Seconds())
 }
 
 func (s *ilinkSide) client(a Account) *ilinkClient {
 	base := a.BaseURL
 	if base == "" {
-		base = s.c.cfg.ILinkBaseURL
+		base = s.adapter.cfg.ILinkBaseURL
 	}
-	return &ilinkClient{http: s.c.cfg.HTTP, baseURL: base, token: a.Token}
+	return &ilinkClient{http: s.adapter.opts.HTTP, baseURL: base, token: a.Token}
 }
 
-// poll is the receive loop of one bot while this replica holds its lease.
-// The cursor is saved only after the whole batch was handed to the
-// gateway: a crash in between re-delivers the batch, and the gateway's
-// de-duplication on message_id keeps it from being answered twice.
+// poll is the receive loop of one bot while this replica holds its lease:
+// long polls one after another, and after a failed one the next on the
+// channels' backoff.
 func (s *ilinkSide) poll(ctx context.Context, bot string, h channels.Handler) {
 	key := ViaILink + ":" + bot
-	defer s.c.setUp(key, false)
-	bo := backoff{min: s.c.cfg.RetryMin, max: s.c.cfg.RetryMax}
+	defer s.adapter.setUp(key, false)
+	log := s.log.With("bot", bot)
+	log.Info("polling iLink bot on this replica")
 	longPoll := time.Duration(defaultLongPollMS) * time.Millisecond
-	log := s.c.log.With("bot", bot)
-	log.Info("wechat: polling iLink bot on this replica")
+	channels.Reconnect{
+		Channel: Name, What: "iLink long poll",
+		Backoff: retry.Backoff{Min: s.adapter.opts.RetryMin, Max: s.adapter.opts.RetryMax},
+		Metrics: s.adapter.m, Log: log,
+	}.Run(ctx, func(ctx context.Context) (bool, error) {
+		return s.pollUntilFailure(ctx, bot, log, h, &longPoll)
+	})
+}
+
+// pollUntilFailure polls until a poll fails or ctx ends; healthy reports
+// that at least one poll was answered. The cursor is saved only after the
+// whole batch was handed to the gateway: a crash in between re-delivers
+// the batch, and the gateway's de-duplication on message_id keeps it from
+// being answered twice. An expired session waits for a new login without
+// failing.
+func (s *ilinkSide) pollUntilFailure(ctx context.Context, bot string, log *slog.Logger, h channels.Handler, longPoll *time.Duration) (healthy bool, err error) {
+	key := ViaILink + ":" + bot
+	state := s.adapter.opts.State
 	for ctx.Err() == nil {
-		a, ok, err := s.c.cfg.State.Account(ctx, bot)
+		a, ok, err := state.Account(ctx, bot)
 		if err != nil {
-			log.Warn("wechat: read iLink account", "err", err)
-			retry.Sleep(ctx, bo.next())
-			continue
+			return healthy, fmt.Errorf("read iLink account: %w", err)
 		}
 		if !ok || a.Expired {
-			s.c.setUp(key, false)
+			s.adapter.setUp(key, false)
 			s.setExpired(bot, ok)
-			retry.Sleep(ctx, s.c.cfg.AccountRefresh)
+			retry.Sleep(ctx, s.adapter.opts.AccountRefresh)
 			continue
 		}
 		s.setExpired(bot, false)
-		cursor, err := s.c.cfg.State.Cursor(ctx, bot)
+		cursor, err := state.Cursor(ctx, bot)
 		if err != nil {
-			log.Warn("wechat: read iLink cursor", "err", err)
-			retry.Sleep(ctx, bo.next())
-			continue
+			return healthy, fmt.Errorf("read iLink cursor: %w", err)
 		}
 		// The server holds the poll for up to longpolling_timeout_ms; a
 		// client timeout a little later is an empty batch, not an error.
-		pctx, cancel := context.WithTimeout(ctx, longPoll+5*time.Second)
+		pctx, cancel := context.WithTimeout(ctx, *longPoll+5*time.Second)
 		resp, err := s.client(a).getUpdates(pctx, cursor)
 		timedOut := pctx.Err() != nil
 		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			if timedOut {
-				continue
-			}
-			s.pollFailed(ctx, log, a, err)
-			s.c.setUp(key, false)
-			retry.Sleep(ctx, bo.next())
+		switch {
+		case ctx.Err() != nil:
+			return healthy, ctx.Err()
+		case err != nil && timedOut:
 			continue
+		case err != nil:
+			s.pollFailed(ctx, a, err)
+			s.adapter.setUp(key, false)
+			return healthy, err
 		}
-		s.c.setUp(key, true)
-		bo.reset()
+		s.adapter.setUp(key, true)
+		healthy = true
 		if resp.LongPollingMS > 0 {
-			longPoll = time.Duration(resp.LongPollingMS) * time.Millisecond
+			*longPoll = time.Duration(resp.LongPollingMS) * time.Millisecond
 		}
 		if err := s.handleBatch(ctx, a, resp.Msgs, h); err != nil {
-			if ctx.Err() == nil {
-				log.Error("wechat: a batch could not be handed to the gateway; polling it again", "err", err)
-				retry.Sleep(ctx, bo.next())
-			}
-			continue // the cursor stays where it was
+			// The cursor stays where it was: the batch is polled again.
+			return healthy, fmt.Errorf("a batch could not be handed to the gateway; polling it again: %w", err)
 		}
 		if resp.Cursor != "" && resp.Cursor != cursor {
-			if err := s.c.cfg.State.SaveCursor(context.WithoutCancel(ctx), bot, resp.Cursor); err != nil {
-				log.Warn("wechat: save iLink cursor; the batch may be delivered again", "err", err)
+			if err := state.SaveCursor(context.WithoutCancel(ctx), bot, resp.Cursor); err != nil {
+				log.Warn("save iLink cursor; the batch may be delivered again", "err", err)
 			}
 		}
 	}
+	return healthy, ctx.Err()
 }
 
-// pollFailed logs and counts a failed getupdates; errcode -14 marks the
-// session expired, which pauses polling until the operator logs in again.
-func (s *ilinkSide) pollFailed(ctx context.Context, log *slog.Logger, a Account, err error) {
-	code := errorCode(err)
-	s.c.apiError(code)
+// pollFailed counts a failed getupdates; errcode -14 marks the session
+// expired, which pauses polling until the operator logs in again.
+// Reconnect logs the failure.
+func (s *ilinkSide) pollFailed(ctx context.Context, a Account, err error) {
+	s.adapter.apiError(errorCode(err))
 	var ae *apiError
 	if errors.As(err, &ae) && (ae.ErrCode == ilinkErrExpired || ae.Ret == ilinkErrExpired) {
 		s.expire(ctx, a)
@@ -190,18 +200,17 @@ func (s *ilinkSide) pollFailed(ctx context.Context, log *slog.Logger, a Account,
 	}
 	var he *httpError
 	if errors.As(err, &he) && errors.Is(he.Err, errBadBody) {
-		s.c.reject("bad_frame")
+		s.adapter.reject("bad_frame")
 	}
-	log.Warn("wechat: iLink getupdates failed; retrying", "code", code, "err", err)
 }
 
 // expire pauses a bot whose session iLink ended (errcode -14).
 func (s *ilinkSide) expire(ctx context.Context, a Account) {
-	s.c.log.Error("wechat: the iLink session of this bot expired (errcode -14); polling is paused — run `parley wechat login` to log in again",
+	s.log.Error("the iLink session of this bot expired (errcode -14); polling is paused — run `parley wechat login` to log in again",
 		"bot", a.BotID)
 	s.setExpired(a.BotID, true)
-	if err := s.c.cfg.State.MarkExpired(context.WithoutCancel(ctx), a.BotID, a.Token); err != nil {
-		s.c.log.Warn("wechat: record the expired iLink session", "bot", a.BotID, "err", err)
+	if err := s.adapter.opts.State.MarkExpired(context.WithoutCancel(ctx), a.BotID, a.Token); err != nil {
+		s.log.Warn("record the expired iLink session", "bot", a.BotID, "err", err)
 	}
 }
 
@@ -211,8 +220,8 @@ func (s *ilinkSide) handleBatch(ctx context.Context, a Account, msgs []json.RawM
 	for _, raw := range msgs {
 		var m ilinkMessage
 		if err := json.Unmarshal(raw, &m); err != nil {
-			s.c.reject("bad_frame")
-			s.c.log.Warn("wechat: skipping an undecodable iLink message", "bot", a.BotID, "err", err)
+			s.adapter.reject("bad_frame")
+			s.log.Warn("skipping an undecodable iLink message", "bot", a.BotID, "err", err)
 			continue
 		}
 		if m.MessageType == ilinkMsgBot {
@@ -220,15 +229,15 @@ func (s *ilinkSide) handleBatch(ctx context.Context, a Account, msgs []json.RawM
 		}
 		id := m.id()
 		if id == "" || m.FromUserID == "" {
-			s.c.reject("missing_fields")
-			s.c.log.Warn("wechat: skipping an iLink message without message_id or from_user_id", "bot", a.BotID)
+			s.adapter.reject("missing_fields")
+			s.log.Warn("skipping an iLink message without message_id or from_user_id", "bot", a.BotID)
 			continue
 		}
 		if m.ContextToken != "" {
 			if err := s.tokens.record(ctx, a.BotID, m.FromUserID, m.ContextToken); err != nil {
 				return fmt.Errorf("record context token: %w", err)
 			}
-			s.c.m.WeChatTokenAge.WithLabelValues(a.BotID).Set(0)
+			s.adapter.m.WeChatTokenAge.WithLabelValues(a.BotID).Set(0)
 		}
 		text := messageText(m.ItemList)
 		if text == "" {
@@ -269,26 +278,26 @@ func messageText(items []messageItem) string {
 // noteUnsupported answers an image, file or video once: a redelivered
 // batch does not repeat the note.
 func (s *ilinkSide) noteUnsupported(ctx context.Context, a Account, user, id, token string) {
-	first, err := s.c.cfg.Client.SetNX(ctx, s.c.cfg.Prefix+"wechat:ilink:{"+a.BotID+"}:noted:"+id, 1, 24*time.Hour).Result()
+	first, err := s.adapter.opts.Client.SetNX(ctx, s.adapter.opts.Prefix+"wechat:ilink:{"+a.BotID+"}:noted:"+id, 1, 24*time.Hour).Result()
 	if err != nil || !first {
 		return
 	}
-	s.c.reject("unsupported")
+	s.adapter.reject("unsupported")
 	if err := s.sendChunks(ctx, a, user, token, []string{unsupportedNote}); err != nil {
-		s.c.log.Warn("wechat: could not send the unsupported-message note", "bot", a.BotID, "err", err)
+		s.log.Warn("could not send the unsupported-message note", "bot", a.BotID, "err", err)
 	}
 }
 
 // send delivers a reply over iLink, split into phone-sized chunks.
 func (s *ilinkSide) send(ctx context.Context, m channels.Message, text string) error {
-	a, ok, err := s.c.cfg.State.Account(ctx, m.Workspace)
+	a, ok, err := s.adapter.opts.State.Account(ctx, m.Workspace)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return fmt.Errorf("wechat: iLink bot %s is not logged in", m.Workspace)
 	}
-	chunks := splitChars(plainText(text), s.c.cfg.ChunkChars)
+	chunks := splitChars(plainText(text), s.adapter.cfg.ChunkChars)
 	return s.sendChunks(ctx, a, m.Chat, m.Meta["context_token"], chunks)
 }
 
@@ -317,23 +326,23 @@ func (s *ilinkSide) sendOne(ctx context.Context, cl *ilinkClient, a Account, use
 		err = cl.sendMessage(ctx, user, "parley-"+randomToken(), text, token)
 		if err == nil {
 			if n, err := s.tokens.countSend(ctx, a.BotID, user); err == nil {
-				s.c.m.WeChatSendsSince.WithLabelValues(a.BotID).Observe(float64(n))
+				s.adapter.m.WeChatSendsSince.WithLabelValues(a.BotID).Observe(float64(n))
 			}
 			return nil
 		}
 		code := errorCode(err)
-		s.c.apiError(code)
+		s.adapter.apiError(code)
 		var ae *apiError
 		stale := errors.As(err, &ae) && (ae.Ret == ilinkRetStaleCtx || ae.ErrCode == ilinkRetStaleCtx)
 		expired := ae != nil && (ae.Ret == ilinkErrExpired || ae.ErrCode == ilinkErrExpired)
-		s.c.log.Error("wechat: iLink sendmessage failed", "bot", a.BotID, "code", code, "attempt", attempt, "err", err)
+		s.log.Error("iLink sendmessage failed", "bot", a.BotID, "code", code, "attempt", attempt, "err", err)
 		if expired {
 			s.expire(ctx, a)
 			return err
 		}
 		if !stale || attempt > 1 {
 			if stale {
-				s.c.log.Warn("wechat: the user's context token is stale: iLink only lets a bot answer shortly after the user's last message", "bot", a.BotID)
+				s.log.Warn("the user's context token is stale: iLink only lets a bot answer shortly after the user's last message", "bot", a.BotID)
 			}
 			return err
 		}
@@ -344,11 +353,11 @@ func (s *ilinkSide) sendOne(ctx context.Context, cl *ilinkClient, a Account, use
 // or the channel ends: getconfig for a typing_ticket, then sendtyping
 // repeated every TypingInterval, and a cancel at the end.
 func (s *ilinkSide) startTyping(ctx context.Context, m channels.Message) func() {
-	a, ok, err := s.c.cfg.State.Account(ctx, m.Workspace)
+	a, ok, err := s.adapter.opts.State.Account(ctx, m.Workspace)
 	if err != nil || !ok || a.Expired {
 		return func() {}
 	}
-	runCtx := s.c.runContext()
+	runCtx := s.adapter.runContext()
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -365,17 +374,17 @@ func (s *ilinkSide) startTyping(ctx context.Context, m channels.Message) func() 
 		ticket, err := cl.getTypingTicket(ctx, m.Chat, token)
 		if err != nil || ticket == "" {
 			if err != nil && ctx.Err() == nil {
-				s.c.apiError(errorCode(err))
-				s.c.log.Debug("wechat: no typing ticket", "bot", a.BotID, "err", err)
+				s.adapter.apiError(errorCode(err))
+				s.log.Debug("no typing ticket", "bot", a.BotID, "err", err)
 			}
 			return
 		}
-		t := time.NewTicker(s.c.cfg.TypingInterval)
+		t := time.NewTicker(s.adapter.opts.TypingInterval)
 		defer t.Stop()
 		for {
 			if err := cl.sendTyping(ctx, m.Chat, ticket, ilinkTypingOn); err != nil && ctx.Err() == nil {
-				s.c.apiError(errorCode(err))
-				s.c.log.Debug("wechat: sendtyping", "bot", a.BotID, "err", err)
+				s.adapter.apiError(errorCode(err))
+				s.log.Debug("sendtyping", "bot", a.BotID, "err", err)
 			}
 			select {
 			case <-t.C:

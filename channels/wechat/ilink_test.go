@@ -329,7 +329,7 @@ func TestILinkSendRetriesOnceOnAStaleToken(t *testing.T) {
 	loggedIn(t, st, f)
 	cfg := testConfig(r, "A")
 	cfg.State = st
-	ch, err := New(cfg)
+	ch, err := cfg.new()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	mrand "math/rand/v2"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -61,20 +60,20 @@ func (l *lease) hold(ctx context.Context, work func(ctx context.Context)) {
 		token := randomToken()
 		ok, err := l.client.SetNX(ctx, l.key, token, l.ttl).Result()
 		if err != nil && ctx.Err() == nil {
-			l.log.Warn("wechat: lease: redis error; retrying", "key", l.key, "err", err)
+			l.log.Warn("lease: redis error; retrying", "key", l.key, "err", err)
 		}
 		if err != nil || !ok {
-			if !retry.Sleep(ctx, jitter(every)) {
+			if !retry.Sleep(ctx, retry.Jitter(every)) {
 				return
 			}
 			continue
 		}
-		l.log.Debug("wechat: lease taken", "key", l.key)
+		l.log.Debug("lease taken", "key", l.key)
 		l.run(ctx, token, work)
 		l.release(token)
 		// Give another replica a fair chance after an early return, and
 		// do not spin when work fails at once.
-		if !retry.Sleep(ctx, jitter(every)) {
+		if !retry.Sleep(ctx, retry.Jitter(every)) {
 			return
 		}
 	}
@@ -104,13 +103,13 @@ func (l *lease) run(ctx context.Context, token string, work func(ctx context.Con
 			case err == nil && n == 1:
 				lastRenew = time.Now()
 			case err == nil:
-				l.log.Warn("wechat: lease lost: another replica holds it now", "key", l.key)
+				l.log.Warn("lease lost: another replica holds it now", "key", l.key)
 				cancel(errLeaseLost)
 				<-done
 				return
 			case time.Since(lastRenew) >= l.ttl:
 				// Unrenewed for a whole TTL: another replica may have it.
-				l.log.Warn("wechat: lease could not be renewed in time; stepping back", "key", l.key, "err", err)
+				l.log.Warn("lease could not be renewed in time; stepping back", "key", l.key, "err", err)
 				cancel(errLeaseLost)
 				<-done
 				return
@@ -123,37 +122,9 @@ func (l *lease) release(token string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := leaseReleaseScript.Run(ctx, l.client, []string{l.key}, token).Err(); err != nil {
-		l.log.Warn("wechat: release lease", "key", l.key, "err", err)
+		l.log.Warn("release lease", "key", l.key, "err", err)
 	}
 }
-
-// jitter returns d ± 25 %.
-func jitter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return d*3/4 + time.Duration(mrand.Int64N(int64(d/2)+1))
-}
-
-// backoff is an exponential backoff with jitter.
-type backoff struct {
-	min, max time.Duration
-	cur      time.Duration
-}
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur *= 2
-	}
-	if b.cur > b.max {
-		b.cur = b.max
-	}
-	return jitter(b.cur)
-}
-
-func (b *backoff) reset() { b.cur = 0 }
 
 func leaseKey(prefix, kind, bot string) string {
 	return fmt.Sprintf("%swechat:lease:{%s:%s}", prefix, kind, bot)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,9 +15,10 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/retry"
-	"github.com/redis/go-redis/v9"
 )
 
 // DefaultWeComWSURL is the WeCom AI bot long-connection endpoint.
@@ -99,9 +101,10 @@ type wecomJob struct {
 // wecomSide holds one WeCom AI bot's long connection on the replica that
 // wins its lease, and answers from any replica.
 type wecomSide struct {
-	c      *Channel
-	bot    string
-	outbox string // Redis list of wecomJob
+	adapter *Adapter
+	log     *slog.Logger // with the transport and the bot
+	bot     string
+	outbox  string // Redis list of wecomJob
 
 	mu      sync.Mutex
 	conn    *wecomConn // live, subscribed connection; nil otherwise
@@ -118,17 +121,19 @@ type reqState struct {
 	finished bool
 }
 
-func newWeComSide(c *Channel) *wecomSide {
+func newWeComSide(a *Adapter) *wecomSide {
+	bot := a.cfg.WeComBotID
 	return &wecomSide{
-		c:        c,
-		bot:      c.cfg.WeComBotID,
-		outbox:   c.cfg.Prefix + "wechat:wecom:{" + c.cfg.WeComBotID + "}:outbox",
+		adapter:  a,
+		log:      a.log.With("via", ViaWeCom, "bot", bot),
+		bot:      bot,
+		outbox:   a.opts.Prefix + "wechat:wecom:{" + bot + "}:outbox",
 		reqLocks: map[string]*reqState{},
 	}
 }
 
 func (s *wecomSide) run(ctx context.Context, h channels.Handler) {
-	l := &lease{client: s.c.cfg.Client, key: leaseKey(s.c.cfg.Prefix, ViaWeCom, s.bot), ttl: s.c.cfg.LeaseTTL, log: s.c.log}
+	l := &lease{client: s.adapter.opts.Client, key: leaseKey(s.adapter.opts.Prefix, ViaWeCom, s.bot), ttl: s.adapter.opts.LeaseTTL, log: s.adapter.log}
 	l.hold(ctx, func(lctx context.Context) {
 		s.setHolding(true)
 		defer s.setHolding(false)
@@ -150,7 +155,7 @@ func (s *wecomSide) setConn(c *wecomConn) {
 		s.since = time.Now()
 	}
 	s.mu.Unlock()
-	s.c.setUp(ViaWeCom, c != nil)
+	s.adapter.setUp(ViaWeCom, c != nil)
 }
 
 func (s *wecomSide) current() *wecomConn {
@@ -164,45 +169,20 @@ func (s *wecomSide) current() *wecomConn {
 func (s *wecomSide) ready() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.holding && s.conn == nil && time.Since(s.since) > s.c.cfg.RetryMin*3 {
+	if s.holding && s.conn == nil && time.Since(s.since) > s.adapter.opts.RetryMin*3 {
 		return fmt.Errorf("WeCom bot %s: long connection down since %s (reconnecting)", s.bot, s.since.Format(time.RFC3339))
 	}
 	return nil
 }
 
 // connectLoop keeps a subscribed connection until ctx ends (the lease is
-// lost or the channel stops), reconnecting with backoff and jitter.
+// lost or the channel stops), reconnecting on the channels' backoff.
 func (s *wecomSide) connectLoop(ctx context.Context, h channels.Handler) {
-	bo := backoff{min: s.c.cfg.RetryMin, max: s.c.cfg.RetryMax}
-	first := true
-	for ctx.Err() == nil {
-		if !first {
-			s.c.m.ChannelReconnects.WithLabelValues(Name).Inc()
-		}
-		first = false
-		connected, err := s.session(ctx, h)
-		if ctx.Err() != nil {
-			return
-		}
-		if connected {
-			bo.reset()
-		}
-		d := bo.next()
-		if errors.Is(err, errKicked) {
-			// Not a replica of ours (they share the lease): another client
-			// uses this bot. Do not fight over it every second.
-			d = jitter(s.c.cfg.RetryMax)
-			s.c.log.Error("wechat: another client subscribed this WeCom bot and WeCom closed our connection; is the bot used elsewhere?", "bot", s.bot, "retry_in", d.Round(time.Second))
-			if !retry.Sleep(ctx, d) {
-				return
-			}
-			continue
-		}
-		s.c.log.Warn("wechat: WeCom long connection lost; reconnecting", "bot", s.bot, "err", err, "in", d.Round(time.Millisecond))
-		if !retry.Sleep(ctx, d) {
-			return
-		}
-	}
+	channels.Reconnect{
+		Channel: Name, What: "WeCom long connection",
+		Backoff: retry.Backoff{Min: s.adapter.opts.RetryMin, Max: s.adapter.opts.RetryMax},
+		Metrics: s.adapter.m, Log: s.log,
+	}.Run(ctx, func(ctx context.Context) (bool, error) { return s.session(ctx, h) })
 }
 
 // session runs one connection: dial, subscribe, then read frames, ping and
@@ -210,13 +190,13 @@ func (s *wecomSide) connectLoop(ctx context.Context, h channels.Handler) {
 // reports whether the subscription succeeded.
 func (s *wecomSide) session(ctx context.Context, h channels.Handler) (connected bool, err error) {
 	dialer := websocket.Dialer{HandshakeTimeout: 15 * time.Second, Proxy: websocket.DefaultDialer.Proxy}
-	ws, _, err := dialer.DialContext(ctx, s.c.cfg.WeComWSURL, nil)
+	ws, _, err := dialer.DialContext(ctx, s.adapter.cfg.WeComWSURL, nil)
 	if err != nil {
-		s.c.apiError("network")
-		return false, fmt.Errorf("dial %s: %w", s.c.cfg.WeComWSURL, err)
+		s.adapter.apiError("network")
+		return false, fmt.Errorf("dial %s: %w", s.adapter.cfg.WeComWSURL, err)
 	}
 	ws.SetReadLimit(maxWSFrame)
-	conn := &wecomConn{ws: ws, s: s, pending: map[string]chan wsFrame{}, closed: make(chan struct{}), wake: make(chan struct{}, 1)}
+	conn := &wecomConn{ws: ws, side: s, adapter: s.adapter, log: s.log, pending: map[string]chan wsFrame{}, closed: make(chan struct{}), wake: make(chan struct{}, 1)}
 	sctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() {
@@ -230,16 +210,15 @@ func (s *wecomSide) session(ctx context.Context, h channels.Handler) (connected 
 	wg.Go(func() { readErr <- conn.read(sctx) })
 	wg.Go(func() { conn.submitLoop(sctx, h) })
 
-	ack, err := conn.request(sctx, cmdSubscribe, map[string]string{"bot_id": s.bot, "secret": s.c.cfg.WeComSecret})
+	ack, err := conn.request(sctx, cmdSubscribe, map[string]string{"bot_id": s.bot, "secret": s.adapter.cfg.WeComSecret.Reveal()})
 	if err != nil {
 		return false, fmt.Errorf("subscribe: %w", err)
 	}
 	if ack.ErrCode != 0 {
-		s.c.apiError(strconv.Itoa(ack.ErrCode))
-		s.c.log.Error("wechat: WeCom refused the subscription; check WECOM_BOT_ID and WECOM_BOT_SECRET", "bot", s.bot, "errcode", ack.ErrCode, "errmsg", ack.ErrMsg)
-		return false, fmt.Errorf("subscribe: errcode %d %s", ack.ErrCode, ack.ErrMsg)
+		s.adapter.apiError(wecomCode(ack.ErrCode))
+		return false, fmt.Errorf("%w (check WECOM_BOT_ID and WECOM_BOT_SECRET): subscribe: errcode %d %s", channels.ErrRefused, ack.ErrCode, ack.ErrMsg)
 	}
-	s.c.log.Info("wechat: WeCom long connection subscribed on this replica", "bot", s.bot)
+	s.log.Info("WeCom long connection subscribed on this replica")
 	s.setConn(conn)
 	wg.Go(func() { conn.heartbeat(sctx) })
 	wg.Go(func() { s.drainOutbox(sctx, conn) })
@@ -257,13 +236,33 @@ func (s *wecomSide) session(ctx context.Context, h channels.Handler) (connected 
 var errConnClosed = errors.New("wechat: WeCom connection closed")
 
 // errKicked means WeCom closed the connection because another one
-// subscribed the same bot.
-var errKicked = errors.New("wechat: replaced by a newer connection of the same bot")
+// subscribed the same bot: not a replica of ours (they share the lease),
+// so Reconnect does not fight over it every second.
+var errKicked = fmt.Errorf("wechat: WeCom closed this connection: %w", channels.ErrReplaced)
+
+// wecomCodes are the WeCom errcodes the code label of
+// parley_channel_api_errors_total names; every other errcode is counted as
+// "other" (and logged with its number), so the label's values stay a
+// fixed set.
+var wecomCodes = map[int]string{
+	40058:  "40058",  // aibot_subscribe refused: wrong bot id or secret
+	846609: "846609", // aibot_respond_msg: the req_id can no longer be answered
+}
+
+// wecomCode is the code label of a WeCom errcode.
+func wecomCode(errcode int) string {
+	if label, ok := wecomCodes[errcode]; ok {
+		return label
+	}
+	return "other"
+}
 
 // wecomConn is one WebSocket connection.
 type wecomConn struct {
-	ws *websocket.Conn
-	s  *wecomSide
+	ws      *websocket.Conn
+	side    *wecomSide
+	adapter *Adapter
+	log     *slog.Logger
 
 	wmu     sync.Mutex // gorilla allows one writer at a time
 	pmu     sync.Mutex
@@ -318,8 +317,8 @@ func (c *wecomConn) submitLoop(ctx context.Context, h channels.Handler) {
 		err := h.Submit(sctx, m)
 		cancel()
 		if err != nil {
-			c.s.c.reject("submit_failed")
-			c.s.c.log.Error("wechat: the gateway did not take a WeCom message", "bot", c.s.bot, "err", err)
+			c.adapter.reject("submit_failed")
+			c.log.Error("the gateway did not take a WeCom message", "err", err)
 		}
 	}
 }
@@ -375,13 +374,13 @@ func (c *wecomConn) call(ctx context.Context, cmd, reqID string, body any) (wsFr
 	if err := c.write(outFrame{Cmd: cmd, Headers: map[string]string{"req_id": reqID}, Body: body}); err != nil {
 		return wsFrame{}, fmt.Errorf("write %s: %w (%v)", cmd, errConnClosed, err)
 	}
-	t := time.NewTimer(c.s.c.cfg.AckTimeout)
+	t := time.NewTimer(c.adapter.opts.AckTimeout)
 	defer t.Stop()
 	select {
 	case f := <-ch:
 		return f, nil
 	case <-t.C:
-		return wsFrame{}, fmt.Errorf("%s: no answer from WeCom within %s", cmd, c.s.c.cfg.AckTimeout)
+		return wsFrame{}, fmt.Errorf("%s: no answer from WeCom within %s", cmd, c.adapter.opts.AckTimeout)
 	case <-c.closed:
 		return wsFrame{}, fmt.Errorf("%s: %w", cmd, errConnClosed)
 	case <-ctx.Done():
@@ -392,7 +391,7 @@ func (c *wecomConn) call(ctx context.Context, cmd, reqID string, body any) (wsFr
 // heartbeat pings every PingInterval; two unanswered pings end the
 // connection.
 func (c *wecomConn) heartbeat(ctx context.Context) {
-	t := time.NewTicker(c.s.c.cfg.PingInterval)
+	t := time.NewTicker(c.adapter.opts.PingInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -403,7 +402,7 @@ func (c *wecomConn) heartbeat(ctx context.Context) {
 		case <-t.C:
 		}
 		if c.missed.Load() >= maxMissedPings {
-			c.s.c.log.Warn("wechat: WeCom heartbeats unanswered; reconnecting", "bot", c.s.bot)
+			c.log.Warn("WeCom heartbeats unanswered; reconnecting")
 			c.close()
 			return
 		}
@@ -429,13 +428,13 @@ func (c *wecomConn) read(ctx context.Context) error {
 		}
 		var f wsFrame
 		if err := json.Unmarshal(raw, &f); err != nil {
-			c.s.c.reject("bad_frame")
-			c.s.c.log.Warn("wechat: undecodable WeCom frame", "bot", c.s.bot, "err", err, "bytes", len(raw))
+			c.adapter.reject("bad_frame")
+			c.log.Warn("undecodable WeCom frame", "err", err, "bytes", len(raw))
 			continue
 		}
 		switch f.Cmd {
 		case cmdCallback:
-			c.s.onMessage(ctx, c, f)
+			c.side.onMessage(ctx, c, f)
 		case cmdEvent:
 			var ev struct {
 				Event struct {
@@ -444,18 +443,17 @@ func (c *wecomConn) read(ctx context.Context) error {
 			}
 			_ = json.Unmarshal(f.Body, &ev)
 			if ev.Event.Type == "disconnected_event" {
-				c.s.c.log.Warn("wechat: WeCom closed this connection because another one subscribed the same bot", "bot", c.s.bot)
 				c.close()
 				return errKicked
 			}
-			c.s.c.log.Debug("wechat: WeCom event ignored", "bot", c.s.bot, "event", ev.Event.Type)
+			c.log.Debug("WeCom event ignored", "event", ev.Event.Type)
 		case "":
 			c.answer(f)
 		case cmdPing:
 			c.missed.Store(0)
 		default:
-			c.s.c.reject("unknown_cmd")
-			c.s.c.log.Warn("wechat: unknown WeCom command ignored", "bot", c.s.bot, "cmd", f.Cmd)
+			c.adapter.reject("unknown_cmd")
+			c.log.Warn("unknown WeCom command ignored", "cmd", f.Cmd)
 		}
 	}
 }
@@ -466,7 +464,8 @@ func (c *wecomConn) answer(f wsFrame) {
 	if strings.HasPrefix(id, cmdPing) {
 		c.missed.Store(0)
 		if f.ErrCode != 0 {
-			c.s.c.apiError(strconv.Itoa(f.ErrCode))
+			c.adapter.apiError(wecomCode(f.ErrCode))
+			c.log.Debug("WeCom refused a heartbeat", "errcode", f.ErrCode, "errmsg", f.ErrMsg)
 		}
 		return
 	}
@@ -475,9 +474,9 @@ func (c *wecomConn) answer(f wsFrame) {
 	c.pmu.Unlock()
 	if !ok {
 		if id == "" {
-			c.s.c.reject("missing_fields")
+			c.adapter.reject("missing_fields")
 		}
-		c.s.c.log.Debug("wechat: unexpected WeCom answer", "bot", c.s.bot, "req_id", id, "errcode", f.ErrCode)
+		c.log.Debug("unexpected WeCom answer", "req_id", id, "errcode", f.ErrCode)
 		return
 	}
 	select {
@@ -490,14 +489,14 @@ func (c *wecomConn) answer(f wsFrame) {
 func (s *wecomSide) onMessage(ctx context.Context, c *wecomConn, f wsFrame) {
 	var b wecomCallback
 	if err := json.Unmarshal(f.Body, &b); err != nil {
-		s.c.reject("bad_frame")
-		s.c.log.Warn("wechat: undecodable WeCom message", "bot", s.bot, "err", err)
+		s.adapter.reject("bad_frame")
+		s.log.Warn("undecodable WeCom message", "err", err)
 		return
 	}
 	reqID := f.Headers.ReqID
 	if reqID == "" || b.MsgID == "" || b.From.UserID == "" || (b.ChatType == "group" && b.ChatID == "") {
-		s.c.reject("missing_fields")
-		s.c.log.Warn("wechat: WeCom message without req_id, msgid, sender or chat; ignored", "bot", s.bot)
+		s.adapter.reject("missing_fields")
+		s.log.Warn("WeCom message without req_id, msgid, sender or chat; ignored")
 		return
 	}
 	group := b.ChatType == "group"
@@ -526,7 +525,7 @@ func (s *wecomSide) onMessage(ctx context.Context, c *wecomConn, f wsFrame) {
 	}
 	recv := time.Now()
 	if text == "" {
-		s.c.reject("unsupported")
+		s.adapter.reject("unsupported")
 		c.tasks.Go(func() { s.noteUnsupported(ctx, c, reqID, chat, b.MsgID, recv) })
 		return
 	}
@@ -552,12 +551,12 @@ func (s *wecomSide) onMessage(ctx context.Context, c *wecomConn, f wsFrame) {
 }
 
 func (s *wecomSide) noteUnsupported(ctx context.Context, c *wecomConn, reqID, chat, msgID string, recv time.Time) {
-	first, err := s.c.cfg.Client.SetNX(ctx, s.c.cfg.Prefix+"wechat:wecom:{"+s.bot+"}:noted:"+msgID, 1, 24*time.Hour).Result()
+	first, err := s.adapter.opts.Client.SetNX(ctx, s.adapter.opts.Prefix+"wechat:wecom:{"+s.bot+"}:noted:"+msgID, 1, 24*time.Hour).Result()
 	if err != nil || !first {
 		return
 	}
 	if err := s.deliver(ctx, c, wecomJob{Kind: "reply", ReqID: reqID, ChatID: chat, RecvMS: recv.UnixMilli(), Text: unsupportedNote}); err != nil {
-		s.c.log.Warn("wechat: could not send the unsupported-message note", "bot", s.bot, "err", err)
+		s.log.Warn("could not send the unsupported-message note", "err", err)
 	}
 }
 
@@ -579,7 +578,7 @@ func (s *wecomSide) send(ctx context.Context, m channels.Message, text string) e
 		if !errors.Is(err, errConnClosed) {
 			return err
 		}
-		s.c.log.Info("wechat: WeCom connection closed while answering; queueing the answer for the next connection", "bot", s.bot)
+		s.log.Info("WeCom connection closed while answering; queueing the answer for the next connection")
 	}
 	return s.enqueue(ctx, job)
 }
@@ -590,12 +589,12 @@ func (s *wecomSide) typing(ctx context.Context, m channels.Message) {
 	job := jobFor(m, "typing", "")
 	if c := s.current(); c != nil {
 		if err := s.deliver(ctx, c, job); err != nil {
-			s.c.log.Debug("wechat: WeCom typing frame", "bot", s.bot, "err", err)
+			s.log.Debug("WeCom typing frame", "err", err)
 		}
 		return
 	}
 	if err := s.enqueue(ctx, job); err != nil {
-		s.c.log.Debug("wechat: queue WeCom typing frame", "bot", s.bot, "err", err)
+		s.log.Debug("queue WeCom typing frame", "err", err)
 	}
 }
 
@@ -604,7 +603,7 @@ func (s *wecomSide) enqueue(ctx context.Context, job wecomJob) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.c.cfg.Client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = s.adapter.opts.Client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.RPush(ctx, s.outbox, raw)
 		p.Expire(ctx, s.outbox, time.Hour)
 		return nil
@@ -621,20 +620,20 @@ func (s *wecomSide) drainOutbox(ctx context.Context, c *wecomConn) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for ctx.Err() == nil {
-		res, err := s.c.cfg.Client.BLPop(ctx, time.Second, s.outbox).Result()
+		res, err := s.adapter.opts.Client.BLPop(ctx, time.Second, s.outbox).Result()
 		if errors.Is(err, redis.Nil) {
 			continue
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				s.c.log.Warn("wechat: read the WeCom reply queue", "bot", s.bot, "err", err)
-				retry.Sleep(ctx, s.c.cfg.RetryMin)
+				s.log.Warn("read the WeCom reply queue", "err", err)
+				retry.Sleep(ctx, s.adapter.opts.RetryMin)
 			}
 			continue
 		}
 		var job wecomJob
 		if len(res) != 2 || json.Unmarshal([]byte(res[1]), &job) != nil || job.ChatID == "" {
-			s.c.reject("bad_frame")
+			s.adapter.reject("bad_frame")
 			continue
 		}
 		wg.Go(func() {
@@ -650,7 +649,7 @@ func (s *wecomSide) drainOutbox(ctx context.Context, c *wecomConn) {
 					return
 				}
 			}
-			s.c.log.Error("wechat: deliver a queued WeCom reply", "bot", s.bot, "err", err)
+			s.log.Error("deliver a queued WeCom reply", "err", err)
 		})
 	}
 }
@@ -710,7 +709,7 @@ func (s *wecomSide) deliver(ctx context.Context, c *wecomConn, job wecomJob) err
 	st, unlock := s.lockReq(job.ReqID)
 	defer unlock()
 	if job.Kind == "typing" {
-		if st.finished || job.ReqID == "" || age > s.c.cfg.ReqIDTTL || age > time.Minute {
+		if st.finished || job.ReqID == "" || age > s.adapter.opts.ReqIDTTL || age > time.Minute {
 			return nil
 		}
 		return s.respond(ctx, c, job.ReqID, typingContent, false)
@@ -722,8 +721,8 @@ func (s *wecomSide) deliver(ctx context.Context, c *wecomConn, job wecomJob) err
 		text = "…"
 	}
 	parts := channels.Split(text, streamLimit)
-	if job.ReqID != "" && age < s.c.cfg.ReqIDTTL {
-		steps := splitChars(parts[0], s.c.cfg.ChunkChars)
+	if job.ReqID != "" && age < s.adapter.opts.ReqIDTTL {
+		steps := splitChars(parts[0], s.adapter.cfg.ChunkChars)
 		var err error
 		shown := ""
 		for i, step := range steps {
@@ -741,7 +740,7 @@ func (s *wecomSide) deliver(ctx context.Context, c *wecomConn, job wecomJob) err
 		if errors.Is(err, errConnClosed) || ctx.Err() != nil {
 			return err
 		}
-		s.c.log.Warn("wechat: WeCom refused the streamed answer; sending it as a new message", "bot", s.bot, "err", err)
+		s.log.Warn("WeCom refused the streamed answer; sending it as a new message", "err", err)
 	}
 	return s.push(ctx, c, job.ChatID, parts)
 }
@@ -752,7 +751,7 @@ func (s *wecomSide) respond(ctx context.Context, c *wecomConn, reqID, content st
 		return err
 	}
 	if ack.ErrCode != 0 {
-		s.c.apiError(strconv.Itoa(ack.ErrCode))
+		s.adapter.apiError(wecomCode(ack.ErrCode))
 		return fmt.Errorf("aibot_respond_msg: errcode %d %s", ack.ErrCode, ack.ErrMsg)
 	}
 	return nil
@@ -767,8 +766,8 @@ func (s *wecomSide) push(ctx context.Context, c *wecomConn, chatID string, parts
 				return fmt.Errorf("wechat: aibot_send_msg: %w", err)
 			}
 			if ack.ErrCode != 0 {
-				s.c.apiError(strconv.Itoa(ack.ErrCode))
-				s.c.log.Error("wechat: WeCom aibot_send_msg failed", "bot", s.bot, "errcode", ack.ErrCode, "errmsg", ack.ErrMsg)
+				s.adapter.apiError(wecomCode(ack.ErrCode))
+				s.log.Error("WeCom aibot_send_msg failed", "errcode", ack.ErrCode, "errmsg", ack.ErrMsg)
 				return fmt.Errorf("wechat: aibot_send_msg: errcode %d %s", ack.ErrCode, ack.ErrMsg)
 			}
 		}

@@ -8,12 +8,13 @@ import (
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/wechat/wechattest"
+	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/internal/redistest"
 )
 
-func wecomConfig(r *redistest.Redis, f *wechattest.WeCom, replica string) Config {
+func wecomConfig(r *redistest.Redis, f *wechattest.WeCom, replica string) setup {
 	cfg := testConfig(r, replica)
-	cfg.WeComBotID, cfg.WeComSecret, cfg.WeComWSURL = f.BotID, f.Secret, f.URL()
+	cfg.WeComBotID, cfg.WeComSecret, cfg.WeComWSURL = f.BotID, config.Secret(f.Secret), f.URL()
 	return cfg
 }
 

@@ -38,14 +38,15 @@ type app struct {
 	gateway *gateway.Gateway
 
 	// Background work (reload announcements, Redis health) runs under bg
-	// until close cancels it and waits.
+	// until the teardown cancels it and waits.
 	bg       context.Context
-	stopBg   context.CancelFunc
 	watchers sync.WaitGroup
 
-	channels    []channels.Channel
-	stopRunners context.CancelFunc
-	runners     sync.WaitGroup
+	channels []channels.Channel
+
+	// lifecycle holds the teardown of every step set up so far; close
+	// runs it.
+	lifecycle
 }
 
 func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
@@ -71,7 +72,7 @@ func (e *environment) openStore(cfg config.Config, log *slog.Logger) (*sessions.
 		s, err := sessions.NewMemory(opts)
 		return s, false, err
 	}
-	client, err := sessions.OpenRedis(e.ctx, cfg.Redis.URL)
+	client, err := sessions.OpenRedis(e.ctx, cfg.Redis.URL.Reveal())
 	if err != nil {
 		return nil, false, err
 	}
@@ -98,57 +99,65 @@ func openSkills(cfg config.Config, client redis.UniversalClient, log *slog.Logge
 	return reg, st, nil
 }
 
-// newApp builds the store, skills, policy, agent and gateway for cfg. The
-// caller closes it.
-func (e *environment) newApp(cfg config.Config, log *slog.Logger) (*app, error) {
+// newApp builds the store, skills, policy, agent and gateway for cfg and
+// registers their teardown. The caller closes it; when newApp fails it has
+// undone what it set up.
+func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err error) {
 	if err := cfg.RequireModelKey(); err != nil {
 		return nil, err
 	}
 	m := metrics.New()
+	a := &app{cfg: cfg, log: log, metrics: m, lifecycle: lifecycle{log: log}}
+	defer func() {
+		if err != nil {
+			a.close(context.WithoutCancel(e.ctx))
+		}
+	}()
 	// go-redis has one process-wide logger; the last app built owns it,
 	// which in the binary is the only one.
 	redis.SetLogger(redisLog{log})
-	store, shared, err := e.openStore(cfg, log)
+	a.store, a.shared, err = e.openStore(cfg, log)
 	if err != nil {
 		return nil, err
 	}
+	a.onStop("store", func(context.Context) error { return a.store.Close() })
 	m.RedisUp.Set(1)
 	var sharedClient redis.UniversalClient
-	if shared {
-		sharedClient = store.Client()
+	if a.shared {
+		sharedClient = a.store.Client()
 	}
-	reg, state, err := openSkills(cfg, sharedClient, log)
+	a.skills, a.state, err = openSkills(cfg, sharedClient, log)
 	if err != nil {
-		store.Close()
 		return nil, err
 	}
 
-	retries := cfg.Model.MaxRetries
-	if retries == 0 {
-		retries = -1 // the file's 0 means "never retry"; the agent's 0 means its default
-	}
-	tools := agent.NewRegistry()
-	skillTools := &agent.SkillTools{Home: cfg.Home, Budget: cfg.Skills.BodyBudget, Writer: skills.NewWriter(cfg.Home), M: m, Log: log}
+	a.tools = agent.NewRegistry()
+	skillTools := agent.NewSkillTools(agent.SkillToolsConfig{Home: cfg.Home, Budget: cfg.Skills.BodyBudget, Writer: skills.NewWriter(cfg.Home)}, m, log)
 	for _, t := range skillTools.Tools() {
-		if err := tools.Register(t); err != nil {
-			store.Close()
+		if err := a.tools.Register(t); err != nil {
 			return nil, err
 		}
 	}
-	client := agent.NewClient(cfg.Model.BaseURL, cfg.Model.APIKey, &http.Client{})
-	ag := agent.New(agent.Config{
+	client := agent.NewClient(cfg.Model.BaseURL, cfg.Model.APIKey.Reveal(), &http.Client{})
+	a.agent = agent.New(agent.Config{
 		Model:             cfg.Model.Name,
 		MaxToolIterations: cfg.Model.MaxToolIterations,
 		Timeout:           cfg.Model.Timeout,
-		MaxRetries:        retries,
+		MaxRetries:        cfg.Model.MaxRetries, // 0 means no retries in both
 		MaxTokens:         cfg.Model.MaxTokens,
 		SystemPrompt:      cfg.Model.SystemPrompt,
-	}, client, tools, m, log)
+	}, client, a.tools, m, log)
+	a.policy = policy.New(cfg.Policies)
 
-	a := &app{cfg: cfg, log: log, metrics: m, store: store, shared: shared, agent: ag, tools: tools,
-		policy: policy.New(cfg.Policies), skills: reg, state: state}
-	a.bg, a.stopBg = context.WithCancel(context.Background())
-	m.Prime("console")
+	var stopBg context.CancelFunc
+	a.bg, stopBg = context.WithCancel(context.Background())
+	a.onStop("background work", func(context.Context) error {
+		stopBg()
+		a.watchers.Wait()
+		return nil
+	})
+	// Every platform's alerting series exist at zero from the start.
+	m.Prime(config.PlatformNames()...)
 	a.gateway = gateway.New(gateway.Config{
 		Workers:         cfg.Gateway.Workers,
 		QueueLimit:      cfg.Sessions.QueueLimit,
@@ -157,9 +166,12 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (*app, error) 
 		KeepRounds:      cfg.Sessions.KeepRounds,
 		SkillBudget:     cfg.Skills.BodyBudget,
 		Policy:          a.policy,
-		Tools:           tools,
-		Skills:          &gateway.Skills{Registry: reg, State: state, Reload: a.reloadSkills},
-	}, store, ag, m, log)
+		Tools:           a.tools,
+		Skills:          &gateway.Skills{Registry: a.skills, State: a.state, Reload: a.reloadSkills},
+	}, a.store, a.agent, m, log)
+	// Shutdown drains running turns until its context ends, then cancels
+	// the rest; queued messages stay for the next replica.
+	a.onStop("gateway", a.gateway.Shutdown)
 	a.observeSkills(e.ctx)
 	a.watchReloads()
 	return a, nil
@@ -259,18 +271,10 @@ func (a *app) skillSummary(ctx context.Context) string {
 	return out
 }
 
-// close stops the gateway (draining turns until ctx ends), the reload
-// watcher and the store.
-func (a *app) close(ctx context.Context) error {
-	a.stopChannels()
-	err := a.gateway.Shutdown(ctx)
-	a.stopBg()
-	a.watchers.Wait()
-	if cerr := a.store.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+// close runs the teardown of everything set up, in reverse: the channel
+// connections, the gateway (draining turns until ctx ends), the background
+// work and the store.
+func (a *app) close(ctx context.Context) error { return a.stop(ctx) }
 
 // parseAndLoad parses a command's flags (fs must have --config from
 // configFlag) and loads the configuration they name.
@@ -302,7 +306,7 @@ func (e *environment) config(args []string) error {
 	if err != nil {
 		return err
 	}
-	out, err := cfg.Masked().YAML()
+	out, err := cfg.YAML() // every secret prints as <secret>
 	if err != nil {
 		return fmt.Errorf("render config: %w", err)
 	}

@@ -2,63 +2,76 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/config"
 )
 
-// buildChannels creates every platform adapter the configuration enables.
-// Each builder returns no channel when its platform is not configured.
-func (a *app) buildChannels() ([]channels.Channel, error) {
-	builders := []func() ([]channels.Channel, error){a.slackChannels, a.feishuChannels, a.wechatChannels}
-	var all []channels.Channel
-	for _, build := range builders {
-		chs, err := build()
+// openChannels opens the channel of every registered platform whose
+// section turns it on. The platforms come from their registrations
+// (config.RegisterPlatform); nothing here names one.
+func (a *app) openChannels(ctx context.Context) ([]channels.Channel, error) {
+	deps := channels.Deps{
+		Handler:    a.gateway,
+		Redis:      a.store.Client(),
+		Shared:     a.shared,
+		Prefix:     a.cfg.Redis.Prefix,
+		HistoryTTL: a.cfg.Sessions.HistoryTTL,
+		Home:       a.cfg.Home,
+		Metrics:    a.metrics,
+		Log:        a.log,
+	}
+	var opened []channels.Channel
+	for _, p := range config.Platforms() {
+		opener, ok := a.cfg.Platforms[p.Name].(channels.Opener)
+		if !ok {
+			continue // no section (the console)
+		}
+		ch, err := opener.Open(ctx, deps)
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, chs...)
+		if ch != nil {
+			opened = append(opened, ch)
+		}
 	}
-	return all, nil
+	return opened, nil
 }
 
 // startChannels registers the adapters with the gateway, mounts their
-// webhook routes and starts their connections. The connections run until
-// stopChannels; whoever starts them (serve) stops them.
-func (a *app) startChannels(mux *http.ServeMux) error {
-	chs, err := a.buildChannels()
+// webhook routes and starts their connections, and registers their stop:
+// the connections run until the app's teardown cancels them and waits.
+func (a *app) startChannels(ctx context.Context, mux *http.ServeMux) error {
+	chs, err := a.openChannels(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	a.stopRunners = cancel
+	runCtx, cancel := context.WithCancel(context.Background())
+	var runners sync.WaitGroup
+	a.onStop("channel connections", func(context.Context) error {
+		cancel()
+		runners.Wait()
+		return nil
+	})
 	for _, ch := range chs {
 		a.gateway.Register(ch)
-		a.metrics.Prime(ch.Name())
 		a.channels = append(a.channels, ch)
 		if h, ok := ch.(channels.HTTPChannel); ok {
 			h.Mount(mux)
 		}
 		if r, ok := ch.(channels.Runner); ok {
-			a.runners.Go(func() {
-				if err := r.Run(ctx, a.gateway); err != nil && !errors.Is(err, context.Canceled) {
-					a.log.Error("channel connection stopped", "channel", ch.Name(), "err", err)
+			runners.Go(func() {
+				if err := r.Run(runCtx, a.gateway); err != nil {
+					a.log.Error("channel cannot run", "channel", ch.Name(), "err", err)
 				}
 			})
 		}
 		a.log.Info("channel enabled", "channel", ch.Name())
 	}
 	return nil
-}
-
-// stopChannels ends every connection an adapter holds and waits for it.
-func (a *app) stopChannels() {
-	if a.stopRunners != nil {
-		a.stopRunners()
-	}
-	a.runners.Wait()
 }
 
 // channelsReady reports the first adapter whose connection is down.

@@ -11,6 +11,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	// Every chat platform Parley ships: config, policy and serve learn
+	// them from their registrations.
+	_ "github.com/parleyhq/parley/channels/install"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=…".

@@ -129,8 +129,8 @@ func TestConfigCheck(t *testing.T) {
 		want     []string
 		notWant  []string
 	}{
-		{"valid, secrets masked", "model:\n  name: gpt-x\n", map[string]string{"OPENAI_API_KEY": "sk-secret-1", "SLACK_SIGNING_SECRET": "sig-secret-2"}, 0,
-			[]string{"name: gpt-x", "api_key: '********'"}, []string{"sk-secret-1", "sig-secret-2"}},
+		{"valid, secrets masked", "model:\n  name: gpt-x\n", map[string]string{"OPENAI_API_KEY": "sk-secret-1", "SLACK_SIGNING_SECRET": "sig-secret-2", "SLACK_BOT_TOKEN": "xoxb-secret-3"}, 0,
+			[]string{"name: gpt-x", "api_key: <secret>", "signing_secret: <secret>", "bot_token: <secret>"}, []string{"sk-secret-1", "sig-secret-2", "xoxb-secret-3"}},
 		{"unknown key", "modle: {}\n", nil, 1, []string{"line 1", `unknown key "modle"`}, nil},
 		{"bad value", "gateway:\n  workers: 0\n", nil, 1, []string{"gateway.workers"}, nil},
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/config"
@@ -18,7 +19,7 @@ func (e *environment) policy(args []string) error {
 	}
 	fs := newFlagSet("policy explain", e.stderr)
 	path := configFlag(fs)
-	channel := fs.String("channel", "", "platform: console, slack, feishu or wechat")
+	channel := fs.String("channel", "", "platform: one of "+strings.Join(config.PlatformNames(), ", "))
 	workspace := fs.String("workspace", "", "workspace or tenant id")
 	chat := fs.String("chat", "", "chat id")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -34,7 +35,7 @@ func (e *environment) policy(args []string) error {
 	// The tools are the ones a running bot registers; skills come from the
 	// same layers it loads.
 	reg := agent.NewRegistry()
-	for _, t := range (&agent.SkillTools{Home: cfg.Home}).Tools() {
+	for _, t := range agent.NewSkillTools(agent.SkillToolsConfig{Home: cfg.Home}, nil, nil).Tools() {
 		reg.Register(t)
 	}
 	var tools []policy.ToolInfo

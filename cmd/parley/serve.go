@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-func (e *environment) serve(args []string) error {
+func (e *environment) serve(args []string) (err error) {
 	fs := newFlagSet("serve", e.stderr)
 	path := configFlag(fs)
 	cfg, err := e.parseAndLoad(fs, path, args)
@@ -24,6 +24,20 @@ func (e *environment) serve(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Every step below registers its teardown as it succeeds; whichever
+	// way serve ends, they run in reverse: readiness off, the HTTP server,
+	// the channel connections, the gateway (draining running turns until
+	// the deadline), the background work, the store.
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), cfg.Gateway.ShutdownTimeout)
+		defer cancel()
+		if stopErr := a.close(ctx); stopErr != nil && err == nil {
+			err = fmt.Errorf("shutdown: %w", stopErr)
+		}
+		if err == nil {
+			log.Info("stopped")
+		}
+	}()
 	a.gateway.Start()
 	a.watchRedis(5 * time.Second)
 	if cfg.Log.Format == "json" {
@@ -34,22 +48,24 @@ func (e *environment) serve(args []string) error {
 
 	var draining atomic.Bool
 	mux := a.routes(&draining)
-	if err := a.startChannels(mux); err != nil {
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), cfg.Gateway.ShutdownTimeout)
-		defer cancel()
-		a.close(shutdownCtx)
+	if err := a.startChannels(e.ctx, mux); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), cfg.Gateway.ShutdownTimeout)
-		defer cancel()
-		a.close(shutdownCtx)
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
+	a.onStop("http server", srv.Shutdown)
+	// Stop intake first: readiness fails, so no new requests are routed
+	// here while running turns finish.
+	a.onStop("readiness", func(context.Context) error {
+		log.Info("shutting down: draining running turns", "deadline", cfg.Gateway.ShutdownTimeout)
+		draining.Store(true)
+		return nil
+	})
 	log.Info("parley serving", "addr", ln.Addr().String(), "version", version, "model", cfg.Model.Name)
 
 	select {
@@ -59,22 +75,6 @@ func (e *environment) serve(args []string) error {
 			log.Error("http server", "err", err)
 		}
 	}
-	// Stop intake first (readiness fails, no new requests), then let running
-	// turns finish until the deadline.
-	log.Info("shutting down: draining running turns", "deadline", cfg.Gateway.ShutdownTimeout)
-	draining.Store(true)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), cfg.Gateway.ShutdownTimeout)
-	defer cancel()
-	a.stopChannels()
-	httpErr := srv.Shutdown(ctx)
-	err = a.close(ctx)
-	if err == nil {
-		err = httpErr
-	}
-	if err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	log.Info("stopped")
 	return nil
 }
 

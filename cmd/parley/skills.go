@@ -36,7 +36,7 @@ func (e *environment) skills(args []string) error {
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	var client redis.UniversalClient
 	if cfg.Redis.URL != "" {
-		client, err = sessions.OpenRedis(e.ctx, cfg.Redis.URL)
+		client, err = sessions.OpenRedis(e.ctx, cfg.Redis.URL.Reveal())
 		if err != nil {
 			return err
 		}

@@ -37,7 +37,7 @@ func (e *environment) wechatStore(cfg config.Config) (state wechat.State, client
 		fs := wechat.NewFileState(cfg.Home)
 		return fs, nil, fs.Path() + " (mode 0600; REDIS_URL is not set)", func() {}, nil
 	}
-	client, err = sessions.OpenRedis(e.ctx, cfg.Redis.URL)
+	client, err = sessions.OpenRedis(e.ctx, cfg.Redis.URL.Reveal())
 	if err != nil {
 		return nil, nil, "", nil, err
 	}
@@ -58,7 +58,7 @@ func (e *environment) wechatLogin(args []string) error {
 	}
 	defer closeStore()
 	acct, err := wechat.Login(e.ctx, wechat.LoginOptions{
-		BaseURL:  cfg.WeChat.ILinkBaseURL,
+		BaseURL:  wechat.FromConfig(cfg).ILinkBaseURL,
 		HTTP:     &http.Client{},
 		Out:      e.stdout,
 		In:       e.stdin,
@@ -101,9 +101,9 @@ func (e *environment) wechatStatus(args []string) error {
 	for _, a := range accounts {
 		printAccount(e.ctx, out, client, cfg.Redis.Prefix, a, state, now)
 	}
-	if cfg.WeChat.WeComBotID != "" {
+	if w := wechat.FromConfig(cfg); w.WeComBotID != "" {
 		fmt.Fprintf(out, "WeCom AI bot: %s over %s (secret %s); its connection shows in /readyz and parley_channel_connected{channel=\"wechat\"}.\n",
-			cfg.WeChat.WeComBotID, cfg.WeChat.WeComWSURL, map[bool]string{true: "set", false: "MISSING: set WECOM_BOT_SECRET"}[cfg.WeChat.WeComSecret != ""])
+			w.WeComBotID, w.WeComWSURL, map[bool]string{true: "set", false: "MISSING: set WECOM_BOT_SECRET"}[w.WeComSecret.IsSet()])
 	} else {
 		fmt.Fprintln(out, "WeCom AI bot: not configured (WECOM_BOT_ID, WECOM_BOT_SECRET).")
 	}

@@ -1,0 +1,143 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/config"
+)
+
+// Defaults of the slack: section.
+const (
+	// DefaultAPIURL is Slack's Web API.
+	DefaultAPIURL = "https://slack.com/api/"
+	// DefaultCommand is the slash command the app registers.
+	DefaultCommand = "/parley"
+)
+
+// Config is the slack: section of the configuration file; the SLACK_*
+// environment variables override it. Any credential turns Slack on; then
+// BotToken is required, SigningSecret turns on the HTTP routes and
+// AppToken Socket Mode (at least one of the two).
+type Config struct {
+	BotToken      config.Secret `yaml:"bot_token"`      // xoxb-…, for the Web API (SLACK_BOT_TOKEN)
+	SigningSecret config.Secret `yaml:"signing_secret"` // verifies HTTP requests (SLACK_SIGNING_SECRET)
+	AppToken      config.Secret `yaml:"app_token"`      // xapp-…, for Socket Mode (SLACK_APP_TOKEN)
+	APIURL        string        `yaml:"api_url"`        // SLACK_API_URL
+	// FollowThreads continues a thread the bot answered without a new
+	// mention (needs the channels:history / groups:history scopes).
+	FollowThreads bool `yaml:"follow_threads"`
+	// Command is the registered slash command, e.g. /parley.
+	Command string `yaml:"command"`
+}
+
+func init() {
+	config.RegisterPlatform(config.Platform{Name: Name, NewConfig: func() config.PlatformConfig { return DefaultConfig() }})
+}
+
+var (
+	_ config.PlatformConfig = (*Config)(nil)
+	_ channels.Opener       = (*Config)(nil)
+)
+
+// DefaultConfig returns the section's defaults.
+func DefaultConfig() *Config {
+	return &Config{APIURL: DefaultAPIURL, FollowThreads: true, Command: DefaultCommand}
+}
+
+// withDefaults fills what a Config built in code leaves empty.
+func (c Config) withDefaults() Config {
+	if c.APIURL == "" {
+		c.APIURL = DefaultAPIURL
+	}
+	if !strings.HasSuffix(c.APIURL, "/") {
+		c.APIURL += "/"
+	}
+	if c.Command == "" {
+		c.Command = DefaultCommand
+	}
+	return c
+}
+
+// Enabled implements config.PlatformConfig: any credential turns Slack on.
+func (c *Config) Enabled() bool {
+	return c.BotToken.IsSet() || c.SigningSecret.IsSet() || c.AppToken.IsSet()
+}
+
+// Env implements config.PlatformConfig.
+func (c *Config) Env() []config.EnvVar {
+	return []config.EnvVar{
+		config.Env("SLACK_BOT_TOKEN", &c.BotToken),
+		config.Env("SLACK_SIGNING_SECRET", &c.SigningSecret),
+		config.Env("SLACK_APP_TOKEN", &c.AppToken),
+		config.Env("SLACK_API_URL", &c.APIURL),
+	}
+}
+
+// Validate implements config.PlatformConfig: once any credential is set,
+// the bot token and a transport are required.
+func (c *Config) Validate() error {
+	if !c.Enabled() {
+		return nil
+	}
+	var errs []error
+	if !c.BotToken.IsSet() {
+		errs = append(errs, errors.New("bot_token: SLACK_BOT_TOKEN is not set; the Slack channel needs the bot token (xoxb-…) to answer"))
+	} else if !c.SigningSecret.IsSet() && !c.AppToken.IsSet() {
+		errs = append(errs, errors.New("signing_secret: SLACK_BOT_TOKEN is set, but neither SLACK_APP_TOKEN (Socket Mode) nor SLACK_SIGNING_SECRET (Events API at "+EventsPath+") is, so Slack cannot reach Parley"))
+	}
+	errs = append(errs, c.validateAppToken())
+	return errors.Join(errs...)
+}
+
+// validateAppToken refuses a token of the wrong kind (a bot token pasted as
+// the app token), which Slack would refuse less clearly.
+func (c *Config) validateAppToken() error {
+	if c.AppToken.IsSet() && !strings.HasPrefix(c.AppToken.Reveal(), "xapp-") {
+		return errors.New("app_token: SLACK_APP_TOKEN must be an app-level token (xapp-…) with the connections:write scope")
+	}
+	return nil
+}
+
+// identifyTimeout bounds the start-up auth.test.
+const identifyTimeout = 10 * time.Second
+
+// Open implements channels.Opener: an adapter that serves the Events API
+// and slash commands when a signing secret is set and holds Socket Mode
+// when an app token is. A token Slack refuses at start-up is an error;
+// Slack being unreachable is not (Run keeps trying).
+func (c *Config) Open(ctx context.Context, deps channels.Deps) (channels.Channel, error) {
+	if !c.Enabled() {
+		return nil, nil
+	}
+	a, err := New(*c, Options{
+		Handler: deps.Handler,
+		// The store's client is the shared Redis, or the embedded one of a
+		// single replica: either way, every replica sees the same threads.
+		Threads: NewRedisThreads(deps.Redis, deps.Prefix, deps.HistoryTTL),
+	}, deps.Metrics, deps.Log)
+	if err != nil {
+		return nil, err
+	}
+	ictx, cancel := context.WithTimeout(ctx, identifyTimeout)
+	defer cancel()
+	if err := a.Identify(ictx); err != nil {
+		if IsAuthError(err) {
+			return nil, fmt.Errorf("%w (check SLACK_BOT_TOKEN)", err)
+		}
+		a.log.Warn("auth.test failed at start-up; retrying in the background", "err", err)
+	}
+	var transports []string
+	if c.SigningSecret.IsSet() {
+		transports = append(transports, "events API at "+EventsPath+", slash commands at "+CommandsPath)
+	}
+	if c.AppToken.IsSet() {
+		transports = append(transports, "socket mode")
+	}
+	a.log.Info("configured", "transports", transports, "follow_threads", a.cfg.FollowThreads, "command", a.cfg.Command)
+	return a, nil
+}

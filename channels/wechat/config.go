@@ -1,0 +1,146 @@
+package wechat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/config"
+)
+
+// DefaultChunkChars is the size of one message of a split iLink answer.
+const DefaultChunkChars = 600
+
+// Config is the wechat: section of the configuration file;
+// WECHAT_ILINK_BASE_URL and the WECOM_* environment variables override it.
+// WeComBotID and WeComSecret turn the WeCom AI bot on; personal-WeChat
+// bots are turned on by `parley wechat login`, which the file does not
+// show.
+type Config struct {
+	// ILinkBaseURL is used for an account stored without a base URL
+	// (WECHAT_ILINK_BASE_URL).
+	ILinkBaseURL string        `yaml:"ilink_base_url"`
+	WeComBotID   string        `yaml:"wecom_bot_id"`     // WECOM_BOT_ID; empty turns WeCom off
+	WeComSecret  config.Secret `yaml:"wecom_bot_secret"` // WECOM_BOT_SECRET
+	WeComWSURL   string        `yaml:"wecom_ws_url"`     // WECOM_WS_URL
+	// ChunkChars is the size of one message of a split answer, in
+	// characters; phones read short messages better than one wall of text.
+	ChunkChars int `yaml:"chunk_chars"`
+}
+
+// builtinPolicy is WeChat's builtin policy level. WeChat is a consumer
+// channel where anyone can message the bot, so tools that write are off
+// unless an operator turns them back on for wechat itself; the level sits
+// above the global default, so a global "write: true" written with Slack
+// in mind does not reopen WeChat.
+var builtinPolicy = config.Level{Tools: config.ToolRules{Write: new(false)}}
+
+func init() {
+	config.RegisterPlatform(config.Platform{
+		Name:      Name,
+		NewConfig: func() config.PlatformConfig { return DefaultConfig() },
+		Policy:    &builtinPolicy,
+	})
+}
+
+var (
+	_ config.PlatformConfig = (*Config)(nil)
+	_ channels.Opener       = (*Config)(nil)
+)
+
+// DefaultConfig returns the section's defaults.
+func DefaultConfig() *Config {
+	return &Config{ILinkBaseURL: DefaultILinkBaseURL, WeComWSURL: DefaultWeComWSURL, ChunkChars: DefaultChunkChars}
+}
+
+// FromConfig returns c's wechat: section (the defaults when c has none).
+func FromConfig(c config.Config) *Config {
+	if s, ok := config.Section[*Config](c, Name); ok {
+		return s
+	}
+	return DefaultConfig()
+}
+
+// withDefaults fills what a Config built in code leaves empty.
+func (c Config) withDefaults() Config {
+	if c.ILinkBaseURL == "" {
+		c.ILinkBaseURL = DefaultILinkBaseURL
+	}
+	if c.WeComWSURL == "" {
+		c.WeComWSURL = DefaultWeComWSURL
+	}
+	if c.ChunkChars <= 0 {
+		c.ChunkChars = DefaultChunkChars
+	}
+	return c
+}
+
+// Enabled implements config.PlatformConfig: the WeCom AI bot's id or
+// secret. (Open also starts the channel for logged-in iLink bots.)
+func (c *Config) Enabled() bool { return c.WeComBotID != "" || c.WeComSecret.IsSet() }
+
+// Env implements config.PlatformConfig.
+func (c *Config) Env() []config.EnvVar {
+	return []config.EnvVar{
+		config.Env("WECHAT_ILINK_BASE_URL", &c.ILinkBaseURL),
+		config.Env("WECOM_BOT_ID", &c.WeComBotID),
+		config.Env("WECOM_BOT_SECRET", &c.WeComSecret),
+		config.Env("WECOM_WS_URL", &c.WeComWSURL),
+	}
+}
+
+// Validate implements config.PlatformConfig.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.ChunkChars <= 0 {
+		errs = append(errs, fmt.Errorf("chunk_chars: must be greater than 0, got %d", c.ChunkChars))
+	}
+	if c.Enabled() && (c.WeComBotID == "" || !c.WeComSecret.IsSet()) {
+		errs = append(errs, errors.New("wecom_bot_id: set both WECOM_BOT_ID and WECOM_BOT_SECRET (or neither)"))
+	}
+	return errors.Join(errs...)
+}
+
+// stateTimeout bounds the start-up read of the iLink logins.
+const stateTimeout = 10 * time.Second
+
+// Open implements channels.Opener: the adapter, when an iLink bot is
+// logged in (`parley wechat login`) or the WeCom AI bot is configured.
+// iLink logins and cursors live in Redis when it is shared, else in
+// $PARLEY_HOME/wechat.json.
+func (c *Config) Open(ctx context.Context, deps channels.Deps) (channels.Channel, error) {
+	var state State = NewFileState(deps.Home)
+	if deps.Shared {
+		state = NewRedisState(deps.Redis, deps.Prefix)
+	}
+	ctx, cancel := context.WithTimeout(ctx, stateTimeout)
+	defer cancel()
+	accounts, err := state.Accounts(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("wechat: %w", err)
+	}
+	if len(accounts) == 0 && !c.Enabled() {
+		return nil, nil
+	}
+	opts := Options{
+		// Leases, context tokens and the WeCom reply queue: the shared
+		// Redis, or the embedded one of a single in-memory replica.
+		Client: deps.Redis,
+		Prefix: deps.Prefix,
+	}
+	if len(accounts) > 0 {
+		opts.State = state
+	}
+	a, err := New(*c, opts, deps.Metrics, deps.Log)
+	if err != nil {
+		return nil, err
+	}
+	for _, acct := range accounts {
+		if acct.Expired {
+			a.log.Warn("the iLink session of this bot expired; run `parley wechat login` to log in again", "bot", acct.BotID)
+		}
+	}
+	return a, nil
+}

@@ -1,0 +1,218 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Platform is one chat platform as the configuration knows it. Each
+// adapter package registers its own in an init function, so that the file
+// format, validation, `parley config check`, the environment variables,
+// the policy tree and the wiring of `parley serve` all learn the platform
+// from that one place:
+//
+//	func init() {
+//		config.RegisterPlatform(config.Platform{Name: Name, NewConfig: func() config.PlatformConfig { return DefaultConfig() }})
+//	}
+//
+// The binary links the adapters in by importing them (channels/install).
+type Platform struct {
+	// Name is the platform's name everywhere: the first part of its
+	// conversation keys, its key under policies.platforms, the channel
+	// label of its metrics and the top-level key of its section in the
+	// file. Lower case, e.g. "slack".
+	Name string
+	// NewConfig returns a new section with the platform's defaults, as a
+	// pointer the file and the environment are decoded into. Nil for a
+	// platform without settings (the console).
+	NewConfig func() PlatformConfig
+	// Policy is the platform's builtin policy level, nil for none. It is
+	// consulted above policies.default and below policies.platforms.<Name>,
+	// so a global rule written with other platforms in mind does not reach
+	// it, while the platform's own section still can.
+	Policy *Level
+}
+
+// PlatformConfig is a platform's section of the file (its type lives in
+// the adapter package, e.g. *slack.Config). Secret-bearing fields must be
+// of type Secret: nothing else keeps them out of `config check` and logs.
+type PlatformConfig interface {
+	// Enabled reports whether the section turns the platform on (its
+	// credentials are set).
+	Enabled() bool
+	// Env binds the environment variables that override the section's
+	// keys, e.g. Env("SLACK_BOT_TOKEN", &c.BotToken).
+	Env() []EnvVar
+	// Validate checks the section and returns every problem, each naming
+	// its key relative to the section ("bot_token: …") and, when one sets
+	// it, the environment variable. Use errors.Join for several. It is run
+	// by Load, so `parley config check` refuses what `serve` would.
+	Validate() error
+}
+
+// EnvVar binds one environment variable to the field it overrides.
+type EnvVar struct {
+	Name string
+	set  func(string) error
+}
+
+// Env binds the variable name to field, a string, Secret or SecretURL:
+// a non-empty value replaces the field.
+func Env[T ~string](name string, field *T) EnvVar {
+	return EnvVar{Name: name, set: func(v string) error { *field = T(v); return nil }}
+}
+
+// registry holds the registered platforms. It is written only by init
+// functions (RegisterPlatform) and read-only afterwards, the one global of
+// the package: like database/sql drivers, a platform is linked into the
+// binary, not configured.
+var registry struct {
+	mu        sync.RWMutex
+	platforms map[string]Platform
+}
+
+// RegisterPlatform adds p to the platforms every configuration knows. Call
+// it from the adapter package's init function. It panics on an empty or
+// duplicate name, a name that is already a top-level key of the file, and
+// a section that is not a pointer, since each is a programming error.
+func RegisterPlatform(p Platform) {
+	if p.Name == "" || strings.ToLower(p.Name) != p.Name || strings.ContainsAny(p.Name, ". :") {
+		panic(fmt.Sprintf("config: platform name %q must be a non-empty lower-case word", p.Name))
+	}
+	if coreKeys()[p.Name] {
+		panic(fmt.Sprintf("config: platform name %q is a top-level key of the file already", p.Name))
+	}
+	if p.NewConfig != nil {
+		if t := reflect.TypeOf(p.NewConfig()); t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+			panic(fmt.Sprintf("config: platform %q: NewConfig must return a pointer to a struct, got %v", p.Name, t))
+		}
+	}
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	if _, dup := registry.platforms[p.Name]; dup {
+		panic(fmt.Sprintf("config: platform %q registered twice", p.Name))
+	}
+	if registry.platforms == nil {
+		registry.platforms = map[string]Platform{}
+	}
+	registry.platforms[p.Name] = p
+}
+
+// Platforms returns every registered platform, sorted by name.
+func Platforms() []Platform {
+	registry.mu.RLock()
+	defer registry.mu.RUnlock()
+	out := make([]Platform, 0, len(registry.platforms))
+	for _, p := range registry.platforms {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b Platform) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// PlatformNames returns the names of every registered platform, sorted.
+func PlatformNames() []string {
+	var names []string
+	for _, p := range Platforms() {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+// LookupPlatform returns the registered platform called name.
+func LookupPlatform(name string) (Platform, bool) {
+	registry.mu.RLock()
+	defer registry.mu.RUnlock()
+	p, ok := registry.platforms[name]
+	return p, ok
+}
+
+// Section returns c's section of the platform called name as T, the type
+// its NewConfig returns; ok is false when c has no such section (a Config
+// built by hand, or a platform that is not registered).
+func Section[T PlatformConfig](c Config, name string) (T, bool) {
+	s, ok := c.Platforms[name].(T)
+	return s, ok
+}
+
+// coreKeys are the top-level keys of the file that are not platforms.
+func coreKeys() map[string]bool {
+	keys := map[string]bool{}
+	t := reflect.TypeOf(core{})
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); name != "" && name != "-" {
+			keys[name] = true
+		}
+	}
+	return keys
+}
+
+// validatePlatforms runs every section's Validate and returns its problems
+// with their keys made absolute ("slack.bot_token: …").
+func (c Config) validatePlatforms() []string {
+	var problems []string
+	for _, p := range Platforms() {
+		sec, ok := c.Platforms[p.Name]
+		if !ok || sec == nil {
+			continue
+		}
+		err := sec.Validate()
+		if err == nil {
+			continue
+		}
+		var errs []error
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = joined.Unwrap()
+		} else {
+			errs = []error{err}
+		}
+		for _, e := range errs {
+			problems = append(problems, p.Name+"."+e.Error())
+		}
+	}
+	return problems
+}
+
+// document is the file as yaml sees it: the core keys inline, then one
+// field per registered platform holding that platform's section. It is
+// built at run time because the platforms are only known then; decoding
+// into it keeps yaml's strictness (unknown keys inside a section are
+// errors with their line) and marshalling it prints the sections in place.
+func (c *Config) document() reflect.Value {
+	platforms := Platforms()
+	fields := []reflect.StructField{{Name: "Core", Type: reflect.TypeOf(core{}), Tag: `yaml:",inline"`}}
+	var named []Platform
+	for _, p := range platforms {
+		if sec, ok := c.Platforms[p.Name]; ok && sec != nil {
+			fields = append(fields, reflect.StructField{
+				Name: fmt.Sprintf("Platform%d", len(named)),
+				Type: reflect.TypeOf(sec),
+				Tag:  reflect.StructTag(fmt.Sprintf(`yaml:%q`, p.Name)),
+			})
+			named = append(named, p)
+		}
+	}
+	doc := reflect.New(reflect.StructOf(fields)).Elem()
+	doc.Field(0).Set(reflect.ValueOf(core(*c)))
+	for i, p := range named {
+		doc.Field(i + 1).Set(reflect.ValueOf(c.Platforms[p.Name]))
+	}
+	return doc
+}
+
+// fromDocument copies a decoded document back into c. A section written
+// as null in the file keeps its defaults.
+func (c *Config) fromDocument(doc reflect.Value) {
+	platforms := c.Platforms
+	*c = Config(doc.Field(0).Interface().(core))
+	c.Platforms = platforms
+	for i := 1; i < doc.NumField(); i++ {
+		name := doc.Type().Field(i).Tag.Get("yaml")
+		if sec, ok := doc.Field(i).Interface().(PlatformConfig); ok && !reflect.ValueOf(sec).IsNil() {
+			c.Platforms[name] = sec
+		}
+	}
+}
