@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,7 +23,8 @@ const unsupportedNote = "Sorry, I can only read text and voice messages for now.
 // ilinkSide polls the stored iLink accounts and sends their replies.
 type ilinkSide struct {
 	adapter *Adapter
-	log     *slog.Logger // with the transport
+	log     *slog.Logger   // with the transport
+	sends   *retry.Retrier // sendmessage
 	tokens  *contextTokens
 
 	mu      sync.Mutex
@@ -34,6 +36,7 @@ func newILinkSide(a *Adapter) *ilinkSide {
 	return &ilinkSide{
 		adapter: a,
 		log:     a.log.With("via", ViaILink),
+		sends:   retry.New(Name, retry.Policy{Attempts: sendAttempts, MinWait: a.opts.RetryMin, MaxWait: a.opts.RetryMax}, a.m, a.log.With("via", ViaILink)),
 		tokens:  &contextTokens{client: a.opts.Client, prefix: a.opts.Prefix},
 		running: map[string]bool{},
 		expired: map[string]bool{},
@@ -311,42 +314,67 @@ func (s *ilinkSide) sendChunks(ctx context.Context, a Account, user, fallbackTok
 	return nil
 }
 
-// sendOne sends one chunk with the newest context token of the user and a
-// fresh client_id. A non-zero ret is logged with its code and counted; a
-// stale token (ret -2) is retried once with the newest token.
+// sendAttempts bounds the tries of one iLink sendmessage.
+const sendAttempts = 3
+
+// sendOne sends one chunk with the newest context token of the user, on
+// the retry loop. A non-zero ret is counted by its code; a stale token
+// (ret -2) is tried once more, with the newest token and a fresh
+// client_id; a 429 or 5xx, or a connection that could not be opened, is
+// retried with the same client_id. A request that may have reached iLink
+// (a timeout, a reset) is not sent again: a reply must not arrive twice.
 func (s *ilinkSide) sendOne(ctx context.Context, cl *ilinkClient, a Account, user, fallbackToken, text string) error {
-	for attempt := 1; ; attempt++ {
+	clientID := "parley-" + randomToken()
+	staleRetried := false
+	return s.sends.Do(ctx, "iLink sendmessage", func(ctx context.Context) (bool, time.Duration, error) {
 		token, _, err := s.tokens.latest(ctx, a.BotID, user)
 		if err != nil {
-			return err
+			return false, 0, err
 		}
 		if token == "" {
 			token = fallbackToken
 		}
-		err = cl.sendMessage(ctx, user, "parley-"+randomToken(), text, token)
+		err = cl.sendMessage(ctx, user, clientID, text, token)
 		if err == nil {
 			if n, err := s.tokens.countSend(ctx, a.BotID, user); err == nil {
 				s.adapter.m.WeChatSendsSince.WithLabelValues(a.BotID).Observe(float64(n))
 			}
-			return nil
+			return false, 0, nil
 		}
-		code := errorCode(err)
-		s.adapter.apiError(code)
+		if ctx.Err() != nil {
+			return false, 0, err
+		}
+		s.adapter.apiError(errorCode(err))
 		var ae *apiError
-		stale := errors.As(err, &ae) && (ae.Ret == ilinkRetStaleCtx || ae.ErrCode == ilinkRetStaleCtx)
-		expired := ae != nil && (ae.Ret == ilinkErrExpired || ae.ErrCode == ilinkErrExpired)
-		s.log.Error("iLink sendmessage failed", "bot", a.BotID, "code", code, "attempt", attempt, "err", err)
-		if expired {
+		var he *httpError
+		switch {
+		case errors.As(err, &ae) && (ae.Ret == ilinkErrExpired || ae.ErrCode == ilinkErrExpired):
 			s.expire(ctx, a)
-			return err
-		}
-		if !stale || attempt > 1 {
-			if stale {
+			return false, 0, retry.Mark(retry.ClientError, err)
+		case ae != nil && (ae.Ret == ilinkRetStaleCtx || ae.ErrCode == ilinkRetStaleCtx):
+			if staleRetried {
 				s.log.Warn("the user's context token is stale: iLink only lets a bot answer shortly after the user's last message", "bot", a.BotID)
+				return false, 0, retry.Mark(retry.ClientError, err)
 			}
-			return err
+			staleRetried = true
+			clientID = "parley-" + randomToken() // a new message, with the newest token
+			return true, 0, retry.Mark(retry.ClientError, err)
+		case ae != nil:
+			return false, 0, retry.Mark(retry.ClientError, err)
+		case errors.As(err, &he) && he.Status != 0:
+			return retry.RetryableStatus(he.Status), 0, retry.Mark(retry.StatusReason(he.Status), err)
+		case he != nil && isDialError(he.Err):
+			return true, 0, retry.Mark(retry.Network, err)
 		}
-	}
+		return false, 0, err
+	})
+}
+
+// isDialError reports a connection that was never opened, so a request
+// that certainly did not reach the server.
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // startTyping shows "typing…" to the user until stop is called or the turn

@@ -76,6 +76,7 @@ type Server struct {
 	botInfo     int
 	endpoints   int
 	fail        map[string][]Failure // by op: reply, create, reaction, bot_info, endpoint
+	attempts    map[string]int       // message calls by op (reply, create), failed ones included
 	refuseCards bool
 	conns       map[*wsPeer]bool
 	connCh      chan struct{}
@@ -93,7 +94,7 @@ type wsPeer struct {
 
 // New starts the fake; it stops at test cleanup.
 func New(t testing.TB) *Server {
-	s := &Server{uuids: map[string]bool{}, fail: map[string][]Failure{}, conns: map[*wsPeer]bool{}, connCh: make(chan struct{}, 16)}
+	s := &Server{uuids: map[string]bool{}, fail: map[string][]Failure{}, attempts: map[string]int{}, conns: map[*wsPeer]bool{}, connCh: make(chan struct{}, 16)}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL
 	t.Cleanup(s.Close)
@@ -126,6 +127,14 @@ func (s *Server) Fail(op string, f ...Failure) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fail[op] = append(s.fail[op], f...)
+}
+
+// Attempts is the number of message calls of op (reply or create) the
+// fake received, failed ones included.
+func (s *Server) Attempts(op string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.attempts[op]
 }
 
 // RefuseCards makes every interactive message fail with code 230099.
@@ -299,6 +308,9 @@ func (s *Server) message(w http.ResponseWriter, r *http.Request, kind, replyTo s
 	if !s.authorized(w, r) {
 		return
 	}
+	s.mu.Lock()
+	s.attempts[kind]++
+	s.mu.Unlock()
 	if f, ok := s.takeFailure(kind); ok {
 		writeFailure(w, f)
 		return

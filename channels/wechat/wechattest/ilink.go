@@ -48,10 +48,11 @@ type ILink struct {
 	inFlight    int
 	maxInFlight int
 
-	sends   []Sent
-	sendRet []int // scripted ret values for sendmessage, consumed in order
-	typing  []Typing
-	headers []http.Header
+	sends      []Sent
+	sendRet    []int // scripted ret values for sendmessage, consumed in order
+	sendStatus []int // scripted HTTP statuses for sendmessage, consumed first
+	typing     []Typing
+	headers    []http.Header
 }
 
 // Message is one inbound message the fake serves.
@@ -79,6 +80,7 @@ type Sent struct {
 	ContextToken string
 	ClientID     string
 	Ret          int
+	Status       int // the HTTP status answered, when one was scripted
 	Replica      string
 }
 
@@ -171,7 +173,15 @@ func (f *ILink) ScriptSendRet(rets ...int) {
 	f.sendRet = append(f.sendRet, rets...)
 }
 
-// Sends returns the recorded sendmessage calls.
+// ScriptSendStatus makes the next sendmessage calls answer these HTTP
+// statuses (before any scripted ret).
+func (f *ILink) ScriptSendStatus(statuses ...int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sendStatus = append(f.sendStatus, statuses...)
+}
+
+// Sends returns the recorded sendmessage calls, failed ones included.
 func (f *ILink) Sends() []Sent {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -293,11 +303,17 @@ func (f *ILink) handle(w http.ResponseWriter, r *http.Request) {
 			s.Text += it.Text.Text
 		}
 		f.mu.Lock()
-		if len(f.sendRet) > 0 {
+		if len(f.sendStatus) > 0 {
+			s.Status, f.sendStatus = f.sendStatus[0], f.sendStatus[1:]
+		} else if len(f.sendRet) > 0 {
 			s.Ret, f.sendRet = f.sendRet[0], f.sendRet[1:]
 		}
 		f.sends = append(f.sends, s)
 		f.mu.Unlock()
+		if s.Status != 0 {
+			http.Error(w, "scripted failure", s.Status)
+			return
+		}
 		if s.Ret != 0 {
 			writeJSON(w, map[string]any{"ret": s.Ret, "errmsg": "scripted failure"})
 			return

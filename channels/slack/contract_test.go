@@ -1,0 +1,45 @@
+package slack
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/channels/channeltest"
+	"github.com/parleyhq/parley/channels/slack/slacktest"
+	"github.com/parleyhq/parley/internal/redistest"
+	"github.com/parleyhq/parley/metrics"
+)
+
+func TestContract(t *testing.T) {
+	var fake *slacktest.Server // the fake of the adapter built last
+	channeltest.Run(t, channeltest.Subject{
+		Name: Name,
+		New: func(t *testing.T, m *metrics.Metrics, log *slog.Logger) channels.Channel {
+			fake = slacktest.New(t)
+			r := redistest.New(t)
+			a, err := New(Config{
+				BotToken: slacktest.BotToken, SigningSecret: slacktest.Secret, AppToken: slacktest.AppToken,
+				APIURL: fake.APIURL(), FollowThreads: true,
+			}, Options{
+				Threads:   NewRedisThreads(r.Client, r.Prefix, time.Hour),
+				RetryWait: 5 * time.Millisecond, ReconnectWait: 10 * time.Millisecond,
+			}, m, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return a
+		},
+		Capabilities: []channeltest.Capability{channeltest.Runner, channeltest.Typing, channeltest.HTTPChannel, channeltest.Health},
+		Secrets:      []string{slacktest.BotToken, slacktest.Secret, slacktest.AppToken},
+		Message:      threadMsg(),
+		FailSends: func(n int) {
+			for range n {
+				fake.Fail("chat.postMessage", slacktest.Failure{Status: 503})
+			}
+		},
+		SendAttempts: func() int { return fake.Count("chat.postMessage") },
+		Watch:        []string{"github.com/slack-go/slack"},
+	})
+}
