@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -78,6 +79,15 @@ type rig struct {
 	ch      *recorder
 	metrics *metrics.Metrics
 	redis   *redistest.Redis
+}
+
+// submit hands m to the gateway, which must accept it: a refusal is a
+// reply, never an error.
+func (rg *rig) submit(t *testing.T, m channels.Message) {
+	t.Helper()
+	if err := rg.gw.Submit(context.Background(), m); err != nil {
+		t.Fatalf("Submit(%q) = %v", m.Text, err)
+	}
 }
 
 func newRig(t *testing.T, cfg gateway.Config, opts ...openaitest.Option) *rig {
@@ -169,7 +179,7 @@ func TestDuplicateEventProcessedOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rg.gw.Submit(ctx, msg("t", "Ev2", "marker"))
+	rg.submit(t, msg("t", "Ev2", "marker"))
 	rg.ch.wait(t, 2)
 	if got := rg.model.RequestCount(); got != 2 {
 		t.Fatalf("model saw %d requests; want 2 (Ev1 once, Ev2 once)", got)
@@ -181,10 +191,9 @@ func TestDuplicateEventProcessedOnce(t *testing.T) {
 
 func TestResetClearsTheConversation(t *testing.T) {
 	rg := newRig(t, gateway.Config{})
-	ctx := context.Background()
-	rg.gw.Submit(ctx, msg("t", "", "remember 42"))
-	rg.gw.Submit(ctx, msg("t", "", "/reset"))
-	rg.gw.Submit(ctx, msg("t", "", "what number?"))
+	rg.submit(t, msg("t", "", "remember 42"))
+	rg.submit(t, msg("t", "", "/reset"))
+	rg.submit(t, msg("t", "", "what number?"))
 	got := rg.ch.wait(t, 3)
 	if !got[1].reply.Notice || !strings.Contains(got[1].reply.Text, "cleared") {
 		t.Fatalf("reset reply = %+v", got[1].reply)
@@ -200,7 +209,7 @@ func TestResetClearsTheConversation(t *testing.T) {
 
 func TestOversizedMessageIsRefusedWithoutAModelCall(t *testing.T) {
 	rg := newRig(t, gateway.Config{MaxMessageChars: 10})
-	rg.gw.Submit(context.Background(), msg("t", "", "这条消息有十一个字符长啊"))
+	rg.submit(t, msg("t", "", "这条消息有十一个字符长啊"))
 	got := rg.ch.wait(t, 1)
 	if !strings.Contains(got[0].reply.Text, "too long") {
 		t.Fatalf("reply = %q", got[0].reply.Text)
@@ -216,7 +225,7 @@ func TestOversizedMessageIsRefusedWithoutAModelCall(t *testing.T) {
 func TestModelFailureKeepsTheUserMessage(t *testing.T) {
 	rg := newRig(t, gateway.Config{})
 	rg.model.Script(openaitest.Error(500), openaitest.Error(500))
-	rg.gw.Submit(context.Background(), msg("t", "", "are you there?"))
+	rg.submit(t, msg("t", "", "are you there?"))
 	got := rg.ch.wait(t, 1)
 	if !strings.Contains(strings.ToLower(got[0].reply.Text), "sorry") {
 		t.Fatalf("reply = %q; want an apology", got[0].reply.Text)
@@ -233,7 +242,7 @@ func TestDeadReplicasLockExpiresAndTheQueueIsServed(t *testing.T) {
 	conv := msg("t", "", "").ConversationKey()
 	// Another replica took the lock and died without releasing it.
 	rg.redis.Client.Set(ctx, rg.redis.Prefix+"conv:{"+conv+"}:lock", "dead-replica", time.Second)
-	rg.gw.Submit(ctx, msg("t", "", "anyone?"))
+	rg.submit(t, msg("t", "", "anyone?"))
 	got := rg.ch.wait(t, 1)
 	if got[0].reply.Text != "echo: anyone?" {
 		t.Fatalf("reply = %q", got[0].reply.Text)
@@ -243,7 +252,7 @@ func TestDeadReplicasLockExpiresAndTheQueueIsServed(t *testing.T) {
 func TestShutdownDrainsRunningTurns(t *testing.T) {
 	rg := newRig(t, gateway.Config{})
 	rg.model.Script(openaitest.Text("slow answer").WithDelay(500 * time.Millisecond))
-	rg.gw.Submit(context.Background(), msg("t", "", "take your time"))
+	rg.submit(t, msg("t", "", "take your time"))
 	// Wait until the model has the request, then shut down.
 	for deadline := time.Now().Add(10 * time.Second); rg.model.RequestCount() == 0; {
 		if time.Now().After(deadline) {
@@ -260,16 +269,19 @@ func TestShutdownDrainsRunningTurns(t *testing.T) {
 	if got[0].reply.Text != "slow answer" {
 		t.Fatalf("reply = %q", got[0].reply.Text)
 	}
-	if err := rg.gw.Submit(context.Background(), msg("t", "", "late")); err != gateway.ErrClosed {
+	if err := rg.gw.Submit(context.Background(), msg("t", "", "late")); !errors.Is(err, gateway.ErrClosed) {
 		t.Fatalf("Submit after Shutdown = %v; want ErrClosed", err)
 	}
 }
+
+// errQueueDown is the failure of failingEnqueue.
+var errQueueDown = errors.New("redis: connection refused")
 
 // failingEnqueue is a store whose queue is down.
 type failingEnqueue struct{ sessions.Store }
 
 func (f failingEnqueue) Enqueue(context.Context, string, []byte, int) (int64, error) {
-	return 0, fmt.Errorf("redis: connection refused")
+	return 0, errQueueDown
 }
 
 func TestAMessageNotQueuedIsTakenWhenRedelivered(t *testing.T) {
@@ -277,8 +289,8 @@ func TestAMessageNotQueuedIsTakenWhenRedelivered(t *testing.T) {
 	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	broken := gateway.New(gateway.Config{}, failingEnqueue{store}, nil, nil, log)
-	if err := broken.Submit(context.Background(), msg("t", "Ev9", "hi")); err == nil {
-		t.Fatal("Submit succeeded although the queue is down")
+	if err := broken.Submit(context.Background(), msg("t", "Ev9", "hi")); !errors.Is(err, errQueueDown) {
+		t.Fatalf("Submit = %v although the queue is down; want its error", err)
 	}
 	// The platform re-delivers to a healthy replica: it must not be a duplicate.
 	if dup, err := store.Seen(context.Background(), "slack", "Ev9"); err != nil || dup {
@@ -291,8 +303,8 @@ func TestAFullQueueIsRefusedPolitely(t *testing.T) {
 	conv := msg("t", "", "").ConversationKey()
 	// Hold the conversation as another replica would, so nothing drains.
 	rg.redis.Client.Set(context.Background(), rg.redis.Prefix+"conv:{"+conv+"}:lock", "other", 10*time.Second)
-	rg.gw.Submit(context.Background(), msg("t", "Q1", "first"))
-	rg.gw.Submit(context.Background(), msg("t", "Q2", "second"))
+	rg.submit(t, msg("t", "Q1", "first"))
+	rg.submit(t, msg("t", "Q2", "second"))
 	got := rg.ch.wait(t, 1)
 	if !got[0].reply.Notice || !strings.Contains(got[0].reply.Text, "still working") || got[0].msg.ID != "Q2" {
 		t.Fatalf("reply = %+v", got[0])

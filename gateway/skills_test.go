@@ -145,7 +145,9 @@ func TestAccessRefusalsNeverReachTheModel(t *testing.T) {
 	}
 	// A second message gets no second refusal; a marker from an allowed user
 	// shows the queue moved on.
-	s.gw.Submit(context.Background(), channels.Message{Channel: "slack", Workspace: "W", Chat: "C", User: "U-stranger", Text: "hello??"})
+	if err := s.gw.Submit(context.Background(), channels.Message{Channel: "slack", Workspace: "W", Chat: "C", User: "U-stranger", Text: "hello??"}); err != nil {
+		t.Fatalf("Submit = %v; a refusal is a reply, not an error", err)
+	}
 	r = s.say(t, "slack", "U-ok", "hi")
 	if r.Text != "echo: hi" {
 		t.Fatalf("allowed user got %q", r.Text)

@@ -1,8 +1,12 @@
 package wechat
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +15,24 @@ import (
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/internal/redistest"
 )
+
+// syncBuffer is a log destination for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
 
 func wecomConfig(r *redistest.Redis, f *wechattest.WeCom, replica string) setup {
 	cfg := testConfig(r, replica)
@@ -220,6 +242,31 @@ func TestWeComOneConnectionAcrossReplicas(t *testing.T) {
 	if got := b.gw.messages(); len(got) != 1 || got[0].Text != "hi B" {
 		t.Fatalf("B accepted %+v", got)
 	}
+}
+
+// TestWeComUnknownErrcodeIsAFixedLabel: an errcode outside the known set
+// is counted as code="other", so the label keeps a fixed set of values,
+// and its number goes to the log.
+func TestWeComUnknownErrcodeIsAFixedLabel(t *testing.T) {
+	r := redistest.New(t)
+	f := wechattest.NewWeCom(t, "aibot-1", "s3cret")
+	cfg := wecomConfig(r, f, "A")
+	var logs syncBuffer
+	cfg.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	start(t, r, cfg, nil)
+	waitFor(t, "the subscription", f.Connected)
+	f.ExpireReqID("req-odd", 777001)
+	if err := f.SendCallback(wechattest.Callback{ReqID: "req-odd", MsgID: "m-odd", ChatType: "single", User: "u", Text: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pushed answer", func() bool { return len(f.Frames("aibot_send_msg")) == 1 })
+	if n := counter(t, cfg.Metrics, "api", "wechat", "other"); n < 1 {
+		t.Errorf("api errors{code=other} = %v", n)
+	}
+	if n := counter(t, cfg.Metrics, "api", "wechat", "777001"); n != 0 {
+		t.Errorf("the raw errcode became a label value")
+	}
+	waitFor(t, "the errcode in the log", func() bool { return strings.Contains(logs.String(), "777001") })
 }
 
 func TestWeComWrongSecretIsReportedAndRetried(t *testing.T) {

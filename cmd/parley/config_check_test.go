@@ -1,0 +1,57 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestConfigCheckRefusesWhatServeRefuses: every platform setting serve
+// cannot start with makes `parley config check` exit non-zero too, naming
+// the key or variable to fix and never the secret.
+func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
+	const secret = "s3cret-value-that-must-not-show"
+	tests := []struct {
+		name string
+		file string
+		env  map[string]string
+		want string
+	}{
+		{"slack app token without bot token", "", map[string]string{"SLACK_APP_TOKEN": "xapp-" + secret}, "SLACK_BOT_TOKEN"},
+		{"slack signing secret without bot token", "", map[string]string{"SLACK_SIGNING_SECRET": secret}, "SLACK_BOT_TOKEN"},
+		{"slack bot token without a transport", "", map[string]string{"SLACK_BOT_TOKEN": "xoxb-" + secret}, "SLACK_SIGNING_SECRET"},
+		{"slack bot token as the app token", "", map[string]string{"SLACK_BOT_TOKEN": "xoxb-" + secret, "SLACK_APP_TOKEN": "xoxb-" + secret}, "xapp-"},
+		{"feishu app id without secret", "", map[string]string{"FEISHU_APP_ID": "cli_1"}, "FEISHU_APP_SECRET"},
+		{"feishu app secret without id", "", map[string]string{"FEISHU_APP_SECRET": secret}, "FEISHU_APP_ID"},
+		{"feishu webhook mode without token or key", "", map[string]string{"FEISHU_APP_ID": "cli_1", "FEISHU_APP_SECRET": secret, "FEISHU_MODE": "webhook"}, "feishu.mode"},
+		{"feishu unknown mode", "feishu:\n  mode: push\n", nil, "feishu.mode"},
+		{"feishu unknown domain", "feishu:\n  domain: example\n", nil, "feishu.domain"},
+		{"wecom bot id without secret", "", map[string]string{"WECOM_BOT_ID": "aibot-1"}, "WECOM_BOT_SECRET"},
+		{"wecom secret without bot id", "", map[string]string{"WECOM_BOT_SECRET": secret}, "WECOM_BOT_ID"},
+		{"wechat chunk size zero", "wechat:\n  chunk_chars: 0\n", nil, "wechat.chunk_chars"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{"OPENAI_API_KEY": "sk-test", "PARLEY_HOME": t.TempDir(), "PARLEY_LISTEN": "127.0.0.1:0"}
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			path := writeConfig(t, tt.file)
+			for _, cmd := range [][]string{{"config", "check", "--config", path}, {"serve", "--config", path}} {
+				var stdout, stderr bytes.Buffer
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				code := run(ctx, cmd, nil, &stdout, &stderr, mapEnv(env))
+				cancel()
+				out := stdout.String() + stderr.String()
+				if code == 0 || !strings.Contains(out, tt.want) {
+					t.Errorf("parley %s: exit %d; want a failure naming %s:\n%s", cmd[0], code, tt.want, out)
+				}
+				if strings.Contains(out, secret) {
+					t.Errorf("parley %s shows the secret:\n%s", cmd[0], out)
+				}
+			}
+		})
+	}
+}
