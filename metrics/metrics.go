@@ -18,7 +18,7 @@ const (
 	OutcomeRetry  = "retry"
 )
 
-// Skill load outcomes, as DESIGN.md lists them.
+// Skill load outcomes.
 const (
 	SkillInjected      = "injected"
 	SkillAlreadyLoaded = "already_loaded"

@@ -9,7 +9,7 @@ import (
 )
 
 // Slack's documented example (docs.slack.dev, "Verifying requests from
-// Slack"), as recorded in PROTOCOLS.md.
+// Slack").
 const (
 	vectorSecret = "8f742231b10e8888abcd99yyyzzz85a5"
 	vectorTS     = "1531420618"
