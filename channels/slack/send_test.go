@@ -58,63 +58,51 @@ func TestSendSplitsLongAnswers(t *testing.T) {
 }
 
 func TestSendRetries(t *testing.T) {
-	t.Run("429 waits Retry-After", func(t *testing.T) {
-		f := newFixture(t, nil)
-		f.slack.Fail("chat.postMessage", slacktest.Failure{Status: 429, RetryAfter: "1"})
-		if err := f.a.Send(t.Context(), threadMsg(), channels.Reply{Text: "hi"}); err != nil {
-			t.Fatal(err)
-		}
-		if n := f.slack.Count("chat.postMessage"); n != 2 || len(f.slack.Posts()) != 1 {
-			t.Fatalf("%d calls, %d posts", n, len(f.slack.Posts()))
-		}
-		if f.apiErrors("ratelimited") != 1 {
-			t.Fatal("rate limit not counted")
-		}
-	})
-	t.Run("ok:false ratelimited is retried", func(t *testing.T) {
-		f := newFixture(t, nil)
-		f.slack.Fail("chat.postMessage", slacktest.Failure{Error: "ratelimited"}, slacktest.Failure{Status: 502})
-		if err := f.a.Send(t.Context(), threadMsg(), channels.Reply{Text: "hi"}); err != nil {
-			t.Fatal(err)
-		}
-		if len(f.slack.Posts()) != 1 || f.apiErrors("ratelimited") != 1 || f.apiErrors("http_502") != 1 {
-			t.Fatalf("posts %d", len(f.slack.Posts()))
-		}
-	})
-	t.Run("permanent errors are not retried", func(t *testing.T) {
-		f := newFixture(t, nil)
-		f.slack.Fail("chat.postMessage", slacktest.Failure{Error: "channel_not_found"})
-		err := f.a.Send(t.Context(), threadMsg(), channels.Reply{Text: "hi"})
-		if err == nil || !strings.Contains(err.Error(), "channel_not_found") {
-			t.Fatalf("err = %v", err)
-		}
-		if n := f.slack.Count("chat.postMessage"); n != 1 || f.apiErrors("channel_not_found") != 1 {
-			t.Fatalf("%d calls", n)
-		}
-		if strings.Contains(err.Error(), slacktest.BotToken) {
-			t.Fatal("the token is in the error")
-		}
-	})
-	t.Run("bounded", func(t *testing.T) {
-		f := newFixture(t, func(_ *Config, o *Options) { o.MaxAttempts = 3 })
-		f.slack.Fail("chat.postMessage", slacktest.Failure{Status: 503}, slacktest.Failure{Status: 503}, slacktest.Failure{Status: 503}, slacktest.Failure{Status: 503})
-		if err := f.a.Send(t.Context(), threadMsg(), channels.Reply{Text: "hi"}); err == nil {
-			t.Fatal("no error after every try failed")
-		}
-		if n := f.slack.Count("chat.postMessage"); n != 3 || f.apiErrors("http_503") != 3 {
-			t.Fatalf("%d calls, want 3", n)
-		}
-	})
-	t.Run("Retry-After too long", func(t *testing.T) {
-		f := newFixture(t, nil)
-		f.slack.Fail("chat.postMessage", slacktest.Failure{Status: 429, RetryAfter: "3600"})
-		if err := f.a.Send(t.Context(), threadMsg(), channels.Reply{Text: "hi"}); err == nil {
-			t.Fatal("waited an hour?")
-		}
-		if n := f.slack.Count("chat.postMessage"); n != 1 {
-			t.Fatalf("%d calls", n)
-		}
-	})
+	tests := []struct {
+		name        string
+		maxAttempts int
+		failures    []slacktest.Failure
+		wantErr     string // "" = success; else a substring of the error
+		calls       int
+		codes       map[string]float64 // parley_channel_api_errors_total by code
+	}{
+		{name: "429 waits Retry-After", failures: []slacktest.Failure{{Status: 429, RetryAfter: "1"}},
+			calls: 2, codes: map[string]float64{"ratelimited": 1}},
+		{name: "ok:false ratelimited is retried", failures: []slacktest.Failure{{Error: "ratelimited"}, {Status: 502}},
+			calls: 3, codes: map[string]float64{"ratelimited": 1, "http_502": 1}},
+		{name: "permanent errors are not retried", failures: []slacktest.Failure{{Error: "channel_not_found"}},
+			wantErr: "channel_not_found", calls: 1, codes: map[string]float64{"channel_not_found": 1}},
+		{name: "bounded", maxAttempts: 3, failures: []slacktest.Failure{{Status: 503}, {Status: 503}, {Status: 503}, {Status: 503}},
+			wantErr: "503", calls: 3, codes: map[string]float64{"http_503": 3}},
+		{name: "Retry-After too long", failures: []slacktest.Failure{{Status: 429, RetryAfter: "3600"}},
+			wantErr: "rate limit", calls: 1, codes: map[string]float64{"ratelimited": 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, func(_ *Config, o *Options) { o.MaxAttempts = tt.maxAttempts })
+			f.slack.Fail("chat.postMessage", tt.failures...)
+			err := f.a.Send(t.Context(), threadMsg(), channels.Reply{Text: "hi"})
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("Send = %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("Send = %v; want an error about %s", err, tt.wantErr)
+			case err != nil && strings.Contains(err.Error(), slacktest.BotToken):
+				t.Fatal("the token is in the error")
+			}
+			if n := f.slack.Count("chat.postMessage"); n != tt.calls {
+				t.Errorf("%d calls, want %d", n, tt.calls)
+			}
+			if posts := len(f.slack.Posts()); (tt.wantErr == "") != (posts == 1) {
+				t.Errorf("%d posts", posts)
+			}
+			for code, want := range tt.codes {
+				if got := f.apiErrors(code); got != want {
+					t.Errorf("api_errors{code=%s} = %v, want %v", code, got, want)
+				}
+			}
+		})
+	}
 }
 
 func TestTypingReaction(t *testing.T) {
