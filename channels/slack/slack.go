@@ -313,75 +313,83 @@ func (a *Adapter) message(ctx context.Context, env envelope) (m channels.Message
 	base := channels.Message{ID: env.EventID, Channel: Name, Workspace: env.TeamID, Received: time.Now()}
 	switch peek.Type {
 	case string(slackevents.AppMention):
-		var e slackevents.AppMentionEvent
-		if err := json.Unmarshal(env.Event, &e); err != nil {
-			return m, false, "undecodable app_mention"
-		}
-		switch {
-		case e.BotID != "" || e.User == "":
-			return m, false, "from a bot"
-		case e.User == bot:
-			return m, false, "own message"
-		case e.Edited != nil:
-			return m, false, "edited"
-		case isDMChannel(e.Channel):
-			return m, false, "mention in a DM (the message.im event carries it)"
-		}
-		thread := e.ThreadTimeStamp
-		if thread == "" {
-			thread = e.TimeStamp
-		}
-		a.follow(ctx, env.TeamID, e.Channel, thread)
-		m = base
-		m.Chat, m.Thread, m.User = e.Channel, thread, e.User
-		m.Text = CleanText(e.Text, bot)
-		m.Meta = map[string]string{MetaTS: e.TimeStamp, MetaThreadTS: thread}
-		return m, true, ""
+		return a.appMention(ctx, env, bot, base)
 	case string(slackevents.Message):
-		var e slackevents.MessageEvent
-		if err := json.Unmarshal(env.Event, &e); err != nil {
-			return m, false, "undecodable message"
-		}
-		switch {
-		case e.BotID != "" || e.User == "":
-			return m, false, "from a bot"
-		case !allowedSubtypes[e.SubType]:
-			return m, false, "subtype " + e.SubType
-		case e.User == bot:
-			return m, false, "own message"
-		}
-		m = base
-		m.Chat, m.User = e.Channel, e.User
-		m.Text = CleanText(e.Text, bot)
-		if e.IsIM() || isDMChannel(e.Channel) {
-			m.DM = true
-			m.Thread = e.ThreadTimeStamp
-			m.Meta = map[string]string{MetaTS: e.TimeStamp, MetaThreadTS: e.ThreadTimeStamp}
-			return m, true, ""
-		}
-		switch {
-		case e.ThreadTimeStamp == "" || e.ThreadTimeStamp == e.TimeStamp:
-			return m, false, "not in a thread"
-		case mentions(e.Text, bot):
-			return m, false, "mentions the bot (the app_mention event carries it)"
-		case !a.cfg.FollowThreads || a.opts.Threads == nil:
-			return m, false, "thread following is off"
-		}
-		key := threadKey(env.TeamID, e.Channel, e.ThreadTimeStamp)
-		followed, err := a.opts.Threads.Followed(ctx, key)
-		if err != nil {
-			a.log.Warn("cannot tell whether a thread is followed; ignoring the message", "err", err)
-			return m, false, "thread lookup failed"
-		}
-		if !followed {
-			return m, false, "thread not followed"
-		}
-		a.follow(ctx, env.TeamID, e.Channel, e.ThreadTimeStamp)
+		return a.messageEvent(ctx, env, bot, base)
+	}
+	return m, false, "event type " + peek.Type
+}
+
+// appMention starts or continues the conversation of the mention's thread.
+func (a *Adapter) appMention(ctx context.Context, env envelope, bot string, m channels.Message) (_ channels.Message, ok bool, why string) {
+	var e slackevents.AppMentionEvent
+	if err := json.Unmarshal(env.Event, &e); err != nil {
+		return m, false, "undecodable app_mention"
+	}
+	switch {
+	case e.BotID != "" || e.User == "":
+		return m, false, "from a bot"
+	case e.User == bot:
+		return m, false, "own message"
+	case e.Edited != nil:
+		return m, false, "edited"
+	case isDMChannel(e.Channel):
+		return m, false, "mention in a DM (the message.im event carries it)"
+	}
+	thread := e.ThreadTimeStamp
+	if thread == "" {
+		thread = e.TimeStamp
+	}
+	a.follow(ctx, env.TeamID, e.Channel, thread)
+	m.Chat, m.Thread, m.User = e.Channel, thread, e.User
+	m.Text = CleanText(e.Text, bot)
+	m.Meta = map[string]string{MetaTS: e.TimeStamp, MetaThreadTS: thread}
+	return m, true, ""
+}
+
+// messageEvent takes a DM, or a follow-up in a thread the bot answered;
+// channel messages that mention the bot come as app_mention instead.
+func (a *Adapter) messageEvent(ctx context.Context, env envelope, bot string, m channels.Message) (_ channels.Message, ok bool, why string) {
+	var e slackevents.MessageEvent
+	if err := json.Unmarshal(env.Event, &e); err != nil {
+		return m, false, "undecodable message"
+	}
+	switch {
+	case e.BotID != "" || e.User == "":
+		return m, false, "from a bot"
+	case !allowedSubtypes[e.SubType]:
+		return m, false, "subtype " + e.SubType
+	case e.User == bot:
+		return m, false, "own message"
+	}
+	m.Chat, m.User = e.Channel, e.User
+	m.Text = CleanText(e.Text, bot)
+	if e.IsIM() || isDMChannel(e.Channel) {
+		m.DM = true
 		m.Thread = e.ThreadTimeStamp
 		m.Meta = map[string]string{MetaTS: e.TimeStamp, MetaThreadTS: e.ThreadTimeStamp}
 		return m, true, ""
 	}
-	return m, false, "event type " + peek.Type
+	switch {
+	case e.ThreadTimeStamp == "" || e.ThreadTimeStamp == e.TimeStamp:
+		return m, false, "not in a thread"
+	case mentions(e.Text, bot):
+		return m, false, "mentions the bot (the app_mention event carries it)"
+	case !a.cfg.FollowThreads || a.opts.Threads == nil:
+		return m, false, "thread following is off"
+	}
+	followed, err := a.opts.Threads.Followed(ctx, threadKey(env.TeamID, e.Channel, e.ThreadTimeStamp))
+	if err != nil {
+		a.log.Warn("cannot tell whether a thread is followed; ignoring the message", "err", err)
+		return m, false, "thread lookup failed"
+	}
+	if !followed {
+		return m, false, "thread not followed"
+	}
+	a.follow(ctx, env.TeamID, e.Channel, e.ThreadTimeStamp)
+	m.Thread = e.ThreadTimeStamp
+	m.Meta = map[string]string{MetaTS: e.TimeStamp, MetaThreadTS: e.ThreadTimeStamp}
+	return m, true, ""
 }
 
 // follow remembers a thread the bot takes part in.
