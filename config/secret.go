@@ -47,16 +47,7 @@ func (s Secret) GoString() string { return fmt.Sprintf("%q", s.redacted()) }
 
 // Format implements fmt.Formatter, so that no verb (%x, %q, %d …) prints
 // the value either.
-func (s Secret) Format(f fmt.State, verb rune) {
-	switch {
-	case verb == 'q':
-		fmt.Fprintf(f, "%q", s.redacted())
-	case verb == 'v' && f.Flag('#'):
-		f.Write([]byte(s.GoString()))
-	default:
-		f.Write([]byte(s.redacted()))
-	}
-}
+func (s Secret) Format(f fmt.State, verb rune) { formatShown(f, verb, s.redacted()) }
 
 // LogValue implements slog.LogValuer.
 func (s Secret) LogValue() slog.Value { return slog.StringValue(s.redacted()) }
@@ -103,15 +94,16 @@ func (u SecretURL) String() string { return u.redacted() }
 func (u SecretURL) GoString() string { return fmt.Sprintf("%q", u.redacted()) }
 
 // Format implements fmt.Formatter.
-func (u SecretURL) Format(f fmt.State, verb rune) {
-	switch {
-	case verb == 'q':
-		fmt.Fprintf(f, "%q", u.redacted())
-	case verb == 'v' && f.Flag('#'):
-		f.Write([]byte(u.GoString()))
-	default:
-		f.Write([]byte(u.redacted()))
+func (u SecretURL) Format(f fmt.State, verb rune) { formatShown(f, verb, u.redacted()) }
+
+// formatShown prints shown, what a secret may show of itself, for any
+// verb: quoted for %q and %#v, as is otherwise.
+func formatShown(f fmt.State, verb rune, shown string) {
+	if verb == 'q' || (verb == 'v' && f.Flag('#')) {
+		fmt.Fprintf(f, "%q", shown)
+		return
 	}
+	f.Write([]byte(shown))
 }
 
 // LogValue implements slog.LogValuer.

@@ -123,7 +123,7 @@ func Run(t *testing.T, s Subject) {
 func build(t *testing.T, s Subject) (channels.Channel, *metrics.Metrics) {
 	t.Helper()
 	m := metrics.New()
-	logs := &syncBuffer{}
+	logs := &LogBuffer{}
 	ch := s.New(t, m, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	t.Cleanup(func() { noSecret(t, s, "a log line", logs.String()) })
 	return ch, m
@@ -331,19 +331,22 @@ type discard struct{}
 
 func (discard) Submit(context.Context, channels.Message) error { return nil }
 
-// syncBuffer is a bytes.Buffer for concurrent log writers.
-type syncBuffer struct {
+// LogBuffer collects the log lines of an adapter under test; it is safe
+// for the adapter's concurrent writers.
+type LogBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+// Write implements io.Writer.
+func (b *LogBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+// String returns everything written so far.
+func (b *LogBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()

@@ -1,38 +1,19 @@
 package wechat
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/channels/channeltest"
 	"github.com/parleyhq/parley/channels/wechat/wechattest"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/internal/redistest"
 )
-
-// syncBuffer is a log destination for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func wecomConfig(r *redistest.Redis, f *wechattest.WeCom, replica string) setup {
 	cfg := testConfig(r, replica)
@@ -251,7 +232,7 @@ func TestWeComUnknownErrcodeIsAFixedLabel(t *testing.T) {
 	r := redistest.New(t)
 	f := wechattest.NewWeCom(t, "aibot-1", "s3cret")
 	cfg := wecomConfig(r, f, "A")
-	var logs syncBuffer
+	var logs channeltest.LogBuffer
 	cfg.Log = slog.New(slog.NewTextHandler(&logs, nil))
 	start(t, r, cfg, nil)
 	waitFor(t, "the subscription", f.Connected)
