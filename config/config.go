@@ -42,6 +42,7 @@ type Config struct {
 
 	// Platforms holds the section of every registered platform, by name
 	// (see Section). In the file each is a top-level key: slack:, …
+	// Sections are pointers: copies of a Config share them.
 	Platforms map[string]PlatformConfig `yaml:"-"`
 }
 
