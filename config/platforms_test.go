@@ -213,6 +213,15 @@ func plantSecrets(t *testing.T, v reflect.Value, path string, found *[]secretFie
 			*found = append(*found, secretField{p, val})
 		case f.Type.Kind() == reflect.String && (credentialName.MatchString(f.Name) || credentialName.MatchString(key)):
 			t.Errorf("%s (%s) looks like a credential but is a %s, not a config.Secret: config check and the logs would print it", p, key, f.Type)
+		case f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct:
+			// A list of accounts (wecom_app.apps): plant into one element
+			// even when the defaults have none.
+			if fv.Len() == 0 {
+				fv.Set(reflect.MakeSlice(f.Type, 1, 1))
+			}
+			for i := range fv.Len() {
+				plantSecrets(t, fv.Index(i).Addr(), fmt.Sprintf("%s[%d]", p, i), found)
+			}
 		case f.Type.Kind() == reflect.Map && f.Type.Elem() == reflect.TypeFor[config.PlatformConfig]():
 			for _, name := range slices.Sorted(func(yield func(string) bool) {
 				for _, k := range fv.MapKeys() {
@@ -247,7 +256,7 @@ func TestEverySecretIsMaskedEverywhere(t *testing.T) {
 			t.Errorf("platform %s has no section in Default()", p.Name)
 		}
 	}
-	for _, want := range []string{"Config.Model.APIKey", "Config.Redis.URL", "Config.Platforms[slack].BotToken", "Config.Platforms[wechat].WeComSecret"} {
+	for _, want := range []string{"Config.Model.APIKey", "Config.Redis.URL", "Config.Platforms[slack].BotToken", "Config.Platforms[wechat].WeComSecret", "Config.Platforms[wecom_app].Apps[0].Secret"} {
 		if !slices.Contains(paths, want) {
 			t.Fatalf("the walk did not reach %s (found %v)", want, paths)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"regexp"
 )
 
 // Redacted is what a Secret prints instead of its value.
@@ -114,3 +115,42 @@ func (u SecretURL) MarshalYAML() (any, error) { return u.redacted(), nil }
 
 // MarshalJSON implements json.Marshaler.
 func (u SecretURL) MarshalJSON() ([]byte, error) { return json.Marshal(u.redacted()) }
+
+// envRef matches a secret written as a reference to the environment,
+// "${NAME}", in a section with no fixed variable for it (one of a list of
+// apps).
+var envRef = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
+
+// EnvRef reads s written as "${NAME}" and returns NAME.
+func (s Secret) EnvRef() (string, bool) {
+	m := envRef.FindStringSubmatch(string(s))
+	if m == nil {
+		return "", false
+	}
+	return m[1], true
+}
+
+// EnvRefs binds every field written as "${NAME}" to the environment
+// variable NAME: a section whose credentials have no fixed variable (a
+// list of apps, each with its own secret) returns them from Env. A
+// reference whose variable is unset keeps its "${NAME}" text; the
+// section's Validate reports it (see UnresolvedEnvRef).
+func EnvRefs(fields ...*Secret) []EnvVar {
+	var vars []EnvVar
+	for _, f := range fields {
+		if name, ok := f.EnvRef(); ok {
+			vars = append(vars, Env(name, f))
+		}
+	}
+	return vars
+}
+
+// UnresolvedEnvRef is the error of a secret still written "${NAME}" after
+// the environment was applied, or nil. It names the variable, never a
+// value.
+func UnresolvedEnvRef(s Secret) error {
+	if name, ok := s.EnvRef(); ok {
+		return fmt.Errorf("the environment variable %s is not set", name)
+	}
+	return nil
+}

@@ -90,3 +90,34 @@ func TestSecretDecodesFromYAML(t *testing.T) {
 		t.Errorf("decoded %q %q", v.Token.Reveal(), v.URL.Reveal())
 	}
 }
+
+// A secret written "${NAME}" is read from NAME; an unset NAME leaves the
+// reference, which the section's validation names without a value.
+func TestEnvRefs(t *testing.T) {
+	a, b, c, d := Secret("${APP_ONE_SECRET}"), Secret("literal"), Secret("${APP_TWO_SECRET}"), Secret("${not valid}")
+	vars := EnvRefs(&a, &b, &c, &d)
+	if len(vars) != 2 || vars[0].Name != "APP_ONE_SECRET" || vars[1].Name != "APP_TWO_SECRET" {
+		t.Fatalf("bindings %+v", vars)
+	}
+	env := map[string]string{"APP_ONE_SECRET": "s3cr3t-one"}
+	for _, v := range vars {
+		if val := env[v.Name]; val != "" {
+			if err := v.set(val); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if a.Reveal() != "s3cr3t-one" || b.Reveal() != "literal" {
+		t.Fatalf("a=%q b=%q", a.Reveal(), b.Reveal())
+	}
+	if err := UnresolvedEnvRef(a); err != nil {
+		t.Fatalf("resolved secret: %v", err)
+	}
+	err := UnresolvedEnvRef(c)
+	if err == nil || !strings.Contains(err.Error(), "APP_TWO_SECRET") {
+		t.Fatalf("unresolved: %v", err)
+	}
+	if UnresolvedEnvRef(d) != nil {
+		t.Fatal("a malformed reference is a literal value, not a reference")
+	}
+}

@@ -14,4 +14,5 @@ import (
 	_ "github.com/parleyhq/parley/channels/feishu"
 	_ "github.com/parleyhq/parley/channels/slack"
 	_ "github.com/parleyhq/parley/channels/wechat"
+	_ "github.com/parleyhq/parley/channels/wechat/wecomapp"
 )

@@ -37,6 +37,14 @@ type Config struct {
 // in mind does not reopen WeChat.
 var builtinPolicy = config.Level{Tools: config.ToolRules{Write: new(false)}}
 
+// BuiltinPolicy returns a copy of WeChat's builtin policy level, for the
+// other WeChat-family platforms (WeCom apps, Official Accounts) to register
+// as theirs: they are as open to anyone as WeChat is.
+func BuiltinPolicy() *config.Level {
+	l := builtinPolicy
+	return &l
+}
+
 func init() {
 	config.RegisterPlatform(config.Platform{
 		Name:      Name,

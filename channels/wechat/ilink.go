@@ -300,7 +300,7 @@ func (s *ilinkSide) send(ctx context.Context, m channels.Message, text string) e
 	if !ok {
 		return fmt.Errorf("wechat: iLink bot %s is not logged in", m.Workspace)
 	}
-	chunks := splitChars(plainText(text), s.adapter.cfg.ChunkChars)
+	chunks := splitChars(PlainText(text), s.adapter.cfg.ChunkChars)
 	return s.sendChunks(ctx, a, m.Chat, m.Meta["context_token"], chunks)
 }
 

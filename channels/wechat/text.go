@@ -51,11 +51,11 @@ var (
 	mdLink    = regexp.MustCompile(`\[([^\]\n]+)\]\((https?://[^)\s]+)\)`)
 )
 
-// plainText turns the model's Markdown into text a WeChat bubble shows
-// well: personal WeChat renders no Markdown, so heading marks and bold
-// markers go, and links become "text (url)". Code fences are kept: they
-// still mark code for a reader.
-func plainText(md string) string {
+// PlainText turns the model's Markdown into text a WeChat bubble shows
+// well: WeChat renders no Markdown, so heading marks and bold markers go,
+// and links become "text (url)". Code fences are kept: they still mark
+// code for a reader.
+func PlainText(md string) string {
 	s := mdHeading.ReplaceAllString(md, "")
 	s = mdBold.ReplaceAllString(s, "$1$2")
 	s = mdLink.ReplaceAllString(s, "$1 ($2)")
