@@ -14,5 +14,6 @@ import (
 	_ "github.com/parleyhq/parley/channels/feishu"
 	_ "github.com/parleyhq/parley/channels/slack"
 	_ "github.com/parleyhq/parley/channels/wechat"
+	_ "github.com/parleyhq/parley/channels/wechat/officialaccount"
 	_ "github.com/parleyhq/parley/channels/wechat/wecomapp"
 )

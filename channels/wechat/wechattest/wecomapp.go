@@ -36,10 +36,10 @@ func NewWeComApp(t testing.TB, corpID, secret string, agentID int) *WeComApp {
 
 // AppMessage is one message/send or appchat/send body.
 type AppMessage struct {
-	ToUser   string `json:"touser"`
-	ChatID   string `json:"chatid"`
-	AgentID  int    `json:"agentid"`
-	MsgType  string `json:"msgtype"`
+	ToUser   string                   `json:"touser"`
+	ChatID   string                   `json:"chatid"`
+	AgentID  int                      `json:"agentid"`
+	MsgType  string                   `json:"msgtype"`
 	Text     struct{ Content string } `json:"text"`
 	Markdown struct{ Content string } `json:"markdown"`
 	// Replica is the ReplicaHeader of the request.

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -235,10 +234,4 @@ func decode[T any](raw json.RawMessage) T {
 	var v T
 	_ = json.Unmarshal(raw, &v)
 	return v
-}
-
-// atoi is strconv.Atoi without the error.
-func atoi(s string) int {
-	n, _ := strconv.Atoi(s)
-	return n
 }
