@@ -31,6 +31,11 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 		{"wecom bot id without secret", "", map[string]string{"WECOM_BOT_ID": "aibot-1"}, "WECOM_BOT_SECRET"},
 		{"wecom secret without bot id", "", map[string]string{"WECOM_BOT_SECRET": secret}, "WECOM_BOT_ID"},
 		{"wechat chunk size zero", "wechat:\n  chunk_chars: 0\n", nil, "wechat.chunk_chars"},
+		{"wecom app without its callback settings", "wecom_app:\n  apps:\n    - {name: ops, corp_id: ww1, agent_id: 1000002, secret: " + secret + "}\n", nil, "wecom_app.apps[0].token"},
+		{"wecom app secret variable unset", "wecom_app:\n  apps:\n    - {name: ops, corp_id: ww1, agent_id: 1, secret: \"${WECOM_APP_SECRET}\", token: " + secret + ", encoding_aes_key: " + strings.Repeat("k", 43) + "}\n", nil, "WECOM_APP_SECRET is not set"},
+		{"wecom app name unfit for a path", "wecom_app:\n  apps:\n    - {name: Ops/1, corp_id: ww1, agent_id: 1, secret: s, token: t, encoding_aes_key: " + strings.Repeat("k", 43) + "}\n", nil, "wecom_app.apps[0].name"},
+		{"official account without its token", "", map[string]string{"WECHAT_OA_APP_ID": "wx1", "WECHAT_OA_APP_SECRET": secret}, "WECHAT_OA_TOKEN"},
+		{"official account with a malformed key", "", map[string]string{"WECHAT_OA_APP_ID": "wx1", "WECHAT_OA_APP_SECRET": secret, "WECHAT_OA_TOKEN": "t", "WECHAT_OA_ENCODING_AES_KEY": secret}, "wechat_oa.encoding_aes_key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
