@@ -129,7 +129,7 @@ func (rp *replica) url() string { return rp.srv.URL + Path }
 
 // startReplica runs an adapter with gw until the test ends and serves its
 // routes.
-func startReplica(t *testing.T, cfg Config, opts Options, gw *gateway) *replica {
+func startReplica(t testing.TB, cfg Config, opts Options, gw *gateway) *replica {
 	t.Helper()
 	m := metrics.New()
 	opts.Handler = gw
