@@ -131,10 +131,22 @@ func (a *Adapter) callback(w http.ResponseWriter, r *http.Request) {
 		writeEmpty(w)
 	case text == "":
 		a.m.MessagesRejected.WithLabelValues(Name, ReasonUnsupported).Inc()
-		a.writeReply(w, msg, encrypted, unsupportedNote)
+		a.noteUnsupported(w, r, msg, encrypted)
 	default:
 		a.converse(w, r, msg, text, encrypted, arrived)
 	}
+}
+
+// noteUnsupported answers a message Parley cannot read with a passive
+// note — once, however often WeChat delivers the message.
+func (a *Adapter) noteUnsupported(w http.ResponseWriter, r *http.Request, msg wxcrypto.Message, encrypted bool) {
+	key := a.opts.Prefix + Name + ":noted:{" + a.cfg.AppID + ":" + msg.MsgID + "}"
+	first, err := a.opts.Redis.SetNX(r.Context(), key, 1, a.opts.StateTTL).Result()
+	if err != nil || !first {
+		writeEmpty(w)
+		return
+	}
+	a.writeReply(w, msg, encrypted, unsupportedNote)
 }
 
 // converse hands the message to the gateway and waits, up to PassiveWait

@@ -403,8 +403,13 @@ func TestMessageTypes(t *testing.T) {
 		reply, ok := platform.Reply(t, wechattest.Post(t, rp.url(), platform.Encrypted(t, in, true)))
 		return reply.Content, ok
 	}
-	if got, ok := post(wechattest.Inbound{From: "u1", MsgType: "image", PicURL: "https://example.invalid/p.png", MsgID: "1"}); !ok || got != unsupportedNote {
-		t.Errorf("image: %q", got)
+	image := wechattest.Inbound{To: testOriginal, From: "u1", MsgType: "image", PicURL: "https://example.invalid/p.png", MsgID: "1"}
+	imageReq := platform.Encrypted(t, image, true)
+	if reply, ok := platform.Reply(t, wechattest.Post(t, rp.url(), imageReq)); !ok || reply.Content != unsupportedNote {
+		t.Errorf("image: %+v", reply)
+	}
+	if _, ok := platform.Reply(t, wechattest.Post(t, rp.url(), imageReq)); ok {
+		t.Error("a retried image was noted twice")
 	}
 	if got, ok := post(wechattest.Inbound{From: "u2", MsgType: "voice", MsgID: "2"}); !ok || got != unsupportedNote {
 		t.Errorf("untranscribed voice: %q", got)
