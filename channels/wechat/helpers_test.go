@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -57,15 +56,6 @@ func (g *fakeGateway) messages() []channels.Message {
 	return append([]channels.Message(nil), g.got...)
 }
 
-// replicaTransport tags requests with the replica's name.
-type replicaTransport struct{ name string }
-
-func (t replicaTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set(wechattest.ReplicaHeader, t.name)
-	return http.DefaultTransport.RoundTrip(r)
-}
-
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // setup is everything New takes, with short timings for tests. Config
@@ -85,7 +75,7 @@ func testConfig(r *redistest.Redis, replica string) setup {
 	return setup{
 		Options: Options{
 			Client: r.Client, Prefix: r.Prefix,
-			HTTP:     &http.Client{Transport: replicaTransport{name: replica}},
+			HTTP:     wechattest.ReplicaClient(replica),
 			LeaseTTL: 900 * time.Millisecond, AccountRefresh: 100 * time.Millisecond,
 			RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 			PingInterval: 100 * time.Millisecond, AckTimeout: 2 * time.Second,

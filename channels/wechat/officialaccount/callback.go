@@ -183,7 +183,7 @@ func (a *Adapter) converse(w http.ResponseWriter, r *http.Request, msg wxcrypto.
 		// WeChat went away after the answer was handed over: it is ours
 		// to deliver, the other way.
 		user, reply := msg.FromUserName, res.reply
-		a.background(func(ctx context.Context) {
+		a.bg.Go(func(ctx context.Context) {
 			if err := a.sendCustom(ctx, user, reply, true); err != nil {
 				a.log.Error("deliver an answer whose callback went away", "err", err)
 			}

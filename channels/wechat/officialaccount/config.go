@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/wechat"
+	"github.com/parleyhq/parley/channels/wechat/wxapi"
 	"github.com/parleyhq/parley/channels/wechat/wxcrypto"
 	"github.com/parleyhq/parley/config"
 )
@@ -67,8 +67,8 @@ func (c *Config) Env() []config.EnvVar {
 func (c *Config) Validate() error {
 	var errs []error
 	if c.BaseURL != "" {
-		if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("base_url: %q is not an http(s) URL (WECHAT_OA_BASE_URL)", c.BaseURL))
+		if err := wxapi.CheckBaseURL(c.BaseURL); err != nil {
+			errs = append(errs, fmt.Errorf("base_url: %w (WECHAT_OA_BASE_URL)", err))
 		}
 	}
 	if !c.Enabled() {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/wechat/wechattest"
+	"github.com/parleyhq/parley/channels/wechat/wxapi"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/internal/redistest"
 	"github.com/parleyhq/parley/metrics"
@@ -90,15 +91,6 @@ func (g *gateway) sendErrors() []error {
 	return append([]error(nil), g.errs...)
 }
 
-// replicaTransport tags requests with the replica's name.
-type replicaTransport struct{ name string }
-
-func (t replicaTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set(wechattest.ReplicaHeader, t.name)
-	return http.DefaultTransport.RoundTrip(r)
-}
-
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // testConfig is the account the fake serves, in safe mode (empty key:
@@ -112,9 +104,8 @@ func testConfig(fake *wechattest.OfficialAccount, key string) Config {
 func testOptions(r *redistest.Redis, replica string) Options {
 	return Options{
 		Redis: r.Client, Prefix: r.Prefix,
-		HTTP:        &http.Client{Transport: replicaTransport{name: replica}, Timeout: 10 * time.Second},
+		API:         wxapi.ClientOptions{HTTP: wechattest.ReplicaClient(replica), RetryMin: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond},
 		PassiveWait: 10 * time.Second,
-		RetryMin:    5 * time.Millisecond, RetryMax: 50 * time.Millisecond,
 	}
 }
 
@@ -168,6 +159,41 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func rejected(m *metrics.Metrics, reason string) float64 {
 	return testutil.ToFloat64(m.MessagesRejected.WithLabelValues(Name, reason))
+}
+
+// cluster is one account — its fake API, the platform's side of its
+// callbacks — and the gateway its replicas share.
+type cluster struct {
+	r        *redistest.Redis
+	fake     *wechattest.OfficialAccount
+	gw       *gateway
+	platform *wechattest.Platform
+	key      string // EncodingAESKey; empty: plaintext mode
+}
+
+func newCluster(t testing.TB, key string) *cluster {
+	t.Helper()
+	r := redistest.New(t)
+	return &cluster{r: r, fake: wechattest.NewOfficialAccount(t, testAppID, testSecret), gw: newGateway(r),
+		platform: wechattest.NewPlatform(t, testToken, key, testAppID), key: key}
+}
+
+// replica starts a replica named name (edit, when set, changes its
+// options). Turns run on the first replica unless gw.turnOn says
+// otherwise.
+func (c *cluster) replica(t testing.TB, name string, edit func(*Options)) *replica {
+	t.Helper()
+	opts := testOptions(c.r, name)
+	if edit != nil {
+		edit(&opts)
+	}
+	rp := startReplica(t, testConfig(c.fake, c.key), opts, c.gw)
+	c.gw.mu.Lock()
+	if c.gw.turnOn == nil {
+		c.gw.turnOn = func() *Adapter { return rp.ch }
+	}
+	c.gw.mu.Unlock()
+	return rp
 }
 
 // inbound is a text message from user to the account.

@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"sync"
 	"time"
@@ -54,8 +53,6 @@ type Options struct {
 	// answers held for a closed window; keys start with Prefix.
 	Redis  redis.UniversalClient
 	Prefix string
-	// HTTP makes the API calls (default: a client with a 15 s timeout).
-	HTTP *http.Client
 	// Now is the clock of the timestamp check and of the messages
 	// (default time.Now).
 	Now func() time.Time
@@ -77,12 +74,8 @@ type Options struct {
 	// long after the user's message WeChat accepts it (defaults 15 s and
 	// 30 s, WeChat's rules).
 	TypingEvery, TypingWindow time.Duration
-	// Attempts, RetryMin and RetryMax shape the retries of an API call
-	// (defaults 3, 500 ms, 5 s).
-	Attempts           int
-	RetryMin, RetryMax time.Duration
-	// Tokens shapes the shared access token.
-	Tokens wxapi.TokenOptions
+	// API shapes the calls to the API and the shared token.
+	API wxapi.ClientOptions
 }
 
 // Defaults of Options.
@@ -93,18 +86,11 @@ const (
 	DefaultHeldTTL       = 7 * 24 * time.Hour
 	DefaultTypingEvery   = 15 * time.Second
 	DefaultTypingWindow  = 30 * time.Second
-	DefaultAttempts      = 3
-	DefaultRetryMin      = 500 * time.Millisecond
-	DefaultRetryMax      = 5 * time.Second
-	httpTimeout          = 15 * time.Second
 	// pollEvery is how often the last second of a wait is polled.
 	pollEvery = 50 * time.Millisecond
 )
 
 func (o Options) withDefaults() Options {
-	if o.HTTP == nil {
-		o.HTTP = &http.Client{Timeout: httpTimeout}
-	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -129,15 +115,6 @@ func (o Options) withDefaults() Options {
 	if o.TypingWindow <= 0 {
 		o.TypingWindow = DefaultTypingWindow
 	}
-	if o.Attempts <= 0 {
-		o.Attempts = DefaultAttempts
-	}
-	if o.RetryMin <= 0 {
-		o.RetryMin = DefaultRetryMin
-	}
-	if o.RetryMax < o.RetryMin {
-		o.RetryMax = max(DefaultRetryMax, o.RetryMin)
-	}
 	return o
 }
 
@@ -148,20 +125,16 @@ type Adapter struct {
 	log     *slog.Logger
 	m       *metrics.Metrics
 	crypter *wxcrypto.Crypter
-	tokens  *wxapi.Tokens
 	api     *wxapi.Client
 	typing  *retry.Retrier // one try: a typing indicator is not worth a retry
 	passive *passive
 
 	mu      sync.Mutex
 	handler channels.Handler
-	stopped bool
 
-	// Background work (typing indicators, an answer whose callback went
-	// away) runs on bgCtx and ends with Run.
-	bg       sync.WaitGroup
-	bgCtx    context.Context
-	bgCancel context.CancelFunc
+	// bg runs typing indicators and answers whose callback went away; it
+	// ends with Run.
+	bg channels.Background
 }
 
 var (
@@ -215,17 +188,14 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 		return nil, fmt.Errorf("wechat_oa: %w", err)
 	}
 	a := &Adapter{cfg: cfg, opts: opts, log: log, m: m, crypter: crypter, handler: opts.Handler}
-	a.bgCtx, a.bgCancel = context.WithCancel(context.Background())
-	a.api = &wxapi.Client{
-		Channel: Name, BaseURL: cfg.BaseURL, HTTP: opts.HTTP, Codes: codes, Metrics: m,
-		Retrier: retry.New(Name, retry.Policy{Attempts: opts.Attempts, MinWait: opts.RetryMin, MaxWait: opts.RetryMax}, m, log),
-	}
+	a.api = wxapi.NewClient(wxapi.Account{
+		Channel: Name, ID: Name + ":" + cfg.AppID, BaseURL: cfg.BaseURL, Codes: codes,
+		TokenOp: "token", TokenPath: "/cgi-bin/token",
+		TokenQuery: func() url.Values {
+			return url.Values{"grant_type": {"client_credential"}, "appid": {cfg.AppID}, "secret": {cfg.AppSecret.Reveal()}}
+		},
+	}, opts.API, opts.Redis, opts.Prefix, m, log)
 	a.typing = a.api.Retrier.WithAttempts(1)
-	fetch := a.api.FetchToken("token", "/cgi-bin/token", func() url.Values {
-		return url.Values{"grant_type": {"client_credential"}, "appid": {cfg.AppID}, "secret": {cfg.AppSecret.Reveal()}}
-	})
-	a.tokens = wxapi.NewTokens(opts.Redis, opts.Prefix, Name+":"+cfg.AppID, fetch, opts.Tokens, log)
-	a.api.Tokens = a.tokens
 	a.passive = &passive{client: opts.Redis, prefix: opts.Prefix + Name + ":reply:{" + cfg.AppID + ":",
 		wait: opts.PassiveWait, ttl: opts.StateTTL, polling: pollEvery}
 	if !crypter.Encrypts() {
@@ -247,13 +217,9 @@ func (a *Adapter) Run(ctx context.Context, h channels.Handler) error {
 	}
 	a.mu.Unlock()
 	var keeper sync.WaitGroup
-	keeper.Go(func() { a.tokens.Keep(ctx) })
+	keeper.Go(func() { a.api.Tokens.Keep(ctx) })
 	keeper.Wait()
-	a.mu.Lock()
-	a.stopped = true
-	a.mu.Unlock()
-	a.bgCancel()
-	a.bg.Wait()
+	a.bg.Stop()
 	return nil
 }
 
@@ -261,17 +227,4 @@ func (a *Adapter) currentHandler() channels.Handler {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.handler
-}
-
-// background runs fn on the adapter's background context, tracked so that
-// Run waits for it; after Run has returned it runs nothing. It reports
-// whether fn was started.
-func (a *Adapter) background(fn func(ctx context.Context)) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.stopped {
-		return false
-	}
-	a.bg.Go(func() { fn(a.bgCtx) })
-	return true
 }

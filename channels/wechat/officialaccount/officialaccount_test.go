@@ -76,12 +76,8 @@ func TestMessageModes(t *testing.T) {
 		}, true},
 	} {
 		t.Run(tt.mode, func(t *testing.T) {
-			r := redistest.New(t)
-			fake := wechattest.NewOfficialAccount(t, testAppID, testSecret)
-			gw := newGateway(r)
-			rp := startReplica(t, testConfig(fake, tt.key), testOptions(r, "a"), gw)
-			gw.turnOn = func() *Adapter { return rp.ch }
-			platform := wechattest.NewPlatform(t, testToken, tt.key, testAppID)
+			c := newCluster(t, tt.key)
+			rp, platform := c.replica(t, "a", nil), c.platform
 
 			answer := wechattest.Post(t, rp.url(), tt.request(t, platform, inbound("o-user-1", "hello "+tt.mode, "101")))
 			if encrypted := bytes.Contains(answer.Body, []byte("<Encrypt>")); encrypted != tt.encrypted {
@@ -118,12 +114,8 @@ func TestMessageModes(t *testing.T) {
 // ciphertext are each refused with the very same answer; nothing reaches
 // the gateway.
 func TestRefusalsAreUniform(t *testing.T) {
-	r := redistest.New(t)
-	fake := wechattest.NewOfficialAccount(t, testAppID, testSecret)
-	gw := newGateway(r)
-	rp := startReplica(t, testConfig(fake, testAESKey), testOptions(r, "a"), gw)
-	gw.turnOn = func() *Adapter { return rp.ch }
-	platform := wechattest.NewPlatform(t, testToken, testAESKey, testAppID)
+	c := newCluster(t, testAESKey)
+	rp, platform := c.replica(t, "a", nil), c.platform
 	in := inbound("o-user", "hi", "7")
 
 	forged := platform.Encrypted(t, in, true)
@@ -169,7 +161,7 @@ func TestRefusalsAreUniform(t *testing.T) {
 	if a := wechattest.Get(t, rp.url(), forgedCheck); a.Status != answers[0].Status || !bytes.Equal(a.Body, answers[0].Body) {
 		t.Fatalf("a forged URL check answered %d %q", a.Status, a.Body)
 	}
-	if got := gw.messages(); len(got) != 0 {
+	if got := c.gw.messages(); len(got) != 0 {
 		t.Fatalf("refused callbacks reached the gateway: %+v", got)
 	}
 }
@@ -178,13 +170,10 @@ func TestRefusalsAreUniform(t *testing.T) {
 // answers in time: the answer crosses over through Redis and is A's
 // passive reply. Nothing goes out as a customer-service message.
 func TestPassiveReplyFromAnotherReplica(t *testing.T) {
-	r := redistest.New(t)
-	fake := wechattest.NewOfficialAccount(t, testAppID, testSecret)
-	gw := newGateway(r)
-	a := startReplica(t, testConfig(fake, testAESKey), testOptions(r, "a"), gw)
-	b := startReplica(t, testConfig(fake, testAESKey), testOptions(r, "b"), gw)
-	gw.turnOn = func() *Adapter { return b.ch }
-	platform := wechattest.NewPlatform(t, testToken, testAESKey, testAppID)
+	c := newCluster(t, testAESKey)
+	c.replica(t, "b", nil) // runs the turns
+	a := c.replica(t, "a", nil)
+	fake, gw, platform := c.fake, c.gw, c.platform
 
 	reply, ok := platform.Reply(t, wechattest.Post(t, a.url(), platform.Encrypted(t, inbound("o-cross", "cross over", "201"), true)))
 	if !ok || reply.Content != "echo: cross over" {
@@ -201,18 +190,12 @@ func TestPassiveReplyFromAnotherReplica(t *testing.T) {
 // then goes out once, as a customer-service message, from the replica
 // that ran the turn.
 func TestSlowAnswerGoesOutActivelyOnce(t *testing.T) {
-	r := redistest.New(t)
-	fake := wechattest.NewOfficialAccount(t, testAppID, testSecret)
-	gw := newGateway(r)
-	gw.release = make(chan struct{})
-	opts := testOptions(r, "a")
-	opts.PassiveWait = 300 * time.Millisecond
-	a := startReplica(t, testConfig(fake, testAESKey), opts, gw)
-	optsB := testOptions(r, "b")
-	optsB.PassiveWait = opts.PassiveWait
-	b := startReplica(t, testConfig(fake, testAESKey), optsB, gw)
-	gw.turnOn = func() *Adapter { return b.ch }
-	platform := wechattest.NewPlatform(t, testToken, testAESKey, testAppID)
+	c := newCluster(t, testAESKey)
+	c.gw.release = make(chan struct{})
+	short := func(o *Options) { o.PassiveWait = 300 * time.Millisecond }
+	c.replica(t, "b", short) // runs the turns
+	a := c.replica(t, "a", short)
+	fake, gw, platform := c.fake, c.gw, c.platform
 
 	answer := wechattest.Post(t, a.url(), platform.Encrypted(t, inbound("o-slow", "a slow question", "301"), true))
 	if _, ok := platform.Reply(t, answer); ok || string(answer.Body) != "success" {
@@ -240,19 +223,16 @@ func TestSlowAnswerGoesOutActivelyOnce(t *testing.T) {
 func TestRetriedCallbackAnsweredOnceAcrossReplicas(t *testing.T) {
 	for _, slow := range []bool{false, true} {
 		t.Run(fmt.Sprintf("slow=%v", slow), func(t *testing.T) {
-			r := redistest.New(t)
-			fake := wechattest.NewOfficialAccount(t, testAppID, testSecret)
-			gw := newGateway(r)
-			opts := [2]Options{testOptions(r, "a"), testOptions(r, "b")}
+			c := newCluster(t, testAESKey)
+			var edit func(*Options)
 			if slow {
-				gw.release = make(chan struct{})
-				opts[0].PassiveWait, opts[1].PassiveWait = 200*time.Millisecond, 200*time.Millisecond
+				c.gw.release = make(chan struct{})
+				edit = func(o *Options) { o.PassiveWait = 200 * time.Millisecond }
 			}
-			a := startReplica(t, testConfig(fake, testAESKey), opts[0], gw)
-			b := startReplica(t, testConfig(fake, testAESKey), opts[1], gw)
+			a, b := c.replica(t, "a", edit), c.replica(t, "b", edit)
 			var turn int
-			gw.turnOn = func() *Adapter { turn++; return []*Adapter{a.ch, b.ch}[turn%2] }
-			platform := wechattest.NewPlatform(t, testToken, testAESKey, testAppID)
+			c.gw.turnOn = func() *Adapter { turn++; return []*Adapter{a.ch, b.ch}[turn%2] }
+			fake, gw, platform := c.fake, c.gw, c.platform
 
 			const messages = 10
 			var mu sync.Mutex
@@ -296,13 +276,9 @@ func TestRetriedCallbackAnsweredOnceAcrossReplicas(t *testing.T) {
 // A retry that arrives after the passive reply was served is answered
 // empty: the answer is not sent a second time.
 func TestRetryAfterTheReplyIsServed(t *testing.T) {
-	r := redistest.New(t)
-	fake := wechattest.NewOfficialAccount(t, testAppID, testSecret)
-	gw := newGateway(r)
-	a := startReplica(t, testConfig(fake, ""), testOptions(r, "a"), gw)
-	b := startReplica(t, testConfig(fake, ""), testOptions(r, "b"), gw)
-	gw.turnOn = func() *Adapter { return a.ch }
-	platform := wechattest.NewPlatform(t, testToken, "", testAppID)
+	c := newCluster(t, "")
+	a, b := c.replica(t, "a", nil), c.replica(t, "b", nil)
+	fake, gw, platform := c.fake, c.gw, c.platform
 	req := platform.Plain(inbound("o-again", "once", "401"))
 	if _, ok := platform.Reply(t, wechattest.Post(t, a.url(), req)); !ok {
 		t.Fatal("no passive reply to the first try")
@@ -319,14 +295,11 @@ func TestRetryAfterTheReplyIsServed(t *testing.T) {
 // An answer too long for one passive reply releases the callback at once
 // and goes out as several customer-service messages of at most 2048 bytes.
 func TestLongAnswerGoesOutActively(t *testing.T) {
-	r := redistest.New(t)
-	fake := wechattest.NewOfficialAccount(t, testAppID, testSecret)
-	gw := newGateway(r)
+	c := newCluster(t, "")
 	long := strings.Repeat("很长的回答，", 400) // 7200 bytes
-	gw.answer = func(string) string { return long }
-	rp := startReplica(t, testConfig(fake, ""), testOptions(r, "a"), gw) // PassiveWait 10 s
-	gw.turnOn = func() *Adapter { return rp.ch }
-	platform := wechattest.NewPlatform(t, testToken, "", testAppID)
+	c.gw.answer = func(string) string { return long }
+	rp := c.replica(t, "a", nil) // PassiveWait 10 s
+	fake, gw, platform := c.fake, c.gw, c.platform
 	answered := make(chan wechattest.Answer, 1)
 	go func() {
 		answered <- wechattest.Post(t, rp.url(), platform.Plain(inbound("o-long", "tell me everything", "501")))
@@ -392,12 +365,8 @@ func TestClosedWindowKeepsTheAnswer(t *testing.T) {
 // Pictures and untranscribed voice get a passive note; transcribed voice
 // is a question; events are acked empty.
 func TestMessageTypes(t *testing.T) {
-	r := redistest.New(t)
-	fake := wechattest.NewOfficialAccount(t, testAppID, testSecret)
-	gw := newGateway(r)
-	rp := startReplica(t, testConfig(fake, testAESKey), testOptions(r, "a"), gw)
-	gw.turnOn = func() *Adapter { return rp.ch }
-	platform := wechattest.NewPlatform(t, testToken, testAESKey, testAppID)
+	c := newCluster(t, testAESKey)
+	rp, gw, platform := c.replica(t, "a", nil), c.gw, c.platform
 	post := func(in wechattest.Inbound) (string, bool) {
 		in.To = testOriginal
 		reply, ok := platform.Reply(t, wechattest.Post(t, rp.url(), platform.Encrypted(t, in, true)))

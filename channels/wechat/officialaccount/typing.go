@@ -19,7 +19,7 @@ func (a *Adapter) StartTyping(ctx context.Context, m channels.Message) (stop fun
 	}
 	tctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	if !a.background(func(bg context.Context) {
+	if !a.bg.Go(func(bg context.Context) {
 		defer close(done)
 		unlink := context.AfterFunc(bg, cancel)
 		defer unlink()

@@ -235,3 +235,17 @@ func decode[T any](raw json.RawMessage) T {
 	_ = json.Unmarshal(raw, &v)
 	return v
 }
+
+// ReplicaClient is an HTTP client whose requests carry ReplicaHeader set
+// to name, so that a fake records which replica made each call.
+func ReplicaClient(name string) *http.Client {
+	return &http.Client{Transport: replicaTransport{name: name}}
+}
+
+type replicaTransport struct{ name string }
+
+func (t replicaTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(ReplicaHeader, t.name)
+	return http.DefaultTransport.RoundTrip(r)
+}

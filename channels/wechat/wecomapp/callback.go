@@ -136,7 +136,7 @@ func (a *Adapter) message(ap *app, msg wxcrypto.Message) (channels.Message, bool
 	if text == "" {
 		a.m.MessagesRejected.WithLabelValues(Name, ReasonUnsupported).Inc()
 		user, id := msg.FromUserName, msg.MsgID
-		a.background(func(ctx context.Context) { a.noteUnsupported(ctx, ap, user, id) })
+		a.bg.Go(func(ctx context.Context) { a.noteUnsupported(ctx, ap, user, id) })
 		return channels.Message{}, false
 	}
 	return channels.Message{

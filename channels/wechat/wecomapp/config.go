@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/wechat"
+	"github.com/parleyhq/parley/channels/wechat/wxapi"
 	"github.com/parleyhq/parley/channels/wechat/wxcrypto"
 	"github.com/parleyhq/parley/config"
 )
@@ -127,8 +127,8 @@ func (c *Config) Validate() error {
 			}
 		}
 		if a.BaseURL != "" {
-			if u, err := url.Parse(a.BaseURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-				bad("base_url", "%q is not an http(s) URL", a.BaseURL)
+			if err := wxapi.CheckBaseURL(a.BaseURL); err != nil {
+				bad("base_url", "%v", err)
 			}
 		}
 		switch a.Format {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/wechat/wechattest"
+	"github.com/parleyhq/parley/channels/wechat/wxapi"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/internal/redistest"
 	"github.com/parleyhq/parley/metrics"
@@ -71,15 +72,6 @@ func (g *gateway) messages() []channels.Message {
 	return append([]channels.Message(nil), g.got...)
 }
 
-// replicaTransport tags requests with the replica's name.
-type replicaTransport struct{ name string }
-
-func (t replicaTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set(wechattest.ReplicaHeader, t.name)
-	return http.DefaultTransport.RoundTrip(r)
-}
-
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // testApp is the app the fake serves.
@@ -92,8 +84,7 @@ func testApp(fake *wechattest.WeComApp) App {
 func testOptions(r *redistest.Redis, replica string) Options {
 	return Options{
 		Redis: r.Client, Prefix: r.Prefix,
-		HTTP:     &http.Client{Transport: replicaTransport{name: replica}, Timeout: 10 * time.Second},
-		RetryMin: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond,
+		API: wxapi.ClientOptions{HTTP: wechattest.ReplicaClient(replica), RetryMin: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond},
 	}
 }
 

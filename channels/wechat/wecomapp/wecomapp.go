@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"sync"
 	"time"
@@ -30,7 +29,6 @@ import (
 	"github.com/parleyhq/parley/channels/wechat/wxapi"
 	"github.com/parleyhq/parley/channels/wechat/wxcrypto"
 	"github.com/parleyhq/parley/metrics"
-	"github.com/parleyhq/parley/retry"
 )
 
 // Name is the platform name in conversation keys, policies and metrics.
@@ -49,8 +47,6 @@ type Options struct {
 	// with Prefix.
 	Redis  redis.UniversalClient
 	Prefix string
-	// HTTP makes the API calls (default: a client with a 15 s timeout).
-	HTTP *http.Client
 	// Now is the clock of the timestamp check (default time.Now).
 	Now func() time.Time
 	// Window is how far a callback's timestamp may be from Now (default
@@ -59,27 +55,14 @@ type Options struct {
 	// SubmitTimeout bounds the hand-over to the gateway before the ack
 	// (default 3 s: WeCom waits 5).
 	SubmitTimeout time.Duration
-	// Attempts, RetryMin and RetryMax shape the retries of an API call
-	// (defaults 3, 500 ms, 5 s).
-	Attempts           int
-	RetryMin, RetryMax time.Duration
-	// Tokens shapes the shared access token.
-	Tokens wxapi.TokenOptions
+	// API shapes the calls to the server API and the shared token.
+	API wxapi.ClientOptions
 }
 
-// Defaults of Options.
-const (
-	DefaultSubmitTimeout = 3 * time.Second
-	DefaultAttempts      = 3
-	DefaultRetryMin      = 500 * time.Millisecond
-	DefaultRetryMax      = 5 * time.Second
-	httpTimeout          = 15 * time.Second
-)
+// DefaultSubmitTimeout is the default of Options.SubmitTimeout.
+const DefaultSubmitTimeout = 3 * time.Second
 
 func (o Options) withDefaults() Options {
-	if o.HTTP == nil {
-		o.HTTP = &http.Client{Timeout: httpTimeout}
-	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -88,15 +71,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SubmitTimeout <= 0 {
 		o.SubmitTimeout = DefaultSubmitTimeout
-	}
-	if o.Attempts <= 0 {
-		o.Attempts = DefaultAttempts
-	}
-	if o.RetryMin <= 0 {
-		o.RetryMin = DefaultRetryMin
-	}
-	if o.RetryMax < o.RetryMin {
-		o.RetryMax = max(DefaultRetryMax, o.RetryMin)
 	}
 	return o
 }
@@ -110,20 +84,15 @@ type Adapter struct {
 
 	mu      sync.Mutex
 	handler channels.Handler
-	stopped bool // Run has returned: no new background work
 
-	// Background work (the note for an unreadable message) runs on bgCtx
-	// and ends with Run.
-	bg       sync.WaitGroup
-	bgCtx    context.Context
-	bgCancel context.CancelFunc
+	// bg runs the notes for unreadable messages; it ends with Run.
+	bg channels.Background
 }
 
 // app is one configured app with its crypto and API client.
 type app struct {
 	cfg     App
 	crypter *wxcrypto.Crypter
-	tokens  *wxapi.Tokens
 	api     *wxapi.Client
 	log     *slog.Logger
 }
@@ -164,7 +133,6 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 	}
 	log = log.With("component", Name)
 	a := &Adapter{opts: opts, log: log, m: m, apps: map[string]*app{}, handler: opts.Handler}
-	a.bgCtx, a.bgCancel = context.WithCancel(context.Background())
 	for _, c := range cfg.Apps {
 		ap, err := a.newApp(c.withDefaults())
 		if err != nil {
@@ -181,17 +149,14 @@ func (a *Adapter) newApp(c App) (*app, error) {
 		return nil, fmt.Errorf("wecom_app: apps %s: %w", c.Name, err)
 	}
 	log := a.log.With("app", c.Name)
-	ap := &app{cfg: c, crypter: crypter, log: log}
-	ap.api = &wxapi.Client{
-		Channel: Name, BaseURL: c.BaseURL, HTTP: a.opts.HTTP, Codes: codes, Metrics: a.m,
-		Retrier: retry.New(Name, retry.Policy{Attempts: a.opts.Attempts, MinWait: a.opts.RetryMin, MaxWait: a.opts.RetryMax}, a.m, log),
-	}
-	fetch := ap.api.FetchToken("gettoken", "/cgi-bin/gettoken", func() url.Values {
-		return url.Values{"corpid": {c.CorpID}, "corpsecret": {c.Secret.Reveal()}}
-	})
-	// One token per app: an app's Secret yields its own token.
-	ap.tokens = wxapi.NewTokens(a.opts.Redis, a.opts.Prefix, fmt.Sprintf("%s:%s:%d", Name, c.CorpID, c.AgentID), fetch, a.opts.Tokens, log)
-	ap.api.Tokens = ap.tokens
+	api := wxapi.NewClient(wxapi.Account{
+		Channel: Name, BaseURL: c.BaseURL, Codes: codes,
+		// One token per app: an app's Secret yields its own token.
+		ID:      fmt.Sprintf("%s:%s:%d", Name, c.CorpID, c.AgentID),
+		TokenOp: "gettoken", TokenPath: "/cgi-bin/gettoken",
+		TokenQuery: func() url.Values { return url.Values{"corpid": {c.CorpID}, "corpsecret": {c.Secret.Reveal()}} },
+	}, a.opts.API, a.opts.Redis, a.opts.Prefix, a.m, log)
+	ap := &app{cfg: c, crypter: crypter, api: api, log: log}
 	return ap, nil
 }
 
@@ -209,14 +174,10 @@ func (a *Adapter) Run(ctx context.Context, h channels.Handler) error {
 	a.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, ap := range a.apps {
-		wg.Go(func() { ap.tokens.Keep(ctx) })
+		wg.Go(func() { ap.api.Tokens.Keep(ctx) })
 	}
 	wg.Wait()
-	a.mu.Lock()
-	a.stopped = true
-	a.mu.Unlock()
-	a.bgCancel()
-	a.bg.Wait()
+	a.bg.Stop()
 	return nil
 }
 
@@ -224,15 +185,4 @@ func (a *Adapter) currentHandler() channels.Handler {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.handler
-}
-
-// background runs fn on the adapter's background context, tracked so that
-// Run waits for it; after Run has returned it runs nothing.
-func (a *Adapter) background(fn func(ctx context.Context)) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.stopped {
-		return
-	}
-	a.bg.Go(func() { fn(a.bgCtx) })
 }

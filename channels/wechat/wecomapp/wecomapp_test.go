@@ -226,7 +226,7 @@ func TestForcedRefreshIsRateLimited(t *testing.T) {
 	r := redistest.New(t)
 	fake := wechattest.NewWeComApp(t, testCorp, testSecret, testAgent)
 	opts := testOptions(r, "a")
-	opts.Tokens = wxapi.TokenOptions{ForceInterval: time.Hour}
+	opts.API.Tokens = wxapi.TokenOptions{ForceInterval: time.Hour}
 	ch, err := New(Config{Apps: []App{testApp(fake)}}, opts, nil, quietLog())
 	if err != nil {
 		t.Fatal(err)

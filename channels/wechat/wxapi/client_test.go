@@ -3,6 +3,7 @@ package wxapi
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -16,18 +17,15 @@ import (
 
 	"github.com/parleyhq/parley/internal/redistest"
 	"github.com/parleyhq/parley/metrics"
-	"github.com/parleyhq/parley/retry"
 )
 
 func testClient(t *testing.T, base string, m *metrics.Metrics) *Client {
 	t.Helper()
 	r := redistest.New(t)
-	c := &Client{Channel: "test", BaseURL: base, HTTP: &http.Client{Timeout: 5 * time.Second}, Codes: NewCodes(45015), Metrics: m,
-		Retrier: retry.New("test", retry.Policy{Attempts: 3, MinWait: time.Millisecond, MaxWait: 5 * time.Millisecond}, m, nil)}
-	c.Tokens = NewTokens(r.Client, r.Prefix, "acct", c.FetchToken("token", "/token", func() url.Values {
-		return url.Values{"secret": {"the-account-secret"}}
-	}), TokenOptions{}, nil)
-	return c
+	return NewClient(Account{
+		Channel: "test", ID: "acct", BaseURL: base, Codes: NewCodes(45015),
+		TokenOp: "token", TokenPath: "/token", TokenQuery: func() url.Values { return url.Values{"secret": {"the-account-secret"}} },
+	}, ClientOptions{RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond}, r.Client, r.Prefix, m, slog.New(slog.DiscardHandler))
 }
 
 // The errcode label set is closed: known codes by number, everything
