@@ -92,7 +92,7 @@ func (a *Adapter) open(q wxcrypto.Query, body []byte) (msg wxcrypto.Message, enc
 // time, else empty.
 func (a *Adapter) callback(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
-	body, err := channels.ReadBody(r, wxcrypto.MaxBody)
+	body, err := wxcrypto.ReadBody(w, r, a.opts.BodyTimeout)
 	if errors.Is(err, channels.ErrBodyTooLarge) {
 		a.m.MessagesRejected.WithLabelValues(Name, ReasonTooLarge).Inc()
 		http.Error(w, "too large", http.StatusRequestEntityTooLarge)

@@ -59,6 +59,9 @@ type Options struct {
 	// Window is how far a callback's timestamp may be from Now (default
 	// wxcrypto.DefaultWindow).
 	Window time.Duration
+	// BodyTimeout bounds the arrival of a callback's body (default
+	// wxcrypto.DefaultBodyTimeout).
+	BodyTimeout time.Duration
 	// SubmitTimeout bounds the hand-over to the gateway (default 2 s).
 	SubmitTimeout time.Duration
 	// PassiveWait is how long a callback waits for its answer, from its
@@ -96,6 +99,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Window <= 0 {
 		o.Window = wxcrypto.DefaultWindow
+	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = wxcrypto.DefaultBodyTimeout
 	}
 	if o.SubmitTimeout <= 0 {
 		o.SubmitTimeout = DefaultSubmitTimeout

@@ -427,3 +427,28 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// A body over the limit is refused unread; a body that trickles in is cut
+// off; a callback without a signature is refused like a forged one.
+func TestOversizedSlowAndUnauthenticated(t *testing.T) {
+	c := newCluster(t, "")
+	rp := c.replica(t, "a", func(o *Options) { o.BodyTimeout = 200 * time.Millisecond })
+	big := wechattest.Request{Query: url.Values{}, Body: bytes.Repeat([]byte("x"), wxcrypto.MaxBody+1)}
+	if a := wechattest.Post(t, rp.url(), big); a.Status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("oversized body answered %d", a.Status)
+	}
+	if n := rejected(rp.m, ReasonTooLarge); n != 1 {
+		t.Fatalf("rejected{too_large} = %v", n)
+	}
+	if status := wechattest.PostStalled(t, rp.url(), 4096, []byte("<xml><Content>")); status != 0 && status != http.StatusForbidden {
+		t.Fatalf("a stalled body answered %d", status)
+	}
+	bare := c.platform.Plain(inbound("o-user", "hi", "9"))
+	bare.Query = url.Values{}
+	if a := wechattest.Post(t, rp.url(), bare); a.Status != http.StatusForbidden {
+		t.Fatalf("an unsigned callback answered %d %q", a.Status, a.Body)
+	}
+	if got := c.gw.messages(); len(got) != 0 {
+		t.Fatalf("reached the gateway: %+v", got)
+	}
+}

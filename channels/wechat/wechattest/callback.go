@@ -1,9 +1,13 @@
 package wechattest
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/xml"
+	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -209,4 +213,35 @@ func (p *Platform) Reply(t testing.TB, a Answer) (wxcrypto.Message, bool) {
 		t.Fatalf("the reply is not XML: %v\n%s", err, body)
 	}
 	return m, true
+}
+
+// PostStalled starts a POST to rawURL that announces a body of n bytes,
+// sends only part of it and stalls, as a slow or hostile client would. It
+// returns the status the server answered with (0 when it closed the
+// connection without an answer), or fails the test if the server is still
+// waiting after 20 s.
+func PostStalled(t testing.TB, rawURL string, n int, part []byte) int {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: text/xml\r\nContent-Length: %d\r\n\r\n", u.RequestURI(), u.Host, n)
+	_, _ = conn.Write(part)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	var nerr net.Error
+	switch {
+	case errors.As(err, &nerr) && nerr.Timeout():
+		t.Fatal("the server still waits for a stalled body after 20 s")
+	case err != nil:
+		return 0 // closed without an answer
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

@@ -63,7 +63,7 @@ func (a *Adapter) verifyURL(w http.ResponseWriter, r *http.Request, ap *app) {
 // callback takes one message: verified and decrypted before it is read,
 // handed to the gateway, acked with an empty passive reply.
 func (a *Adapter) callback(w http.ResponseWriter, r *http.Request, ap *app) {
-	body, err := channels.ReadBody(r, wxcrypto.MaxBody)
+	body, err := wxcrypto.ReadBody(w, r, a.opts.BodyTimeout)
 	if errors.Is(err, channels.ErrBodyTooLarge) {
 		a.m.MessagesRejected.WithLabelValues(Name, ReasonTooLarge).Inc()
 		http.Error(w, "too large", http.StatusRequestEntityTooLarge)

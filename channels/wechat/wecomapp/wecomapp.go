@@ -52,6 +52,9 @@ type Options struct {
 	// Window is how far a callback's timestamp may be from Now (default
 	// wxcrypto.DefaultWindow).
 	Window time.Duration
+	// BodyTimeout bounds the arrival of a callback's body (default
+	// wxcrypto.DefaultBodyTimeout).
+	BodyTimeout time.Duration
 	// SubmitTimeout bounds the hand-over to the gateway before the ack
 	// (default 3 s: WeCom waits 5).
 	SubmitTimeout time.Duration
@@ -68,6 +71,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Window <= 0 {
 		o.Window = wxcrypto.DefaultWindow
+	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = wxcrypto.DefaultBodyTimeout
 	}
 	if o.SubmitTimeout <= 0 {
 		o.SubmitTimeout = DefaultSubmitTimeout

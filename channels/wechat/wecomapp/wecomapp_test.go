@@ -355,11 +355,27 @@ func TestAnswerFormats(t *testing.T) {
 	}
 }
 
-// A body over the limit is refused unread; an unknown app has no route.
-func TestOversizedAndUnknown(t *testing.T) {
+// A body over the limit is refused unread; a body that trickles in is
+// cut off; a callback without any signature is refused like a forged one;
+// an unknown app has no route.
+func TestOversizedSlowUnauthenticatedAndUnknown(t *testing.T) {
 	r := redistest.New(t)
 	fake := wechattest.NewWeComApp(t, testCorp, testSecret, testAgent)
-	rp := startReplica(t, r, Config{Apps: []App{testApp(fake)}}, testOptions(r, "a"))
+	opts := testOptions(r, "a")
+	opts.BodyTimeout = 200 * time.Millisecond
+	rp := startReplica(t, r, Config{Apps: []App{testApp(fake)}}, opts)
+	if status := wechattest.PostStalled(t, rp.url(), 4096, []byte("<xml><Encrypt>")); status != 0 && status != http.StatusForbidden {
+		t.Fatalf("a stalled body answered %d", status)
+	}
+	platform := wechattest.NewPlatform(t, testToken, testAESKey, testCorp)
+	bare := platform.Encrypted(t, wechattest.Inbound{To: testCorp, From: "u", Content: "hi", MsgID: "9"}, false)
+	bare.Query = url.Values{}
+	if a := wechattest.Post(t, rp.url(), bare); a.Status != http.StatusForbidden {
+		t.Fatalf("an unsigned callback answered %d %q", a.Status, a.Body)
+	}
+	if got := rp.gw.messages(); len(got) != 0 {
+		t.Fatalf("reached the gateway: %+v", got)
+	}
 	big := wechattest.Request{Query: url.Values{}, Body: bytes.Repeat([]byte("x"), wxcrypto.MaxBody+1)}
 	if a := wechattest.Post(t, rp.url(), big); a.Status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("oversized body answered %d", a.Status)

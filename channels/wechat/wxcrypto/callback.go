@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/parleyhq/parley/channels"
 )
 
 // MaxBody is the largest callback body read. The platforms' messages are a
@@ -156,4 +158,29 @@ func (c *Crypter) OpenMessage(q Query, body []byte, now time.Time, window time.D
 		return Message{}, err
 	}
 	return ParseMessage(plain)
+}
+
+// DefaultBodyTimeout bounds how long a callback's body may take to arrive.
+// The platforms send a few kilobytes at once; a client that trickles its
+// body is cut off rather than holding a connection.
+const DefaultBodyTimeout = 5 * time.Second
+
+// ReadBody reads a callback's body: at most MaxBody bytes (else
+// channels.ErrBodyTooLarge), arriving within timeout.
+func ReadBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]byte, error) {
+	// Not every ResponseWriter can set deadlines (a test recorder); the
+	// limit on the size still holds there.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(timeout))
+	body, err := channels.ReadBody(r, MaxBody)
+	if err != nil {
+		// The connection is not reused: the server would otherwise wait
+		// for the rest of the body before answering.
+		w.Header().Set("Connection", "close")
+		return nil, err
+	}
+	// Lifted once the body is in: an expired deadline would end the
+	// request's context while the handler still waits for its answer.
+	_ = rc.SetReadDeadline(time.Time{})
+	return body, nil
 }
