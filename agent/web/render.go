@@ -84,10 +84,15 @@ func (r *renderer) html(ctx context.Context, source string, base *url.URL) (page
 	)
 	parser := readability.NewParser()
 	parser.MaxElemsToParse = maxReadabilityElems
-	if article, err := parser.ParseDocument(doc, base); err == nil && article.Node != nil &&
+	// Readability works on the tree in place; the rare fallback parses the
+	// page again rather than every page paying for a copy.
+	if article, err := parser.ParseAndMutate(doc, base); err == nil && article.Node != nil &&
 		len(strings.TrimSpace(textOf(article.Node))) >= minArticleText {
 		node, p.title, p.byline = article.Node, article.Title(), byline(article)
 	} else {
+		if doc, err = html.Parse(strings.NewReader(source)); err != nil {
+			return page{}, err
+		}
 		node, p.title = stripClutter(doc), documentTitle(doc)
 	}
 	sanitize(node)
