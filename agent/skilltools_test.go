@@ -12,6 +12,7 @@ import (
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/sessions"
 	"github.com/parleyhq/parley/skills"
+	"github.com/parleyhq/parley/skills/builtin"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -353,6 +354,21 @@ func TestSkillsWithoutTheirToolsAreHidden(t *testing.T) {
 		}
 		if strings.Contains(found.Content, "web-helper") != strings.Contains(tc.visible, "web-helper") {
 			t.Errorf("tools %v: find_skills disagrees with the index: %s", tc.tools, found.Content)
+		}
+	}
+}
+
+// TestWebAccessNeedsAWebTool: the builtin web-access skill is in the index
+// only where web_fetch or web_search may run.
+func TestWebAccessNeedsAWebTool(t *testing.T) {
+	c, err := skills.Load(skills.Layers{Builtin: builtin.FS, Home: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tools, want := range map[string]bool{"": false, "load_skill find_skills": false, "web_fetch": true, "web_search load_skill": true} {
+		index, _ := (&SkillSet{Catalog: c, Tools: strings.Fields(tools + " ")}).Index()
+		if got := strings.Contains(index, "- web-access:"); got != want {
+			t.Errorf("tools %q: web-access listed = %v", tools, got)
 		}
 	}
 }
