@@ -5,6 +5,8 @@ import (
 	"compress/gzip"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"os"
 	"regexp"
 	"strconv"
@@ -408,4 +410,41 @@ func TestFetchConcurrentCalls(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestFetchHTTPSVerifiesTheName: the connection goes to the checked
+// address, while TLS still verifies the certificate against the URL's name.
+func TestFetchHTTPSVerifiesTheName(t *testing.T) {
+	h := newFetchHarness(t, FetchConfig{})
+	srv := httptest.NewTLSServer(text("text/plain", "over TLS"))
+	t.Cleanup(srv.Close)
+	h.net.mu.Lock()
+	h.net.routes[netip.MustParseAddr(publicIP)] = srv.Listener.Addr().String()
+	h.net.mu.Unlock()
+	// Trust the test server's certificate, which is issued to example.com.
+	h.tool.client.Transport.(*http.Transport).TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+	h.net.name("example.com", publicIP)
+	h.net.name("other.example", publicIP)
+
+	got, err := h.fetch(t, "https://example.com/secure", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, got, "over TLS", "Source: https://example.com/secure")
+	if _, err := h.fetch(t, "https://other.example/secure", 0); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("a certificate for another name was accepted: %v", err)
+	}
+}
+
+func TestFetchRefusesHugeHeaders(t *testing.T) {
+	h := newFetchHarness(t, FetchConfig{})
+	h.net.serve(t, publicIP, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		for i := range 40 {
+			w.Header().Set(fmt.Sprintf("X-Filler-%d", i), strings.Repeat("x", 4000))
+		}
+		_, _ = w.Write([]byte("body"))
+	}))
+	if _, err := h.fetch(t, "http://"+publicIP+"/", 0); err == nil || !strings.Contains(err.Error(), "header") {
+		t.Errorf("160 KB of headers: %v", err)
+	}
 }

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -32,7 +33,7 @@ var textTypes = map[string]bool{
 const sniffLen = 512
 
 // ErrNotText is wrapped by the refusal of a binary body.
-var ErrNotText = fmt.Errorf("not a text document")
+var ErrNotText = errors.New("not a text document")
 
 // classifyBody decides whether body is text web_fetch can read, and whether
 // it is HTML. Neither the server's word nor the bytes alone decide: a body
