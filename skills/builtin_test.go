@@ -44,8 +44,8 @@ func TestShippedBuiltins(t *testing.T) {
 	if len(web.AllowedTools) != 0 {
 		t.Errorf("web-access must not narrow the tools (its fallback is a browser MCP tool): %v", web.AllowedTools)
 	}
-	for _, want := range []string{"web_search", "web_fetch", "offset", "login", "browser", "Sources", "references/fallbacks.md"} {
-		if !strings.Contains(web.Body, want) {
+	for _, want := range []string{"web_search", "web_fetch", "offset", "login wall", "browser", "sources", "references/fallbacks.md"} {
+		if !strings.Contains(strings.ToLower(web.Body), want) {
 			t.Errorf("web-access body does not mention %q", want)
 		}
 	}

@@ -24,7 +24,11 @@ func (p searxng) request(ctx context.Context, query string, _ int) (*http.Reques
 	return req, nil
 }
 
-func (searxng) decode(body []byte) ([]Result, error) {
+func (searxng) decode(body []byte) ([]Result, error) { return decodeResults(body) }
+
+// decodeResults reads {"results":[{"title","url","content"}]}, the shape
+// SearXNG and Tavily share.
+func decodeResults(body []byte) ([]Result, error) {
 	var resp struct {
 		Results []struct {
 			Title   string `json:"title"`
@@ -136,23 +140,7 @@ func (p tavily) request(ctx context.Context, query string, n int) (*http.Request
 	return req, nil
 }
 
-func (tavily) decode(body []byte) ([]Result, error) {
-	var resp struct {
-		Results []struct {
-			Title   string `json:"title"`
-			URL     string `json:"url"`
-			Content string `json:"content"`
-		} `json:"results"`
-	}
-	if err := json.Unmarshal(body, &resp); err != nil {
-		return nil, err
-	}
-	out := make([]Result, len(resp.Results))
-	for i, r := range resp.Results {
-		out[i] = Result{Title: r.Title, URL: r.URL, Snippet: r.Content}
-	}
-	return out, nil
-}
+func (tavily) decode(body []byte) ([]Result, error) { return decodeResults(body) }
 
 // tavilyError is Tavily's error body: {"detail":{"error":"…"}}.
 type tavilyError struct {
