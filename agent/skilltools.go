@@ -25,6 +25,39 @@ type SkillSet struct {
 	Trusted func(*skills.Skill) bool
 	// Allowed is the channel policy for skills; nil allows every skill.
 	Allowed func(name string) bool
+	// Tools names the tools this conversation may use: registered and
+	// allowed by the channel policy. A skill whose requires-tools metadata
+	// names none of them is left out of the index and find_skills, since
+	// the model could not act on it. Nil means unknown and hides nothing.
+	// It should change only when the tools or the policy do, so that the
+	// index stays byte-identical from turn to turn.
+	Tools []string
+}
+
+// RequiresToolsKey is the SKILL.md metadata key listing the tools a skill
+// needs, as names or globs separated by spaces ("web_fetch web_search").
+// Unlike allowed-tools it grants and narrows nothing: it only hides the
+// skill where none of those tools is available.
+const RequiresToolsKey = "requires-tools"
+
+// RequiredTools returns the tools sk declares it needs.
+func RequiredTools(sk *skills.Skill) []string {
+	return strings.Fields(strings.ReplaceAll(sk.Metadata[RequiresToolsKey], ",", " "))
+}
+
+// HasTools reports whether at least one tool sk requires is available, or
+// sk requires none, or the available tools are unknown.
+func (s *SkillSet) HasTools(sk *skills.Skill) bool {
+	need := RequiredTools(sk)
+	if len(need) == 0 || s.Tools == nil {
+		return true
+	}
+	for _, t := range s.Tools {
+		if matchesTool(need, t) {
+			return true
+		}
+	}
+	return false
 }
 
 // Lookup explains why a skill can or cannot be used this turn.
@@ -47,7 +80,7 @@ func (s *SkillSet) Lookup(name string) (*skills.Skill, string) {
 // Visible reports whether a skill belongs in the index and in find_skills.
 func (s *SkillSet) Visible(sk *skills.Skill) bool {
 	_, problem := s.Lookup(sk.Name)
-	return problem == "" && !sk.DisableModelInvocation
+	return problem == "" && !sk.DisableModelInvocation && s.HasTools(sk)
 }
 
 // IsTrusted reports whether sk's body may be injected as instructions.

@@ -12,6 +12,7 @@ import (
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/sessions"
 	"github.com/parleyhq/parley/skills"
+	"github.com/parleyhq/parley/skills/builtin"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -308,3 +309,65 @@ func TestAllowedToolsNarrowWhileTheSkillIsLoaded(t *testing.T) {
 }
 
 func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }
+
+// TestSkillsWithoutTheirToolsAreHidden: a skill that declares the tools it
+// needs leaves the index and find_skills where none of them is available,
+// and stays where one is (names and globs alike).
+func TestSkillsWithoutTheirToolsAreHidden(t *testing.T) {
+	home := t.TempDir()
+	user := skills.UserSkillsDir(home)
+	writeSkill(t, user, "web-helper", "description: Research on the web.\nmetadata:\n  requires-tools: web_fetch web_search\n", "Search, then fetch.\n")
+	writeSkill(t, user, "browser-flows", "description: Drive a browser.\nmetadata:\n  requires-tools: \"browser__*\"\n", "Click.\n")
+	writeSkill(t, user, "plain", "description: Needs no tools.\n", "Think.\n")
+	c, err := skills.Load(skills.Layers{Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		tools   []string
+		visible string
+	}{
+		{nil, "browser-flows plain web-helper"},
+		{[]string{}, "plain"},
+		{[]string{"load_skill", "find_skills"}, "plain"},
+		{[]string{"load_skill", "web_search"}, "plain web-helper"},
+		{[]string{"web_fetch"}, "plain web-helper"},
+		{[]string{"browser__navigate", "web_fetch"}, "browser-flows plain web-helper"},
+		{[]string{"browser_navigate"}, "plain"},
+	}
+	for _, tc := range cases {
+		set := &SkillSet{Catalog: c, Tools: tc.tools}
+		index, _ := set.Index()
+		var listed []string
+		for _, name := range []string{"browser-flows", "plain", "web-helper"} {
+			if strings.Contains(index, "- "+name+":") {
+				listed = append(listed, name)
+			}
+		}
+		if got := strings.Join(listed, " "); got != tc.visible {
+			t.Errorf("tools %v: index lists %q, want %q", tc.tools, got, tc.visible)
+		}
+		found, err := findSkills{}.Call(context.Background(), &TurnContext{Skills: set}, []byte(`{"query":"web research fetch search"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(found.Content, "web-helper") != strings.Contains(tc.visible, "web-helper") {
+			t.Errorf("tools %v: find_skills disagrees with the index: %s", tc.tools, found.Content)
+		}
+	}
+}
+
+// TestWebAccessNeedsAWebTool: the builtin web-access skill is in the index
+// only where web_fetch or web_search may run.
+func TestWebAccessNeedsAWebTool(t *testing.T) {
+	c, err := skills.Load(skills.Layers{Builtin: builtin.FS, Home: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tools, want := range map[string]bool{"": false, "load_skill find_skills": false, "web_fetch": true, "web_search load_skill": true} {
+		index, _ := (&SkillSet{Catalog: c, Tools: strings.Fields(tools + " ")}).Index()
+		if got := strings.Contains(index, "- web-access:"); got != want {
+			t.Errorf("tools %q: web-access listed = %v", tools, got)
+		}
+	}
+}

@@ -31,6 +31,7 @@ func (g *Gateway) skillSet(ctx context.Context, eff *policy.Effective) *agent.Sk
 	set := &agent.SkillSet{
 		Catalog: sk.Registry.Catalog(),
 		Allowed: func(name string) bool { return eff.Skill(name).Allowed },
+		Tools:   g.availableTools(eff),
 	}
 	if sk.State != nil {
 		disabled, err := sk.State.Disabled(ctx)
@@ -159,6 +160,9 @@ func skillState(set *agent.SkillSet, s *skills.Skill) string {
 	if s.DisableModelInvocation {
 		parts = append(parts, "manual only")
 	}
+	if !set.HasTools(s) {
+		parts = append(parts, "hidden here: none of its tools is available")
+	}
 	return strings.Join(parts, ", ")
 }
 
@@ -222,6 +226,19 @@ func manualSkill(text string) (name, args string, ok bool) {
 	}
 	name, args, _ = strings.Cut(text[len("/skill:"):], " ")
 	return strings.ToLower(strings.TrimSpace(name)), strings.TrimSpace(args), true
+}
+
+// availableTools names the registered tools the conversation's policy
+// allows; skills that require tools are hidden where none is available.
+func (g *Gateway) availableTools(eff *policy.Effective) []string {
+	allow := g.toolPolicy(eff)
+	names := []string{}
+	for _, t := range g.cfg.Tools.All() {
+		if allow(t.Name()) {
+			names = append(names, t.Name())
+		}
+	}
+	return names
 }
 
 // toolPolicy is the conversation's tool filter for the agent.

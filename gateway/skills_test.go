@@ -47,6 +47,7 @@ func newSkillRig(t *testing.T, pol config.Policies, cfg gateway.Config) *skillRi
 	user := skills.UserSkillsDir(home)
 	writeSkillFile(t, filepath.Join(user, "deploy"), "---\nname: deploy\ndescription: How to deploy the service safely.\n---\n# Deploy\nRun the canary first.\n")
 	writeSkillFile(t, filepath.Join(user, "release-notes"), "---\nname: release-notes\ndescription: Write release notes.\ndisable-model-invocation: true\n---\nGroup changes by area.\n")
+	writeSkillFile(t, filepath.Join(user, "field-notes"), "---\nname: field-notes\ndescription: Keep notes on deployments as skill references.\nmetadata:\n  requires-tools: save_skill_reference\n---\nSave what you learn.\n")
 	writeSkillFile(t, filepath.Join(skills.WorkspaceSkillsDir(ws), "repo-conventions"), "---\nname: repo-conventions\ndescription: Conventions of this repository.\n---\nUse tabs.\n")
 	reg, err := skills.NewRegistry(skills.Layers{Home: home, Workspace: ws})
 	if err != nil {
@@ -109,6 +110,30 @@ func TestPlatformDefaultsDecideTheWriteTool(t *testing.T) {
 	}
 	if got := offeredTools(s, 1); strings.Contains(got, "save_skill_reference") || !strings.Contains(got, "load_skill") {
 		t.Fatalf("wechat offered %s; want load_skill but not save_skill_reference", got)
+	}
+}
+
+// TestSkillsNeedingUnavailableToolsAreHidden: field-notes requires the
+// write tool, which WeChat's policy drops, so only Slack's index lists it;
+// each channel's prompt stays the same from turn to turn.
+func TestSkillsNeedingUnavailableToolsAreHidden(t *testing.T) {
+	s := newSkillRig(t, config.Policies{Default: config.Level{Admins: []string{"boss"}}}, gateway.Config{})
+	for _, ch := range []string{"slack", "wechat", "slack", "wechat"} {
+		s.say(t, ch, "U1", "hello")
+	}
+	reqs := s.model.Requests()
+	slack, wechat := reqs[0].Messages[0].Content, reqs[1].Messages[0].Content
+	if !strings.Contains(slack, "- field-notes:") || !strings.Contains(slack, "- deploy:") {
+		t.Errorf("slack's index lacks field-notes:\n%s", slack)
+	}
+	if strings.Contains(wechat, "field-notes") || !strings.Contains(wechat, "- deploy:") {
+		t.Errorf("wechat's index lists field-notes without its tool:\n%s", wechat)
+	}
+	if reqs[2].Messages[0].Content != slack || reqs[3].Messages[0].Content != wechat {
+		t.Error("a channel's system prompt changed between turns")
+	}
+	if r := s.say(t, "wechat", "boss", "/skill list"); !strings.Contains(r.Text, "field-notes (user, enabled, hidden here: none of its tools is available)") {
+		t.Errorf("/skill list on wechat does not say why field-notes is hidden:\n%s", r.Text)
 	}
 }
 
@@ -199,7 +224,7 @@ func TestSkillAdminCommands(t *testing.T) {
 	if r := s.say(t, "console", "boss", "/skill list"); !strings.Contains(r.Text, "repo-conventions (workspace, enabled, trusted)") {
 		t.Fatalf("after trust: %s", r.Text)
 	}
-	if r := s.say(t, "console", "boss", "/skill reload"); !strings.Contains(r.Text, "Reloaded: 3 skills") {
+	if r := s.say(t, "console", "boss", "/skill reload"); !strings.Contains(r.Text, "Reloaded: 4 skills") {
 		t.Fatalf("/skill reload = %q", r.Text)
 	}
 }

@@ -30,7 +30,26 @@ func TestShippedBuiltins(t *testing.T) {
 	if err != nil || !strings.Contains(ref, "disable-model-invocation") {
 		t.Errorf("reference: %v", err)
 	}
-	if idx, omitted := c.Index(nil); !strings.Contains(idx, "- skill-authoring: ") || len(omitted) != 0 {
+	if idx, omitted := c.Index(nil); !strings.Contains(idx, "- skill-authoring: ") || !strings.Contains(idx, "- web-access: ") || len(omitted) != 0 {
 		t.Errorf("index %q omitted %v", idx, omitted)
+	}
+
+	web := mustGet(t, c, "web-access")
+	if web.Source != SourceBuiltin || len(web.Body) > BodyChunkBytes {
+		t.Errorf("web-access: source %q, body %d bytes (must fit one injection)", web.Source, len(web.Body))
+	}
+	if got := web.Metadata["requires-tools"]; got != "web_fetch web_search" {
+		t.Errorf("web-access requires-tools = %q", got)
+	}
+	if len(web.AllowedTools) != 0 {
+		t.Errorf("web-access must not narrow the tools (its fallback is a browser MCP tool): %v", web.AllowedTools)
+	}
+	for _, want := range []string{"web_search", "web_fetch", "offset", "login wall", "browser", "sources", "references/fallbacks.md"} {
+		if !strings.Contains(strings.ToLower(web.Body), want) {
+			t.Errorf("web-access body does not mention %q", want)
+		}
+	}
+	if ref, err := ReadFile(web, home, "references/fallbacks.md", 0); err != nil || !strings.Contains(ref, "raw.githubusercontent.com") {
+		t.Errorf("web-access reference: %v", err)
 	}
 }

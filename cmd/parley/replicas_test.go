@@ -226,7 +226,7 @@ func TestSkillReloadOnOneReplicaReloadsTheOther(t *testing.T) {
 	os.MkdirAll(dir, 0o755)
 	os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\nname: runbook\ndescription: The on-call runbook.\n---\nPage the owner.\n"), 0o644)
 	a.mention(t, "EvReload", "UADMIN", "1700000400.000001", "", "/skill reload")
-	c.waitPost(t, "Reloaded: 2 skills")
+	c.waitPost(t, "Reloaded: 3 skills") // the two builtins and runbook
 	slacktest.WaitFor(t, "replica b to reload", 30*time.Second, func() bool {
 		b.mention(t, fmt.Sprintf("EvList%d", time.Now().UnixNano()), "UADMIN", fmt.Sprintf("1700000401.%06d", time.Now().UnixNano()%1e6), "", "/skill list")
 		time.Sleep(300 * time.Millisecond)

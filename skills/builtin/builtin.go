@@ -8,5 +8,5 @@ import "embed"
 // FS holds the builtin skill folders. The "all:" prefix keeps files whose
 // names start with "." or "_" so a skill ships exactly as written.
 //
-//go:embed all:skill-authoring
+//go:embed all:skill-authoring all:web-access
 var FS embed.FS
