@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/metrics"
@@ -410,5 +412,45 @@ func TestServerFailingAtStartupRecovers(t *testing.T) {
 	waitFor(t, "flaky to come up", func() bool { return f.available("flaky__lookup") })
 	if st := f.state(t, "flaky"); !st.Up || st.Err != "" {
 		t.Errorf("flaky = %+v, want up", st)
+	}
+}
+
+// A server that stays broken is retried without end but logged at warning
+// level once per reason, not at every retry.
+func TestBrokenServerIsLoggedOnce(t *testing.T) {
+	f := newFixture(t, Config{Servers: map[string]ServerConfig{"missing": {Command: filepath.Join(t.TempDir(), "no-such-server")}}}, Options{})
+	f.start(t)
+	waitFor(t, "several retries", func() bool { return strings.Count(f.log.String(), "mcp: server down, reconnecting") >= 4 })
+	if n := strings.Count(f.log.String(), `level=WARN msg="mcp: server down, reconnecting"`); n != 1 {
+		t.Errorf("%d warnings for one reason, want 1", n)
+	}
+	f.mu.Lock()
+	n := len(f.states)
+	f.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d state changes reported for one failure repeated, want 1", n)
+	}
+}
+
+// A server without the tools capability (only resources, say) is up with
+// no tools, and is not reconnected over and over.
+func TestServerWithoutTools(t *testing.T) {
+	s := sdk.NewServer(&sdk.Implementation{Name: "docs", Version: "v1"}, nil)
+	s.AddResource(&sdk.Resource{URI: "file:///readme", Name: "readme"}, func(context.Context, *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+		return &sdk.ReadResourceResult{}, nil
+	})
+	// The SDK answers tools/list anyway; many servers refuse it.
+	s.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			if method == "tools/list" {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found"}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	f := newFixture(t, Config{Servers: map[string]ServerConfig{"docs": {URL: httpTestServer(t, streamable(s))}}}, Options{})
+	f.start(t)
+	if st := f.state(t, "docs"); !st.Up || len(st.Tools) != 0 || st.Connects != 1 {
+		t.Errorf("state = %+v, want up with no tools", st)
 	}
 }

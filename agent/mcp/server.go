@@ -88,6 +88,7 @@ func (s *server) run(ctx context.Context, ready func()) {
 	defer ready()
 	t := s.m.timing
 	delay := t.backoffBase
+	var last string // the reason last logged at warning level
 	for {
 		started := time.Now()
 		err := s.serve(ctx, ready)
@@ -99,7 +100,15 @@ func (s *server) run(ctx context.Context, ready func()) {
 		if time.Since(started) >= t.stable {
 			delay = t.backoffBase
 		}
-		s.log.Warn("mcp: server down, reconnecting", "err", err, "retry_in", delay)
+		// A server that stays broken is logged once per reason, not at
+		// every retry.
+		level := slog.LevelWarn
+		if reason := err.Error(); reason == last {
+			level = slog.LevelDebug
+		} else {
+			last = reason
+		}
+		s.log.Log(ctx, level, "mcp: server down, reconnecting", "err", err, "retry_in", delay)
 		if t.sleep(ctx, delay) != nil {
 			s.setDown(errStopped)
 			return
@@ -208,8 +217,14 @@ func (s *server) lost(step string, err error, l *link) error {
 	return fmt.Errorf("%s: %w", step, err)
 }
 
-// list fetches the server's tools and puts them into the registry.
+// list fetches the server's tools and puts them into the registry. A
+// server without the tools capability (resources or prompts only) offers
+// none, and stays connected.
 func (s *server) list(ctx context.Context, sess *sdk.ClientSession) error {
+	if init := sess.InitializeResult(); init == nil || init.Capabilities == nil || init.Capabilities.Tools == nil {
+		s.apply(nil, nil)
+		return nil
+	}
 	var all []*sdk.Tool
 	params := &sdk.ListToolsParams{}
 	for page := 0; ; page++ {
