@@ -190,7 +190,9 @@ func New(cfg Config, opts Options) (*Manager, error) {
 // connected (its tools registered) or failed a first time, or when ctx
 // ends. A server that fails does not stop the others or Parley: it is down,
 // with the reason in Servers, and is retried with backoff (1 s doubling to
-// 1 min) until Close.
+// 1 min) until Close. A server that hangs while connecting may hold Start
+// for up to a minute (npx may be downloading it): bound ctx to bound the
+// wait; the servers keep connecting in the background either way.
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	if m.started || m.closed {

@@ -454,3 +454,33 @@ func TestServerWithoutTools(t *testing.T) {
 		t.Errorf("state = %+v, want up with no tools", st)
 	}
 }
+
+// A streamable HTTP server that restarts forgets its sessions: the call
+// that finds out fails with a short error, Parley connects again, and the
+// next call works.
+func TestHTTPServerRestartIsReconnected(t *testing.T) {
+	var current atomic.Pointer[http.Handler]
+	restart := func() {
+		h := streamable(newTestServer(testServerOptions{name: "remote"}))
+		current.Store(&h)
+	}
+	restart()
+	url := httpTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*current.Load()).ServeHTTP(w, r) }))
+	f := newFixture(t, Config{Servers: map[string]ServerConfig{"remote": {URL: url}}}, Options{})
+	f.start(t)
+	ctx := context.Background()
+	if out, err := f.call(t, ctx, "remote__lookup", `{"key":"a"}`); err != nil || out != "remote has a" {
+		t.Fatalf("first call = %q, %v", out, err)
+	}
+	restart()
+	if _, err := f.call(t, ctx, "remote__lookup", `{"key":"b"}`); err == nil || !strings.HasPrefix(err.Error(), "MCP server remote failed: ") {
+		t.Errorf("call after the restart = %v, want a short failure", err)
+	}
+	waitFor(t, "a working call", func() bool {
+		out, err := f.call(t, ctx, "remote__lookup", `{"key":"c"}`)
+		return err == nil && out == "remote has c"
+	})
+	if st := f.state(t, "remote"); !st.Up || st.Connects < 2 {
+		t.Errorf("state = %+v, want up after a reconnect", st)
+	}
+}
