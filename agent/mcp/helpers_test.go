@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/metrics"
+	"github.com/parleyhq/parley/retry"
 	openai "github.com/sashabaranov/go-openai"
 )
 
@@ -63,8 +65,7 @@ func newFixture(t testing.TB, cfg Config, opts Options) *fixture {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	m.timing.backoffBase = 10 * time.Millisecond
-	m.timing.backoffMax = 50 * time.Millisecond
+	m.timing.backoff = retry.Backoff{Min: 10 * time.Millisecond, Max: 50 * time.Millisecond}
 	f.m = m
 	t.Cleanup(func() {
 		m.Close()
@@ -178,7 +179,7 @@ func (md *model) run(t testing.TB, ctx context.Context, channel, text string, al
 
 // toolResults returns the unwrapped tool results of a turn by tool name,
 // failing if one is not wrapped as untrusted data.
-func toolResults(t *testing.T, res agent.TurnResult) map[string]string {
+func toolResults(t testing.TB, res agent.TurnResult) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for _, m := range res.Messages {
@@ -194,6 +195,28 @@ func toolResults(t *testing.T, res agent.TurnResult) map[string]string {
 	return out
 }
 
+// turnCalling runs a Slack turn in which the model calls tool with args
+// and then answers. It checks that the turn answered, that the result the
+// model saw contains want and that the call was counted with outcome, and
+// returns the result.
+func (md *model) turnCalling(t testing.TB, tool, args, want, outcome string) string {
+	t.Helper()
+	before := toolCalls(t, md.m, "slack", tool, outcome)
+	md.srv.Script(openaitest.Tools(openaitest.Call(tool, args)), openaitest.Text("answered"))
+	res := md.run(t, context.Background(), "slack", "go", nil)
+	if res.Reply != "answered" || res.Failed {
+		t.Errorf("turn = %+v, want it answered", res)
+	}
+	got := toolResults(t, res)[tool]
+	if !strings.Contains(got, want) {
+		t.Errorf("%s result = %.300q, want it to contain %q", tool, got, want)
+	}
+	if n := toolCalls(t, md.m, "slack", tool, outcome) - before; n != 1 {
+		t.Errorf("%s calls counted %s: %v, want 1", tool, outcome, n)
+	}
+	return got
+}
+
 // offeredTools lists the tool names of a chat completion request.
 func offeredTools(req openai.ChatCompletionRequest) []string {
 	var out []string
@@ -205,7 +228,7 @@ func offeredTools(req openai.ChatCompletionRequest) []string {
 }
 
 // toolCalls counts parley_tool_calls_total for one label set.
-func toolCalls(t *testing.T, m *metrics.Metrics, channel, tool, outcome string) float64 {
+func toolCalls(t testing.TB, m *metrics.Metrics, channel, tool, outcome string) float64 {
 	t.Helper()
 	families, err := m.Registry.Gather()
 	if err != nil {

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/agent"
+	"github.com/parleyhq/parley/retry"
 )
 
 // Options wires a Manager to the rest of Parley.
@@ -93,35 +94,21 @@ type SkippedTool struct {
 
 // timing holds the Manager's waits; tests shorten or gate them.
 type timing struct {
-	backoffBase time.Duration // first wait before reconnecting
-	backoffMax  time.Duration // doubling stops here
-	stable      time.Duration // up this long: the next failure starts from backoffBase
-	connect     time.Duration // bounds starting, initialising and the first tools/list
-	grace       time.Duration // after closing stdin, and again after SIGTERM
-	sleep       func(ctx context.Context, d time.Duration) error
+	backoff retry.Backoff                                   // between connection attempts
+	stable  time.Duration                                   // up this long: the next wait starts short again
+	connect time.Duration                                   // bounds starting, initialising and the first tools/list
+	grace   time.Duration                                   // after closing stdin, and again after SIGTERM
+	sleep   func(ctx context.Context, d time.Duration) bool // retry.Sleep
 }
 
 func defaultTiming() timing {
 	return timing{
-		backoffBase: time.Second,
-		backoffMax:  time.Minute,
-		stable:      time.Minute,
+		backoff: retry.Backoff{Min: time.Second, Max: time.Minute},
+		stable:  time.Minute,
 		// npx may download the server on its first start.
 		connect: time.Minute,
 		grace:   2 * time.Second,
-		sleep:   sleep,
-	}
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+		sleep:   retry.Sleep,
 	}
 }
 
@@ -189,8 +176,8 @@ func New(cfg Config, opts Options) (*Manager, error) {
 // Start connects every server in the background and returns once each has
 // connected (its tools registered) or failed a first time, or when ctx
 // ends. A server that fails does not stop the others or Parley: it is down,
-// with the reason in Servers, and is retried with backoff (1 s doubling to
-// 1 min) until Close. A server that hangs while connecting may hold Start
+// with the reason in Servers, and is retried with backoff (about 1 s,
+// doubling to about 1 min) until Close. A server that hangs while connecting may hold Start
 // for up to a minute (npx may be downloading it): bound ctx to bound the
 // wait; the servers keep connecting in the background either way.
 func (m *Manager) Start(ctx context.Context) error {

@@ -27,16 +27,16 @@ import (
 func gateSleep(f *fixture) (waiting <-chan time.Duration, release func()) {
 	ch := make(chan time.Duration, 16)
 	gate := make(chan struct{})
-	f.m.timing.sleep = func(ctx context.Context, d time.Duration) error {
+	f.m.timing.sleep = func(ctx context.Context, d time.Duration) bool {
 		select {
 		case ch <- d:
 		default:
 		}
 		select {
 		case <-gate:
-			return nil
+			return true
 		case <-ctx.Done():
-			return ctx.Err()
+			return false
 		}
 	}
 	return ch, sync1(func() { close(gate) })
@@ -89,19 +89,9 @@ func TestKilledStdioServerIsRestarted(t *testing.T) {
 		t.Error("a tool of a dead server reports itself available")
 	}
 	md := newModel(t, f)
-	md.srv.Script(openaitest.Tools(openaitest.Call("local__lookup", `{"key":"k"}`)), openaitest.Text("without it"))
-	res := md.run(t, ctx, "slack", "look it up", nil)
+	md.turnCalling(t, "local__lookup", `{"key":"k"}`, "unavailable right now", "unavailable")
 	if offered := offeredTools(md.srv.Requests()[0]); len(offered) != 0 {
 		t.Errorf("offered %v while the server is down", offered)
-	}
-	if got := toolResults(t, res)["local__lookup"]; !strings.Contains(got, "unavailable right now") {
-		t.Errorf("call while down = %q, want unavailable", got)
-	}
-	if got := toolCalls(t, md.m, "slack", "local__lookup", "unavailable"); got != 1 {
-		t.Errorf("unavailable calls = %v, want 1", got)
-	}
-	if res.Reply != "without it" {
-		t.Errorf("reply = %q", res.Reply)
 	}
 
 	release()
@@ -171,17 +161,7 @@ func TestHangingToolTimesOutAndIsCancelled(t *testing.T) {
 			f.start(t)
 			md := newModel(t, f)
 
-			md.srv.Script(openaitest.Tools(openaitest.Call("s__hang", "{}")), openaitest.Text("it hung"))
-			res := md.run(t, context.Background(), "slack", "hang", nil)
-			if got := toolResults(t, res)["s__hang"]; !strings.Contains(got, "gave no answer within 300ms") {
-				t.Errorf("result = %q, want a timeout", got)
-			}
-			if got := toolCalls(t, md.m, "slack", "s__hang", "timeout"); got != 1 {
-				t.Errorf("timeout calls = %v, want 1", got)
-			}
-			if res.Reply != "it hung" {
-				t.Errorf("reply = %q", res.Reply)
-			}
+			md.turnCalling(t, "s__hang", "{}", "gave no answer within 300ms", "timeout")
 			receive(t, started, "hang to start")
 			receive(t, cancelled, "the server to see the timeout's cancellation")
 
@@ -252,26 +232,13 @@ func TestMisbehavingServerLeavesTheTurnAnswering(t *testing.T) {
 			f := newFixture(t, Config{Servers: map[string]ServerConfig{"local": stdioConfig("local")}}, Options{})
 			f.start(t)
 			md := newModel(t, f)
-			name := "local__" + tt.call
-			md.srv.Script(openaitest.Tools(openaitest.Call(name, tt.args)), openaitest.Text("answered"))
-			res := md.run(t, context.Background(), "slack", "go", nil)
-			if res.Reply != "answered" || res.Failed {
-				t.Fatalf("turn = %+v, want it answered", res)
-			}
-			if got := toolResults(t, res)[name]; !strings.Contains(got, tt.want) || len(got) > maxResult+100 {
-				t.Errorf("result = %.300q, want it to contain %q", got, tt.want)
-			}
-			if got := toolCalls(t, md.m, "slack", name, tt.outcome); got != 1 {
-				t.Errorf("%s calls = %v, want 1", tt.outcome, got)
+			if got := md.turnCalling(t, "local__"+tt.call, tt.args, tt.want, tt.outcome); len(got) > maxResult+100 {
+				t.Errorf("result of %d bytes", len(got))
 			}
 			if tt.restart {
 				waitFor(t, "the restart", func() bool { return f.state(t, "local").Connects == 2 && f.available("local__lookup") })
 			}
-			md.srv.Script(openaitest.Tools(openaitest.Call("local__lookup", `{"key":"k"}`)), openaitest.Text("next"))
-			res = md.run(t, context.Background(), "slack", "next", nil)
-			if got := toolResults(t, res)["local__lookup"]; got != "local has k" {
-				t.Errorf("next call = %q", got)
-			}
+			md.turnCalling(t, "local__lookup", `{"key":"k"}`, "local has k", metrics.OutcomeOK)
 			if st := f.state(t, "local"); !tt.restart && st.Connects != 1 {
 				t.Errorf("connects = %d: the server was restarted", st.Connects)
 			}

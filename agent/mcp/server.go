@@ -87,7 +87,7 @@ func newServer(m *Manager, name string, cfg ServerConfig) *server {
 func (s *server) run(ctx context.Context, ready func()) {
 	defer ready()
 	t := s.m.timing
-	delay := t.backoffBase
+	backoff := t.backoff
 	var last string // the reason last logged at warning level
 	for {
 		started := time.Now()
@@ -97,9 +97,13 @@ func (s *server) run(ctx context.Context, ready func()) {
 			return
 		}
 		ready()
+		// Only a server that stayed up a while starts short again: one
+		// that connects and then crashes at once must not restart every
+		// second forever.
 		if time.Since(started) >= t.stable {
-			delay = t.backoffBase
+			backoff.Reset()
 		}
+		wait := backoff.Next()
 		// A server that stays broken is logged once per reason, not at
 		// every retry.
 		level := slog.LevelWarn
@@ -108,12 +112,11 @@ func (s *server) run(ctx context.Context, ready func()) {
 		} else {
 			last = reason
 		}
-		s.log.Log(ctx, level, "mcp: server down, reconnecting", "err", err, "retry_in", delay)
-		if t.sleep(ctx, delay) != nil {
+		s.log.Log(ctx, level, "mcp: server down, reconnecting", "err", err, "retry_in", wait)
+		if !t.sleep(ctx, wait) {
 			s.setDown(errStopped)
 			return
 		}
-		delay = min(delay*2, t.backoffMax)
 	}
 }
 
