@@ -122,14 +122,18 @@ func (c ServerConfig) validate(key string) []error {
 		bad("headers", "only for a url server")
 	}
 	if c.URL != "" {
-		for field, set := range map[string]bool{"args": len(c.Args) > 0, "env": len(c.Env) > 0, "cwd": c.Cwd != ""} {
-			if set {
-				bad(field, "only for a command server")
+		for _, f := range []struct {
+			field string
+			set   bool
+		}{{"args", len(c.Args) > 0}, {"env", len(c.Env) > 0}, {"cwd", c.Cwd != ""}} {
+			if f.set {
+				bad(f.field, "only for a command server")
 			}
 		}
+		// References stand for what they will hold, even in the host.
 		if err := checkRefs(c.URL); err != nil {
 			bad("url", "%v", err)
-		} else if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		} else if u, err := url.Parse(refRE.ReplaceAllString(c.URL, "x")); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			bad("url", "must be an absolute http or https URL")
 		}
 	}
@@ -154,10 +158,13 @@ func (c ServerConfig) validate(key string) []error {
 	if c.Timeout < 0 {
 		bad("timeout", "must not be negative")
 	}
-	for field, globs := range map[string][]string{"read": c.Read, "write": c.Write, "tools.allow": c.Tools.Allow, "tools.deny": c.Tools.Deny} {
-		for _, g := range globs {
+	for _, f := range []struct {
+		field string
+		globs []string
+	}{{"read", c.Read}, {"write", c.Write}, {"tools.allow", c.Tools.Allow}, {"tools.deny", c.Tools.Deny}} {
+		for _, g := range f.globs {
 			if _, err := path.Match(g, ""); err != nil {
-				bad(field, "%q is not a valid glob", g)
+				bad(f.field, "%q is not a valid glob", g)
 			}
 		}
 	}

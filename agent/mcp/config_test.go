@@ -66,6 +66,7 @@ func TestConfigValidate(t *testing.T) {
 		{"http", "gh", ok, ""},
 		{"stdio", "files", ServerConfig{Command: "npx", Args: []string{"-y", "x"}, Env: map[string]string{"A": "${B}"}, Cwd: "/"}, ""},
 		{"env reference in the url", "q", ServerConfig{URL: "https://x/mcp?key=${KEY}"}, ""},
+		{"env reference in the host", "q", ServerConfig{URL: "https://${MCP_HOST}/mcp"}, ""},
 		{"neither", "x", ServerConfig{}, "set command (a stdio server) or url"},
 		{"both", "x", ServerConfig{Command: "a", URL: "https://x"}, "set command or url, not both"},
 		{"relative url", "x", ServerConfig{URL: "/mcp"}, "url: must be an absolute http or https URL"},
