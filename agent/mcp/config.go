@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/parleyhq/parley/config"
 )
 
 // DefaultTimeout bounds one tool call when a server sets no timeout.
@@ -38,19 +40,21 @@ type Config struct {
 //
 // Header values, environment values and the URL may name environment
 // variables as ${NAME}; they are expanded when Parley connects, so secrets
-// stay out of the file and out of any printed configuration.
+// stay out of the file.
 type ServerConfig struct {
 	// Command and Args start a stdio server; Env adds to the few variables
-	// it inherits (see docs/tools.md); Cwd is its working directory.
-	Command string            `yaml:"command,omitempty"`
-	Args    []string          `yaml:"args,omitempty"`
-	Env     map[string]string `yaml:"env,omitempty"`
-	Cwd     string            `yaml:"cwd,omitempty"`
+	// it inherits (see docs/tools.md); Cwd is its working directory. Env
+	// values are Secrets: they often are tokens, and they never print.
+	Command string                   `yaml:"command,omitempty"`
+	Args    []string                 `yaml:"args,omitempty"`
+	Env     map[string]config.Secret `yaml:"env,omitempty"`
+	Cwd     string                   `yaml:"cwd,omitempty"`
 
-	// URL is a streamable HTTP endpoint; Headers are sent with every
-	// request.
-	URL     string            `yaml:"url,omitempty"`
-	Headers map[string]string `yaml:"headers,omitempty"`
+	// URL is a streamable HTTP endpoint, printed as written: put a key it
+	// carries in ${NAME}. Headers are sent with every request to its
+	// origin; their values are Secrets.
+	URL     string                   `yaml:"url,omitempty"`
+	Headers map[string]config.Secret `yaml:"headers,omitempty"`
 
 	// Timeout bounds one tool call (DefaultTimeout when zero).
 	Timeout time.Duration `yaml:"timeout,omitempty"`
@@ -141,9 +145,10 @@ func (c ServerConfig) validate(key string) []error {
 		if !headerNameRE.MatchString(k) {
 			bad("headers", "%q is not a valid header name", k)
 		}
-		if err := checkRefs(c.Headers[k]); err != nil {
+		v := c.Headers[k].Reveal()
+		if err := checkRefs(v); err != nil {
 			bad("headers."+k, "%v", err)
-		} else if strings.ContainsAny(c.Headers[k], "\r\n") {
+		} else if strings.ContainsAny(v, "\r\n") {
 			bad("headers."+k, "must be one line")
 		}
 	}
@@ -151,7 +156,7 @@ func (c ServerConfig) validate(key string) []error {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			bad("env", "%q is not a valid variable name", k)
 		}
-		if err := checkRefs(c.Env[k]); err != nil {
+		if err := checkRefs(c.Env[k].Reveal()); err != nil {
 			bad("env."+k, "%v", err)
 		}
 	}
@@ -183,52 +188,13 @@ func (c Config) EnvVars() []string {
 	for _, s := range c.Servers {
 		add(s.URL)
 		for _, v := range s.Headers {
-			add(v)
+			add(v.Reveal())
 		}
 		for _, v := range s.Env {
-			add(v)
+			add(v.Reveal())
 		}
 	}
 	return slices.Sorted(maps.Keys(seen))
-}
-
-// masked stands in for a literal secret in printed configuration.
-const masked = "<secret>"
-
-// Masked returns a copy of c fit to print: header and environment values
-// that name no environment variable are replaced with "<secret>", since a
-// token written into the file is still a token; values made of ${NAME}
-// references are kept, as they show where the secret comes from without
-// revealing it. URLs are printed without their query.
-func (c Config) Masked() Config {
-	out := Config{Servers: make(map[string]ServerConfig, len(c.Servers))}
-	for name, s := range c.Servers {
-		s.Headers = maskValues(s.Headers)
-		s.Env = maskValues(s.Env)
-		if u, err := url.Parse(s.URL); err == nil && u.RawQuery != "" && !refRE.MatchString(u.RawQuery) {
-			u.RawQuery = masked
-			s.URL = u.String()
-		}
-		s.Args = slices.Clone(s.Args)
-		s.Read, s.Write = slices.Clone(s.Read), slices.Clone(s.Write)
-		s.Tools = ToolFilter{Allow: slices.Clone(s.Tools.Allow), Deny: slices.Clone(s.Tools.Deny)}
-		out.Servers[name] = s
-	}
-	return out
-}
-
-func maskValues(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		if !refRE.MatchString(v) {
-			v = masked
-		}
-		out[k] = v
-	}
-	return out
 }
 
 // refRE matches one ${NAME} reference.
@@ -265,10 +231,10 @@ func expand(s string, getenv func(string) string, secret func(string)) (string, 
 }
 
 // expandMap is expand over a map's values; what names the map in errors.
-func expandMap(m map[string]string, what string, getenv func(string) string, secret func(string)) (map[string]string, error) {
+func expandMap(m map[string]config.Secret, what string, getenv func(string) string, secret func(string)) (map[string]string, error) {
 	out := make(map[string]string, len(m))
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		v, err := expand(m[k], getenv, secret)
+		v, err := expand(m[k].Reveal(), getenv, secret)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", what, k, err)
 		}

@@ -1,12 +1,15 @@
 package mcp
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/parleyhq/parley/config"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -64,19 +67,19 @@ func TestConfigValidate(t *testing.T) {
 		want   string // "" for valid
 	}{
 		{"http", "gh", ok, ""},
-		{"stdio", "files", ServerConfig{Command: "npx", Args: []string{"-y", "x"}, Env: map[string]string{"A": "${B}"}, Cwd: "/"}, ""},
+		{"stdio", "files", ServerConfig{Command: "npx", Args: []string{"-y", "x"}, Env: map[string]config.Secret{"A": "${B}"}, Cwd: "/"}, ""},
 		{"env reference in the url", "q", ServerConfig{URL: "https://x/mcp?key=${KEY}"}, ""},
 		{"env reference in the host", "q", ServerConfig{URL: "https://${MCP_HOST}/mcp"}, ""},
 		{"neither", "x", ServerConfig{}, "set command (a stdio server) or url"},
 		{"both", "x", ServerConfig{Command: "a", URL: "https://x"}, "set command or url, not both"},
 		{"relative url", "x", ServerConfig{URL: "/mcp"}, "url: must be an absolute http or https URL"},
 		{"other scheme", "x", ServerConfig{URL: "ftp://x/mcp"}, "url: must be an absolute http or https URL"},
-		{"headers on stdio", "x", ServerConfig{Command: "a", Headers: map[string]string{"A": "b"}}, "headers: only for a url server"},
-		{"env on http", "x", ServerConfig{URL: "https://x", Env: map[string]string{"A": "b"}}, "env: only for a command server"},
-		{"bad header name", "x", ServerConfig{URL: "https://x", Headers: map[string]string{"A B": "c"}}, `"A B" is not a valid header name`},
-		{"header on two lines", "x", ServerConfig{URL: "https://x", Headers: map[string]string{"A": "b\r\nX-Evil: 1"}}, "headers.A: must be one line"},
-		{"broken reference", "x", ServerConfig{URL: "https://x", Headers: map[string]string{"A": "Bearer ${TOKEN"}}, `"${" must open an environment variable reference`},
-		{"bad env name", "x", ServerConfig{Command: "a", Env: map[string]string{"A=B": "c"}}, `"A=B" is not a valid variable name`},
+		{"headers on stdio", "x", ServerConfig{Command: "a", Headers: map[string]config.Secret{"A": "b"}}, "headers: only for a url server"},
+		{"env on http", "x", ServerConfig{URL: "https://x", Env: map[string]config.Secret{"A": "b"}}, "env: only for a command server"},
+		{"bad header name", "x", ServerConfig{URL: "https://x", Headers: map[string]config.Secret{"A B": "c"}}, `"A B" is not a valid header name`},
+		{"header on two lines", "x", ServerConfig{URL: "https://x", Headers: map[string]config.Secret{"A": "b\r\nX-Evil: 1"}}, "headers.A: must be one line"},
+		{"broken reference", "x", ServerConfig{URL: "https://x", Headers: map[string]config.Secret{"A": "Bearer ${TOKEN"}}, `"${" must open an environment variable reference`},
+		{"bad env name", "x", ServerConfig{Command: "a", Env: map[string]config.Secret{"A=B": "c"}}, `"A=B" is not a valid variable name`},
 		{"negative timeout", "x", ServerConfig{URL: "https://x", Timeout: -time.Second}, "timeout: must not be negative"},
 		{"bad glob", "x", ServerConfig{URL: "https://x", Read: []string{"[a"}}, `read: "[a" is not a valid glob`},
 		{"bad allow glob", "x", ServerConfig{URL: "https://x", Tools: ToolFilter{Allow: []string{"[a"}}}, `tools.allow: "[a" is not a valid glob`},
@@ -111,25 +114,30 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// Masked keeps references and hides literal values.
-func TestConfigMasked(t *testing.T) {
+// Header and env values never print, whether written literally or as
+// references; what the file says about a server stays readable.
+func TestConfigPrintsNoHeaderOrEnvValue(t *testing.T) {
 	cfg := Config{Servers: map[string]ServerConfig{
-		"a": {URL: "https://x/mcp?key=literal-key", Headers: map[string]string{"Authorization": "Bearer ghp_literal", "X-Ref": "Bearer ${TOKEN}"}},
-		"b": {Command: "x", Env: map[string]string{"API_KEY": "literal-env", "REF": "${REF}"}},
-		"c": {URL: "https://x/mcp?key=${KEY}"},
+		"a": {URL: "https://x/mcp", Headers: map[string]config.Secret{"Authorization": "Bearer ghp_literal", "X-Ref": "Bearer ${TOKEN}"}},
+		"b": {Command: "npx", Env: map[string]config.Secret{"API_KEY": "literal-env"}},
 	}}
-	m := cfg.Masked()
-	if a := m.Servers["a"]; a.Headers["Authorization"] != masked || a.Headers["X-Ref"] != "Bearer ${TOKEN}" || strings.Contains(a.URL, "literal-key") {
-		t.Errorf("a = %+v", a)
+	y, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if b := m.Servers["b"]; b.Env["API_KEY"] != masked || b.Env["REF"] != "${REF}" {
-		t.Errorf("b = %+v", b)
+	j, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if c := m.Servers["c"]; c.URL != "https://x/mcp?key=${KEY}" {
-		t.Errorf("c = %+v", c)
-	}
-	if cfg.Servers["a"].Headers["Authorization"] != "Bearer ghp_literal" {
-		t.Error("Masked changed the original")
+	for _, printed := range []string{string(y), string(j), fmt.Sprintf("%v %+v %#v", cfg, cfg, cfg)} {
+		for _, value := range []string{"ghp_literal", "literal-env", "${TOKEN}"} {
+			if strings.Contains(printed, value) {
+				t.Errorf("printed config shows %q:\n%s", value, printed)
+			}
+		}
+		if !strings.Contains(printed, "https://x/mcp") || !strings.Contains(printed, "npx") {
+			t.Errorf("printed config lost what is not secret:\n%s", printed)
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/parleyhq/parley/config"
 )
 
 // The test binary doubles as a stdio MCP server: run with
@@ -266,10 +267,10 @@ func stdioConfig(name string, env ...string) ServerConfig {
 		Command: os.Args[0],
 		Args:    []string{"-test.run=^$"},
 		// The race detector waits a second at exit by default.
-		Env: map[string]string{envServerMode: "serve", envServerName: name, "GORACE": "atexit_sleep_ms=0"},
+		Env: map[string]config.Secret{envServerMode: "serve", envServerName: config.Secret(name), "GORACE": "atexit_sleep_ms=0"},
 	}
 	for i := 0; i+1 < len(env); i += 2 {
-		cfg.Env[env[i]] = env[i+1]
+		cfg.Env[env[i]] = config.Secret(env[i+1])
 	}
 	return cfg
 }
