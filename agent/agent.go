@@ -347,12 +347,13 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 	}
 }
 
-// offer lists the registered tools the conversation may use, sorted by name
-// so the request's tools part is stable from turn to turn.
+// offer lists the registered tools the conversation may use and that can
+// run now, sorted by name so the request's tools part is stable from turn to
+// turn.
 func (a *Agent) offer(allow func(string) bool) []openai.Tool {
 	var out []openai.Tool
 	for _, t := range a.tools.All() {
-		if allow != nil && !allow(t.Name()) {
+		if allow != nil && !allow(t.Name()) || !isAvailable(t) {
 			continue
 		}
 		params := t.Parameters()

@@ -329,6 +329,13 @@ func TestToolFailures(t *testing.T) {
 		t.Error("a denied tool ran")
 		return Result{}, nil
 	}}
+	down := downTool{funcTool{name: "down", fn: func(context.Context, *TurnContext, json.RawMessage) (Result, error) {
+		t.Error("an unavailable tool ran")
+		return Result{}, nil
+	}}}
+	slow := funcTool{name: "slow", fn: func(context.Context, *TurnContext, json.RawMessage) (Result, error) {
+		return Result{}, fmt.Errorf("no answer within 30s: %w", context.DeadlineExceeded)
+	}}
 	tests := []struct {
 		name        string
 		call        openaitest.ToolCall
@@ -342,10 +349,12 @@ func TestToolFailures(t *testing.T) {
 		{"tool error", openaitest.Call("broken", "{}"), "error: disk on fire", "broken", metrics.OutcomeError},
 		{"tool panic", openaitest.Call("panicky", "{}"), "error: tool panicky failed", "panicky", metrics.OutcomeError},
 		{"denied tool called anyway", openaitest.Call("save", `{"f":"x"}`), "tool save is not permitted in this conversation", "save", metrics.OutcomeDenied},
+		{"unavailable tool called anyway", openaitest.Call("down", "{}"), "tool down is unavailable right now", "down", outcomeUnavailable},
+		{"tool deadline", openaitest.Call("slow", "{}"), "error: no answer within 30s", "slow", outcomeTimeout},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, Config{}, []Tool{textTool("echo", "echoed"), errTool, panicTool, writer})
+			h := newHarness(t, Config{}, []Tool{textTool("echo", "echoed"), errTool, panicTool, writer, down, slow})
 			tt.call.ID = "call_1"
 			h.srv.Script(openaitest.Tools(tt.call), openaitest.Text("final answer"))
 			res := h.run(t, TurnRequest{Channel: "wechat", UserText: "go", Allow: func(name string) bool { return name != "save" }})
@@ -356,8 +365,8 @@ func TestToolFailures(t *testing.T) {
 			if len(reqs) != 2 {
 				t.Fatalf("requests = %d", len(reqs))
 			}
-			if slices.Contains(toolNames(reqs[0]), "save") {
-				t.Error("a denied tool was offered")
+			if offered := toolNames(reqs[0]); slices.Contains(offered, "save") || slices.Contains(offered, "down") {
+				t.Errorf("offered %v: a denied or unavailable tool was offered", offered)
 			}
 			last := reqs[1].Messages[len(reqs[1].Messages)-1]
 			name, content, ok := UnwrapToolResult(last.Content)

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -24,11 +25,21 @@ const maxParallelTools = 16
 // the name comes from the model, and metric labels must stay bounded.
 const unknownToolLabel = "(unknown)"
 
+// Outcomes of tool calls besides metrics' ok, error and denied.
+const (
+	// outcomeUnavailable: the tool exists but cannot run now (its MCP
+	// server is down), so it was not offered and a call is not run.
+	outcomeUnavailable = "unavailable"
+	// outcomeTimeout: the tool gave up on its own deadline while the turn
+	// was still running.
+	outcomeTimeout = "timeout"
+)
+
 // outcome is what one tool call produced, before wrapping.
 type outcome struct {
 	content string
 	inject  []sessions.Message
-	result  string // metrics.OutcomeOK, OutcomeError or OutcomeDenied
+	result  string // metrics.OutcomeOK, OutcomeError, OutcomeDenied, outcomeUnavailable or outcomeTimeout
 }
 
 // normaliseCalls converts the model's tool calls to the stored form. Calls
@@ -78,6 +89,8 @@ func (a *Agent) runTools(ctx context.Context, log *slog.Logger, tc *TurnContext,
 			out[i] = outcome{content: fmt.Sprintf("error: unknown tool %s; call only the tools you are offered", c.Name), result: metrics.OutcomeError}
 		case allow != nil && !allow(c.Name):
 			out[i] = outcome{content: fmt.Sprintf("error: tool %s is not permitted in this conversation; do not call it again, answer without it", c.Name), result: metrics.OutcomeDenied}
+		case !isAvailable(t):
+			out[i] = outcome{content: fmt.Sprintf("error: tool %s is unavailable right now (its server is down); do not call it again this turn, answer without it", c.Name), result: outcomeUnavailable}
 		case !isJSONObject([]byte(c.Arguments)):
 			problem := "not a JSON object"
 			if !json.Valid([]byte(c.Arguments)) {
@@ -159,7 +172,13 @@ func (a *Agent) call(ctx context.Context, log *slog.Logger, tc *TurnContext, t T
 	view := *tc
 	res, err := t.Call(ctx, &view, args)
 	if err != nil {
-		return outcome{content: "error: " + err.Error(), result: metrics.OutcomeError}
+		result := metrics.OutcomeError
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			// The tool's own deadline, not the turn's: counted apart so that
+			// a hanging server shows up as such.
+			result = outcomeTimeout
+		}
+		return outcome{content: "error: " + err.Error(), result: result}
 	}
 	return outcome{content: res.Content, inject: res.Inject, result: metrics.OutcomeOK}
 }

@@ -30,6 +30,11 @@ func (f funcTool) Call(ctx context.Context, tc *TurnContext, args json.RawMessag
 	return f.fn(ctx, tc, args)
 }
 
+// downTool is a tool that reports itself unavailable.
+type downTool struct{ funcTool }
+
+func (downTool) Available() bool { return false }
+
 // textTool returns a read-only tool answering content.
 func textTool(name, content string) funcTool {
 	return funcTool{name: name, fn: func(context.Context, *TurnContext, json.RawMessage) (Result, error) {

@@ -72,6 +72,22 @@ type Sequential interface {
 	Sequential() bool
 }
 
+// Availability is implemented by tools that can be unable to run for a
+// while, such as the tools of an MCP server that is restarting. A tool whose
+// Available reports false is not offered to the model, and a call to it is
+// answered with an "unavailable" outcome without running it. Available is
+// called on every request, so it must be cheap and safe for concurrent use.
+type Availability interface {
+	Available() bool
+}
+
+// isAvailable reports whether t can run now; tools without Availability
+// always can.
+func isAvailable(t Tool) bool {
+	a, ok := t.(Availability)
+	return !ok || a.Available()
+}
+
 // Errors returned by Registry.Register.
 var (
 	ErrInvalidToolName = errors.New("agent: invalid tool name")
@@ -113,6 +129,17 @@ func (r *Registry) Register(t Tool) error {
 	}
 	r.tools[name] = t
 	return nil
+}
+
+// Unregister removes the tool called name and reports whether there was
+// one. Tools come and go at run time when an MCP server changes its list; a
+// turn that already holds the tool may still call it.
+func (r *Registry) Unregister(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.tools[name]
+	delete(r.tools, name)
+	return ok
 }
 
 // Get returns the tool called name.

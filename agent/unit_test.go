@@ -178,6 +178,15 @@ func TestRegistry(t *testing.T) {
 	if _, ok := r.Get("nope"); ok {
 		t.Error("Get(nope) found a tool")
 	}
+	if !r.Unregister("a-tool") || r.Unregister("a-tool") {
+		t.Error("Unregister(a-tool) twice did not report true, then false")
+	}
+	if _, ok := r.Get("a-tool"); ok {
+		t.Error("Get found an unregistered tool")
+	}
+	if err := r.Register(textTool("a-tool", "")); err != nil {
+		t.Errorf("Register after Unregister: %v", err)
+	}
 }
 
 func TestParseRetryAfter(t *testing.T) {

@@ -1,0 +1,232 @@
+// Package mcp connects Parley to MCP (Model Context Protocol) servers and
+// offers their tools to the agent, on the official Go SDK.
+//
+// Each configured server (tools.mcp.servers.NAME) is either a stdio server,
+// a command Parley starts and owns, or a streamable HTTP endpoint. A Manager
+// supervises them: it connects, registers each server's tools in an
+// agent.Registry as NAME__TOOL, follows notifications/tools/list_changed,
+// and reconnects with backoff when a connection or a process ends. While a
+// server is down its tools stay registered but report themselves
+// unavailable (agent.Availability), so the model is not offered tools that
+// cannot run.
+//
+// Every tool is a read or a write tool (agent.Tool.Writes), so channel
+// policies decide MCP tools exactly like builtin ones: readOnlyHint makes a
+// read tool, anything else writes, and the server's read/write globs
+// override both. Results are text: at most 16 KiB, with images, audio and
+// binary resources described rather than dropped.
+//
+// Secrets given as ${NAME} in a server's URL, headers or env are expanded
+// only when connecting, and are redacted from every error, state and log
+// line the package produces.
+package mcp
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/parleyhq/parley/agent"
+	"github.com/parleyhq/parley/retry"
+)
+
+// Options wires a Manager to the rest of Parley.
+type Options struct {
+	// Registry receives the servers' tools. Required.
+	Registry *agent.Registry
+	// Log gets the servers' events, with "component": "mcp" and "server".
+	// Nil logs nothing.
+	Log *slog.Logger
+	// OnStateChange is called after a server connects, goes down or is
+	// stopped, with its new state: feed parley_mcp_server_up{server} and
+	// readiness from it. It runs on the server's own goroutine, so one
+	// server's states arrive in order; it must not block for long.
+	OnStateChange func(ServerState)
+	// Getenv resolves ${NAME} and the variables stdio servers inherit;
+	// nil means os.Getenv.
+	Getenv func(string) string
+	// Version is sent to servers as the client's version ("dev" if empty).
+	Version string
+}
+
+// ServerState is what an operator needs to know about one server.
+type ServerState struct {
+	Name      string `json:"name"`
+	Transport string `json:"transport"` // TransportStdio or TransportHTTP
+	Up        bool   `json:"up"`
+	// Err is why the server is down, secrets redacted; empty while up.
+	Err string `json:"error,omitempty"`
+	// Since is when Up last changed.
+	Since time.Time `json:"since"`
+	// Connects counts successful connections; more than one means the
+	// server was restarted or reconnected.
+	Connects int `json:"connects"`
+	// Tools are the tools offered, sorted by name, kept while the server
+	// is down (they are unavailable then).
+	Tools []ToolState `json:"tools"`
+	// Skipped are tools the server lists that are not offered, and why.
+	Skipped []SkippedTool `json:"skipped,omitempty"`
+}
+
+// ToolState describes one offered tool.
+type ToolState struct {
+	// Name is what the model calls: SERVER__TOOL, made valid.
+	Name string `json:"name"`
+	// Original is the server's own name for the tool.
+	Original string `json:"original"`
+	Writes   bool   `json:"writes"`
+	// Rule is what decided the class: `write "glob"`, `read "glob"`,
+	// "readOnlyHint" or "default: no readOnlyHint".
+	Rule string `json:"rule"`
+}
+
+// SkippedTool is a listed tool that is not offered (tools.allow/deny
+// excludes are not listed: the operator chose those).
+type SkippedTool struct {
+	Original string `json:"original"`
+	Reason   string `json:"reason"`
+}
+
+// timing holds the Manager's waits; tests shorten or gate them.
+type timing struct {
+	backoff retry.Backoff                                   // between connection attempts
+	stable  time.Duration                                   // up this long: the next wait starts short again
+	connect time.Duration                                   // bounds starting, initialising and the first tools/list
+	grace   time.Duration                                   // after closing stdin, and again after SIGTERM
+	sleep   func(ctx context.Context, d time.Duration) bool // retry.Sleep
+}
+
+func defaultTiming() timing {
+	return timing{
+		backoff: retry.Backoff{Min: time.Second, Max: time.Minute},
+		stable:  time.Minute,
+		// npx may download the server on its first start.
+		connect: time.Minute,
+		grace:   2 * time.Second,
+		sleep:   retry.Sleep,
+	}
+}
+
+// Manager supervises the configured MCP servers. Create it with New, then
+// Start it once and Close it once.
+type Manager struct {
+	registry *agent.Registry
+	log      *slog.Logger
+	onState  func(ServerState)
+	getenv   func(string) string
+	version  string
+	timing   timing
+	servers  []*server // sorted by name
+
+	// ctx lives until Close: the servers' goroutines and every call in
+	// flight end with it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+}
+
+// Errors returned by New and Start.
+var (
+	ErrNoRegistry = errors.New("mcp: Options.Registry is required")
+	ErrStarted    = errors.New("mcp: manager already started or closed")
+)
+
+// New validates cfg and returns a Manager for its servers. Nothing is
+// started until Start.
+func New(cfg Config, opts Options) (*Manager, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Registry == nil {
+		return nil, ErrNoRegistry
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Getenv == nil {
+		opts.Getenv = os.Getenv
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	m := &Manager{
+		registry: opts.Registry,
+		log:      opts.Log.With("component", "mcp"),
+		onState:  opts.OnStateChange,
+		getenv:   opts.Getenv,
+		version:  opts.Version,
+		timing:   defaultTiming(),
+	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	for _, name := range slices.Sorted(maps.Keys(cfg.Servers)) {
+		m.servers = append(m.servers, newServer(m, name, cfg.Servers[name].withDefaults()))
+	}
+	return m, nil
+}
+
+// Start connects every server in the background and returns once each has
+// connected (its tools registered) or failed a first time, or when ctx
+// ends. A server that fails does not stop the others or Parley: it is down,
+// with the reason in Servers, and is retried with backoff (about 1 s,
+// doubling to about 1 min) until Close. A server that hangs while connecting may hold Start
+// for up to a minute (npx may be downloading it): bound ctx to bound the
+// wait; the servers keep connecting in the background either way.
+func (m *Manager) Start(ctx context.Context) error {
+	m.mu.Lock()
+	if m.started || m.closed {
+		m.mu.Unlock()
+		return ErrStarted
+	}
+	m.started = true
+	m.mu.Unlock()
+
+	readies := make([]chan struct{}, len(m.servers))
+	for i, s := range m.servers {
+		readies[i] = make(chan struct{})
+		ready := sync.OnceFunc(func() { close(readies[i]) })
+		m.wg.Go(func() { s.run(m.ctx, ready) })
+	}
+	for _, ready := range readies {
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	return nil
+}
+
+// Close stops every server and returns when all are gone: calls in flight
+// are cancelled, sessions closed, stdio servers asked to exit (stdin
+// closed), then sent SIGTERM, then SIGKILL, along with anything they
+// started; every goroutine the Manager started has returned, and its tools
+// are unregistered. Close is idempotent.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	m.cancel()
+	m.wg.Wait()
+	for _, s := range m.servers {
+		s.unregister()
+	}
+	return nil
+}
+
+// Servers returns the state of every configured server, sorted by name.
+func (m *Manager) Servers() []ServerState {
+	out := make([]ServerState, len(m.servers))
+	for i, s := range m.servers {
+		out[i] = s.state()
+	}
+	return out
+}

@@ -1,0 +1,116 @@
+package mcp
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+)
+
+// Function names the model can call must match ^[a-zA-Z0-9_-]{1,64}$; MCP
+// tool names may also hold dots, slashes and any other character a server
+// chooses.
+const (
+	maxName = 64
+	// hashLen hex digits of SHA-256 tell apart names that were cut or
+	// that collided once sanitised.
+	hashLen = 8
+)
+
+var invalidNameRE = regexp.MustCompile(`[^a-zA-Z0-9_-]`)
+
+// sanitise replaces every character a function name cannot hold with "_".
+func sanitise(s string) string {
+	return invalidNameRE.ReplaceAllString(s, "_")
+}
+
+// hashed is server__tool cut to leave room for "_" and a short hash of the
+// server's own tool name, so it is stable for that tool whatever else the
+// server offers.
+func hashed(server, tool string) string {
+	sum := sha256.Sum256([]byte(tool))
+	base := server + "__" + sanitise(tool)
+	if limit := maxName - 1 - hashLen; len(base) > limit {
+		base = base[:limit]
+	}
+	return base + "_" + hex.EncodeToString(sum[:])[:hashLen]
+}
+
+// offeredNames maps each of a server's tool names to the name the model
+// sees: server__tool with invalid characters replaced by "_". A name longer
+// than 64 characters is cut and given a short hash of the original; when
+// several tools sanitise to the same name, the one that needed no change
+// keeps it and the others get the hash. A name that still collides (a tool
+// literally named like another's hashed form) is left out and reported in
+// dropped. Names are assigned in sorted order, so the result depends only on
+// the set of names.
+func offeredNames(server string, tools []string) (names map[string]string, dropped []string) {
+	tools = slices.Sorted(slices.Values(tools))
+	candidate := make(map[string]string, len(tools))
+	group := make(map[string][]string, len(tools))
+	for _, t := range tools {
+		c := server + "__" + sanitise(t)
+		if len(c) > maxName {
+			c = hashed(server, t)
+		}
+		candidate[t] = c
+		group[c] = append(group[c], t)
+	}
+	names = make(map[string]string, len(tools))
+	used := make(map[string]bool, len(tools))
+	for _, t := range tools {
+		c := candidate[t]
+		if len(group[c]) > 1 && sanitise(t) != t {
+			c = hashed(server, t)
+		}
+		if used[c] {
+			dropped = append(dropped, t)
+			continue
+		}
+		used[c] = true
+		names[t] = c
+	}
+	return names, dropped
+}
+
+// class decides whether a server's tool writes, and names the rule that
+// decided: a write glob, then a read glob, then the tool's readOnlyHint;
+// anything else writes, the safe default, since a hint is only a hint.
+func class(cfg ServerConfig, tool string, readOnlyHint bool) (writes bool, rule string) {
+	if g, ok := matchGlob(cfg.Write, tool); ok {
+		return true, fmt.Sprintf("write %q", g)
+	}
+	if g, ok := matchGlob(cfg.Read, tool); ok {
+		return false, fmt.Sprintf("read %q", g)
+	}
+	if readOnlyHint {
+		return false, "readOnlyHint"
+	}
+	return true, "default: no readOnlyHint"
+}
+
+// offered reports whether a server's tool passes its tools.allow/deny.
+func offered(f ToolFilter, tool string) bool {
+	if _, ok := matchGlob(f.Deny, tool); ok {
+		return false
+	}
+	if f.Allow == nil {
+		return true
+	}
+	_, ok := matchGlob(f.Allow, tool)
+	return ok
+}
+
+// matchGlob returns the first glob of globs that matches name.
+func matchGlob(globs []string, name string) (string, bool) {
+	for _, g := range globs {
+		// Validate rejects malformed globs; one that slips through
+		// matches only its own text.
+		if ok, err := path.Match(g, name); g == name || (err == nil && ok) {
+			return g, true
+		}
+	}
+	return "", false
+}
