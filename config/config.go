@@ -4,7 +4,9 @@
 //
 // The core keys are defined here. Each chat platform's section (slack:,
 // feishu:, wechat:) is defined by its adapter package, which registers it
-// with RegisterPlatform; Load decodes, overrides, validates and prints
+// with RegisterPlatform, and each section under tools: (tools.mcp,
+// tools.web_fetch, …) by the package of those tools, with
+// RegisterToolSection; Load decodes, overrides, validates and prints
 // those sections like the rest. Defaults are the exported Default*
 // constants, which the packages that use a value fall back to as well.
 package config
@@ -39,6 +41,12 @@ type Config struct {
 	Gateway  Gateway  `yaml:"gateway"`
 	Skills   Skills   `yaml:"skills"`
 	Policies Policies `yaml:"policies"`
+
+	// Tools holds the section of every registered tool section, by name
+	// (see Tool and RegisterToolSection). In the file each is a key under
+	// tools:, e.g. tools.mcp. Sections are pointers: copies of a Config
+	// share them.
+	Tools map[string]SectionConfig `yaml:"-"`
 
 	// Platforms holds the section of every registered platform, by name
 	// (see Section). In the file each is a top-level key: slack:, …
@@ -123,7 +131,8 @@ const (
 )
 
 // Default returns the configuration used when no file and no environment
-// say otherwise, with the default section of every registered platform.
+// say otherwise, with the default section of every registered platform
+// and tool section.
 func Default() Config {
 	home := "~/.parley"
 	if h, err := os.UserHomeDir(); err == nil {
@@ -154,7 +163,11 @@ func Default() Config {
 		},
 		Gateway:   Gateway{Workers: DefaultWorkers, ShutdownTimeout: DefaultShutdownTimeout},
 		Skills:    Skills{BodyBudget: DefaultSkillBodyBudget},
+		Tools:     map[string]SectionConfig{},
 		Platforms: map[string]PlatformConfig{},
+	}
+	for _, s := range ToolSections() {
+		c.Tools[s.Name] = s.NewConfig()
 	}
 	for _, p := range Platforms() {
 		if p.NewConfig != nil {
@@ -259,6 +272,11 @@ func (c *Config) env() []EnvVar {
 // envVars is every binding of c: the core keys', then each section's.
 func (c *Config) envVars() []EnvVar {
 	vars := c.env()
+	for _, s := range ToolSections() {
+		if sec, ok := c.Tools[s.Name]; ok && sec != nil {
+			vars = append(vars, sec.Env()...)
+		}
+	}
 	for _, p := range Platforms() {
 		if sec, ok := c.Platforms[p.Name]; ok && sec != nil {
 			vars = append(vars, sec.Env()...)
@@ -268,7 +286,7 @@ func (c *Config) envVars() []EnvVar {
 }
 
 // EnvVars lists every environment variable Parley reads, the registered
-// platforms' included, for the checks that deployment files name only
+// platforms' and tool sections' included, for the checks that deployment files name only
 // variables that exist.
 func EnvVars() []string {
 	c := Default()
@@ -369,6 +387,7 @@ func (c Config) Validate() error {
 	if err := c.Policies.validate(); err != nil {
 		errs = append(errs, err.Error())
 	}
+	errs = append(errs, c.validateTools()...)
 	errs = append(errs, c.validatePlatforms()...)
 	if len(errs) > 0 {
 		return errors.New("invalid config: " + strings.Join(errs, "; "))
@@ -420,8 +439,8 @@ func (c Config) Format(f fmt.State, _ rune) {
 	f.Write(out)
 }
 
-// MarshalYAML implements yaml.Marshaler: the core keys, then each
-// platform's section under its name.
+// MarshalYAML implements yaml.Marshaler: the core keys, the tool
+// sections under tools:, then each platform's section under its name.
 func (c Config) MarshalYAML() (any, error) {
 	return c.document().Interface(), nil
 }

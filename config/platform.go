@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -36,13 +37,12 @@ type Platform struct {
 	Policy *Level
 }
 
-// PlatformConfig is a platform's section of the file (its type lives in
-// the adapter package, e.g. *slack.Config). Secret-bearing fields must be
-// of type Secret: nothing else keeps them out of `config check` and logs.
-type PlatformConfig interface {
-	// Enabled reports whether the section turns the platform on (its
-	// credentials are set).
-	Enabled() bool
+// SectionConfig is a section of the file whose type lives in the package
+// that uses it: a platform's (e.g. *slack.Config) or a tool's (e.g.
+// *web.FetchConfig). Secret-bearing fields must be of type Secret (or
+// SecretURL, SecretTemplate): nothing else keeps them out of
+// `config check` and logs.
+type SectionConfig interface {
 	// Env binds the environment variables that override the section's
 	// keys, e.g. Env("SLACK_BOT_TOKEN", &c.BotToken).
 	Env() []EnvVar
@@ -51,6 +51,15 @@ type PlatformConfig interface {
 	// it, the environment variable. Use errors.Join for several. It is run
 	// by Load, so `parley config check` refuses what `serve` would.
 	Validate() error
+}
+
+// PlatformConfig is a platform's section of the file (its type lives in
+// the adapter package, e.g. *slack.Config).
+type PlatformConfig interface {
+	SectionConfig
+	// Enabled reports whether the section turns the platform on (its
+	// credentials are set).
+	Enabled() bool
 }
 
 // EnvVar binds one environment variable to the field it overrides.
@@ -140,7 +149,7 @@ func Section[T PlatformConfig](c Config, name string) (T, bool) {
 
 // coreKeys are the top-level keys of the file that are not platforms.
 func coreKeys() map[string]bool {
-	keys := map[string]bool{}
+	keys := map[string]bool{ToolsKey: true}
 	t := reflect.TypeOf(core{})
 	for i := range t.NumField() {
 		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); name != "" && name != "-" {
@@ -155,35 +164,61 @@ func coreKeys() map[string]bool {
 func (c Config) validatePlatforms() []string {
 	var problems []string
 	for _, p := range Platforms() {
-		sec, ok := c.Platforms[p.Name]
-		if !ok || sec == nil {
-			continue
-		}
-		err := sec.Validate()
-		if err == nil {
-			continue
-		}
-		var errs []error
-		if joined, ok := err.(interface{ Unwrap() []error }); ok {
-			errs = joined.Unwrap()
-		} else {
-			errs = []error{err}
-		}
-		for _, e := range errs {
-			problems = append(problems, p.Name+"."+e.Error())
+		if sec, ok := c.Platforms[p.Name]; ok && sec != nil {
+			problems = append(problems, keyed(p.Name, sec.Validate())...)
 		}
 	}
 	return problems
 }
 
-// document is the file as yaml sees it: the core keys inline, then one
-// field per registered platform holding that platform's section. It is
-// built at run time because the platforms are only known then; decoding
-// into it keeps yaml's strictness (unknown keys inside a section are
-// errors with their line) and marshalling it prints the sections in place.
+// keyed splits err (errors.Join'ed problems, each naming a key relative to
+// prefix) into its problems with their keys made absolute.
+func keyed(prefix string, err error) []string {
+	if err == nil {
+		return nil
+	}
+	var errs []error
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = joined.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	problems := make([]string, 0, len(errs))
+	for _, e := range errs {
+		problems = append(problems, prefix+"."+e.Error())
+	}
+	return problems
+}
+
+// PrefixKeys returns err, a section's problems as its Validate reports
+// them (keys relative to the section, errors.Join'ed), with every key put
+// under prefix: PrefixKeys("tools.mcp", err) turns "servers.x.url: …" into
+// "tools.mcp.servers.x.url: …". Nil stays nil.
+func PrefixKeys(prefix string, err error) error {
+	problems := keyed(prefix, err)
+	if len(problems) == 0 {
+		return nil
+	}
+	errs := make([]error, len(problems))
+	for i, p := range problems {
+		errs[i] = errors.New(p)
+	}
+	return errors.Join(errs...)
+}
+
+// document is the file as yaml sees it: the core keys inline, the tool
+// sections under tools:, then one field per registered platform holding
+// that platform's section. It is built at run time because the sections
+// are only known then; decoding into it keeps yaml's strictness (unknown
+// keys inside a section are errors with their line) and marshalling it
+// prints the sections in place.
 func (c *Config) document() reflect.Value {
 	platforms := Platforms()
 	fields := []reflect.StructField{{Name: "Core", Type: reflect.TypeOf(core{}), Tag: `yaml:",inline"`}}
+	tools := c.toolsDocument()
+	if tools.IsValid() {
+		fields = append(fields, reflect.StructField{Name: "Tools", Type: tools.Type(), Tag: reflect.StructTag(fmt.Sprintf(`yaml:%q`, ToolsKey))})
+	}
 	var named []Platform
 	for _, p := range platforms {
 		if sec, ok := c.Platforms[p.Name]; ok && sec != nil {
@@ -197,8 +232,13 @@ func (c *Config) document() reflect.Value {
 	}
 	doc := reflect.New(reflect.StructOf(fields)).Elem()
 	doc.Field(0).Set(reflect.ValueOf(core(*c)))
+	first := 1
+	if tools.IsValid() {
+		doc.Field(1).Set(tools)
+		first = 2
+	}
 	for i, p := range named {
-		doc.Field(i + 1).Set(reflect.ValueOf(c.Platforms[p.Name]))
+		doc.Field(first + i).Set(reflect.ValueOf(c.Platforms[p.Name]))
 	}
 	return doc
 }
@@ -206,11 +246,15 @@ func (c *Config) document() reflect.Value {
 // fromDocument copies a decoded document back into c. A section written
 // as null in the file keeps its defaults.
 func (c *Config) fromDocument(doc reflect.Value) {
-	platforms := c.Platforms
+	platforms, tools := c.Platforms, c.Tools
 	*c = Config(doc.Field(0).Interface().(core))
-	c.Platforms = platforms
+	c.Platforms, c.Tools = platforms, tools
 	for i := 1; i < doc.NumField(); i++ {
 		name := doc.Type().Field(i).Tag.Get("yaml")
+		if name == ToolsKey {
+			c.fromToolsDocument(doc.Field(i))
+			continue
+		}
 		if sec, ok := doc.Field(i).Interface().(PlatformConfig); ok && !reflect.ValueOf(sec).IsNil() {
 			c.Platforms[name] = sec
 		}

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	_ "github.com/parleyhq/parley/agent/mcp" // tools.mcp
+	_ "github.com/parleyhq/parley/agent/web" // tools.web_fetch, tools.web_search
 	_ "github.com/parleyhq/parley/channels/install"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/policy"
@@ -171,19 +173,22 @@ func TestPlatformSectionErrorsNameKeyAndLine(t *testing.T) {
 var credentialName = regexp.MustCompile(`(?i)(token|secret|password|passwd|api_?key|encrypt_?key|credential)`)
 
 var (
-	secretType    = reflect.TypeFor[config.Secret]()
-	secretURLType = reflect.TypeFor[config.SecretURL]()
+	secretType         = reflect.TypeFor[config.Secret]()
+	secretURLType      = reflect.TypeFor[config.SecretURL]()
+	secretTemplateType = reflect.TypeFor[config.SecretTemplate]()
 )
 
-// secretField is a Secret or SecretURL found in the config tree.
+// secretField is a Secret, SecretURL or SecretTemplate found in the config
+// tree.
 type secretField struct {
 	path  string
 	value string // what the test put there
 }
 
-// plantSecrets walks v (a struct, through pointers and the sections of
-// Config.Platforms) and puts a distinct value into every Secret and
-// SecretURL; it reports credential-named fields of any other type.
+// plantSecrets walks v (a struct, through pointers, maps and the sections
+// of Config.Tools and Config.Platforms) and puts a distinct value into
+// every Secret, SecretURL and literal SecretTemplate; it reports
+// credential-named fields of any other type.
 func plantSecrets(t *testing.T, v reflect.Value, path string, found *[]secretField) {
 	t.Helper()
 	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
@@ -203,7 +208,7 @@ func plantSecrets(t *testing.T, v reflect.Value, path string, found *[]secretFie
 		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 		p := path + "." + f.Name
 		switch {
-		case f.Type == secretType:
+		case f.Type == secretType || f.Type == secretTemplateType:
 			val := fmt.Sprintf("planted-secret-%d", len(*found))
 			fv.SetString(val)
 			*found = append(*found, secretField{p, val})
@@ -222,29 +227,37 @@ func plantSecrets(t *testing.T, v reflect.Value, path string, found *[]secretFie
 			for i := range fv.Len() {
 				plantSecrets(t, fv.Index(i).Addr(), fmt.Sprintf("%s[%d]", p, i), found)
 			}
-		case f.Type.Kind() == reflect.Map && f.Type.Elem() == reflect.TypeFor[config.PlatformConfig]():
-			for _, name := range slices.Sorted(func(yield func(string) bool) {
-				for _, k := range fv.MapKeys() {
-					if !yield(k.String()) {
-						return
-					}
-				}
-			}) {
-				plantSecrets(t, fv.MapIndex(reflect.ValueOf(name)), p+"["+name+"]", found)
-			}
+		case f.Type.Kind() == reflect.Map && f.Type.Key().Kind() == reflect.String:
+			plantInMap(t, fv, p, found)
 		default:
 			plantSecrets(t, fv, p, found)
 		}
 	}
 }
 
+// secretsInMaps gives the maps that hold secrets an entry each, so that
+// the walk below reaches them: an MCP server's headers and env.
+const secretsInMaps = `tools:
+  mcp:
+    servers:
+      gh:
+        url: https://mcp.example.com/mcp
+        headers: {Authorization: x}
+      files:
+        command: npx
+        env: {FILES_TOKEN: x}
+`
+
 // TestEverySecretIsMaskedEverywhere finds every secret of the whole
-// configuration — the core keys and every registered platform's section —
-// by its type, sets it, and renders the configuration every way it can
-// leave the process: config check, fmt, slog, JSON, and validation errors.
-// There is no list of secret fields to keep up to date.
+// configuration — the core keys, every tool section and every registered
+// platform's section — by its type, sets it, and renders the configuration
+// every way it can leave the process: config check, fmt, slog, JSON, and
+// validation errors. There is no list of secret fields to keep up to date.
 func TestEverySecretIsMaskedEverywhere(t *testing.T) {
-	cfg := config.Default()
+	cfg, err := config.Load(writeFile(t, secretsInMaps), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var found []secretField
 	plantSecrets(t, reflect.ValueOf(&cfg), "Config", &found)
 	var paths []string
@@ -256,7 +269,13 @@ func TestEverySecretIsMaskedEverywhere(t *testing.T) {
 			t.Errorf("platform %s has no section in Default()", p.Name)
 		}
 	}
-	for _, want := range []string{"Config.Model.APIKey", "Config.Redis.URL", "Config.Platforms[slack].BotToken", "Config.Platforms[wechat].WeComSecret", "Config.Platforms[wecom_app].Apps[0].Secret"} {
+	for _, s := range config.ToolSections() {
+		if cfg.Tools[s.Name] == nil {
+			t.Errorf("tool section %s has no section in Default()", s.Name)
+		}
+	}
+	for _, want := range []string{"Config.Model.APIKey", "Config.Redis.URL", "Config.Platforms[slack].BotToken", "Config.Platforms[wechat].WeComSecret", "Config.Platforms[wecom_app].Apps[0].Secret",
+		"Config.Tools[web_search].APIKey", "Config.Tools[mcp].Servers[gh].Headers[Authorization]", "Config.Tools[mcp].Servers[files].Env[FILES_TOKEN]"} {
 		if !slices.Contains(paths, want) {
 			t.Fatalf("the walk did not reach %s (found %v)", want, paths)
 		}
@@ -274,11 +293,21 @@ func TestEverySecretIsMaskedEverywhere(t *testing.T) {
 		for name, sec := range cfg.Platforms {
 			renderings["fmt "+verb+" "+name] = fmt.Sprintf(verb, sec)
 		}
+		for name, sec := range cfg.Tools {
+			renderings["fmt "+verb+" tools."+name] = fmt.Sprintf(verb, sec)
+		}
 	}
 	var text, js bytes.Buffer
 	slog.New(slog.NewTextHandler(&text, nil)).Info("config", "cfg", cfg, "model", cfg.Model, "slack", cfg.Platforms["slack"])
-	slog.New(slog.NewJSONHandler(&js, nil)).Info("config", "model", cfg.Model, "redis", cfg.Redis, "feishu", cfg.Platforms["feishu"])
+	slog.New(slog.NewJSONHandler(&js, nil)).Info("config", "model", cfg.Model, "redis", cfg.Redis, "feishu", cfg.Platforms["feishu"], "mcp", cfg.Tools["mcp"])
 	renderings["slog text"], renderings["slog json"] = text.String(), js.String()
+	for name, sec := range cfg.Tools {
+		b, err := json.Marshal(sec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		renderings["json tools."+name] = string(b)
+	}
 	for name, sec := range cfg.Platforms {
 		b, err := json.Marshal(sec)
 		if err != nil {
@@ -350,3 +379,34 @@ type valueSection struct{}
 func (valueSection) Enabled() bool        { return false }
 func (valueSection) Env() []config.EnvVar { return nil }
 func (valueSection) Validate() error      { return nil }
+
+// plantInMap plants secrets in every value of m, a map with string keys:
+// a secret value directly, a section or struct by walking it.
+func plantInMap(t *testing.T, m reflect.Value, path string, found *[]secretField) {
+	t.Helper()
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for _, k := range m.MapKeys() {
+			if !yield(k.String()) {
+				return
+			}
+		}
+	})
+	elem := m.Type().Elem()
+	for _, name := range keys {
+		key, p := reflect.ValueOf(name).Convert(m.Type().Key()), path+"["+name+"]"
+		switch {
+		case elem == secretType || elem == secretTemplateType:
+			val := fmt.Sprintf("planted-secret-%d", len(*found))
+			m.SetMapIndex(key, reflect.ValueOf(val).Convert(elem))
+			*found = append(*found, secretField{p, val})
+		case elem.Kind() == reflect.Struct:
+			// Map values cannot be set in place: walk a copy, put it back.
+			v := reflect.New(elem)
+			v.Elem().Set(m.MapIndex(key))
+			plantSecrets(t, v, p, found)
+			m.SetMapIndex(key, v.Elem())
+		default:
+			plantSecrets(t, m.MapIndex(key), p, found)
+		}
+	}
+}

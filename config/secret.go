@@ -119,7 +119,7 @@ func (u SecretURL) MarshalJSON() ([]byte, error) { return json.Marshal(u.redacte
 // envRef matches a secret written as a reference to the environment,
 // "${NAME}", in a section with no fixed variable for it (one of a list of
 // apps).
-var envRef = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
+var envRef = regexp.MustCompile("^" + envRefPattern + "$")
 
 // EnvRef reads s written as "${NAME}" and returns NAME.
 func (s Secret) EnvRef() (string, bool) {

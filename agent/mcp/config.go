@@ -28,6 +28,26 @@ const (
 // characters a function name may have.
 const maxServerName = 32
 
+// Section is the key of the configuration under tools: (tools.mcp).
+const Section = "mcp"
+
+// The section is registered with the configuration, which decodes,
+// validates and prints it with the rest of the file; read it with
+// FromConfig.
+func init() {
+	config.RegisterToolSection(config.ToolSection{Name: Section, NewConfig: func() config.SectionConfig { return &Config{} }})
+}
+
+var _ config.SectionConfig = (*Config)(nil)
+
+// FromConfig returns c's tools.mcp section (no servers when c has none).
+func FromConfig(c config.Config) Config {
+	if m, ok := config.Tool[*Config](c, Section); ok {
+		return *m
+	}
+	return Config{}
+}
+
 // Config is the tools.mcp section of the configuration.
 type Config struct {
 	// Servers maps a server's name, which prefixes its tools, to how to
@@ -44,17 +64,18 @@ type Config struct {
 type ServerConfig struct {
 	// Command and Args start a stdio server; Env adds to the few variables
 	// it inherits (see docs/tools.md); Cwd is its working directory. Env
-	// values are Secrets: they often are tokens, and they never print.
-	Command string                   `yaml:"command,omitempty"`
-	Args    []string                 `yaml:"args,omitempty"`
-	Env     map[string]config.Secret `yaml:"env,omitempty"`
-	Cwd     string                   `yaml:"cwd,omitempty"`
+	// values often are tokens: a literal value never prints, a ${NAME}
+	// reference prints as written (config.SecretTemplate).
+	Command string                           `yaml:"command,omitempty"`
+	Args    []string                         `yaml:"args,omitempty"`
+	Env     map[string]config.SecretTemplate `yaml:"env,omitempty"`
+	Cwd     string                           `yaml:"cwd,omitempty"`
 
 	// URL is a streamable HTTP endpoint, printed as written: put a key it
 	// carries in ${NAME}. Headers are sent with every request to its
-	// origin; their values are Secrets.
-	URL     string                   `yaml:"url,omitempty"`
-	Headers map[string]config.Secret `yaml:"headers,omitempty"`
+	// origin; like Env's, their literal values never print.
+	URL     string                           `yaml:"url,omitempty"`
+	Headers map[string]config.SecretTemplate `yaml:"headers,omitempty"`
 
 	// Timeout bounds one tool call (DefaultTimeout when zero).
 	Timeout time.Duration `yaml:"timeout,omitempty"`
@@ -98,11 +119,17 @@ var serverNameRE = regexp.MustCompile(`^[a-zA-Z0-9]+([_-][a-zA-Z0-9]+)*$`)
 // headerNameRE is an HTTP token (RFC 9110).
 var headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
-// Validate reports every problem of c at once, each naming its key.
+// Env implements config.SectionConfig: no variable overrides tools.mcp;
+// values inside it name variables as ${NAME} instead.
+func (c *Config) Env() []config.EnvVar { return nil }
+
+// Validate reports every problem of c at once, each naming its key
+// relative to the section ("servers.NAME.url: …"); config.Load puts them
+// under tools.mcp.
 func (c Config) Validate() error {
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(c.Servers)) {
-		key := "tools.mcp.servers." + name
+		key := "servers." + name
 		if !serverNameRE.MatchString(name) || len(name) > maxServerName {
 			errs = append(errs, fmt.Errorf("%s: the name must be letters and digits, optionally joined by single _ or -, at most %d characters (it prefixes the tools' names)", key, maxServerName))
 		}
@@ -135,9 +162,9 @@ func (c ServerConfig) validate(key string) []error {
 			}
 		}
 		// References stand for what they will hold, even in the host.
-		if err := checkRefs(c.URL); err != nil {
+		if err := config.CheckEnvRefs(c.URL); err != nil {
 			bad("url", "%v", err)
-		} else if u, err := url.Parse(refRE.ReplaceAllString(c.URL, "x")); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		} else if u, err := url.Parse(config.ReplaceEnvRefs(c.URL, func(string) string { return "x" })); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			bad("url", "must be an absolute http or https URL")
 		}
 	}
@@ -146,7 +173,7 @@ func (c ServerConfig) validate(key string) []error {
 			bad("headers", "%q is not a valid header name", k)
 		}
 		v := c.Headers[k].Reveal()
-		if err := checkRefs(v); err != nil {
+		if err := config.CheckEnvRefs(v); err != nil {
 			bad("headers."+k, "%v", err)
 		} else if strings.ContainsAny(v, "\r\n") {
 			bad("headers."+k, "must be one line")
@@ -156,7 +183,7 @@ func (c ServerConfig) validate(key string) []error {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			bad("env", "%q is not a valid variable name", k)
 		}
-		if err := checkRefs(c.Env[k].Reveal()); err != nil {
+		if err := config.CheckEnvRefs(c.Env[k].Reveal()); err != nil {
 			bad("env."+k, "%v", err)
 		}
 	}
@@ -180,61 +207,29 @@ func (c ServerConfig) validate(key string) []error {
 // ${NAME}, sorted, so that deployment checks can require them.
 func (c Config) EnvVars() []string {
 	seen := map[string]bool{}
-	add := func(s string) {
-		for _, m := range refRE.FindAllStringSubmatch(s, -1) {
-			seen[m[1]] = true
+	add := func(names []string) {
+		for _, n := range names {
+			seen[n] = true
 		}
 	}
 	for _, s := range c.Servers {
-		add(s.URL)
+		add(config.EnvRefNames(s.URL))
 		for _, v := range s.Headers {
-			add(v.Reveal())
+			add(v.EnvRefs())
 		}
 		for _, v := range s.Env {
-			add(v.Reveal())
+			add(v.EnvRefs())
 		}
 	}
 	return slices.Sorted(maps.Keys(seen))
 }
 
-// refRE matches one ${NAME} reference.
-var refRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-
-// checkRefs reports a "${" that does not open a valid reference.
-func checkRefs(s string) error {
-	rest := refRE.ReplaceAllString(s, "")
-	if strings.Contains(rest, "${") {
-		return errors.New(`"${" must open an environment variable reference like ${NAME}`)
-	}
-	return nil
-}
-
-// expand replaces every ${NAME} in s with getenv(NAME). It fails, naming
-// the variable but never a value, when one is unset or empty, so that a
-// missing token is a clear startup error rather than an empty header.
-// Every substituted value is handed to secret.
-func expand(s string, getenv func(string) string, secret func(string)) (string, error) {
-	var missing []string
-	out := refRE.ReplaceAllStringFunc(s, func(ref string) string {
-		name := ref[2 : len(ref)-1]
-		v := getenv(name)
-		if v == "" {
-			missing = append(missing, name)
-		}
-		secret(v)
-		return v
-	})
-	if len(missing) > 0 {
-		return "", fmt.Errorf("environment variable %s is not set", strings.Join(missing, ", "))
-	}
-	return out, nil
-}
-
-// expandMap is expand over a map's values; what names the map in errors.
-func expandMap(m map[string]config.Secret, what string, getenv func(string) string, secret func(string)) (map[string]string, error) {
+// expandMap expands every value of m (config.ExpandEnv); what names the
+// map in errors. Every substituted value is handed to secret.
+func expandMap(m map[string]config.SecretTemplate, what string, getenv func(string) string, secret func(string)) (map[string]string, error) {
 	out := make(map[string]string, len(m))
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		v, err := expand(m[k].Reveal(), getenv, secret)
+		v, err := m[k].Expand(getenv, secret)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", what, k, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/parleyhq/parley/config"
 )
 
 // httpLink prepares a streamable HTTP connection to s: ${NAME} in the URL
@@ -17,7 +18,7 @@ import (
 // that drops its idle connections.
 func httpLink(s *server) (sdk.Transport, func(), error) {
 	cfg := s.cfg
-	endpoint, err := expand(cfg.URL, s.m.getenv, s.secrets.remember)
+	endpoint, err := config.ExpandEnv(cfg.URL, s.m.getenv, s.secrets.remember)
 	if err != nil {
 		return nil, nil, fmt.Errorf("url: %w", err)
 	}

@@ -35,8 +35,8 @@ func TestHeaderSecretsAreExpandedAndNeverShown(t *testing.T) {
 	srv, _ := httpServer(t, testServerOptions{name: "gh"}, requireToken)
 	closed := closedURL(t)
 	env := map[string]string{"GOOD_TOKEN": secret, "WRONG_TOKEN": "wrong-token-0815", "URL_KEY": "url-key-9999"}
-	header := func(v string) map[string]config.Secret {
-		return map[string]config.Secret{"Authorization": config.Secret("Bearer ${" + v + "}")}
+	header := func(v string) map[string]config.SecretTemplate {
+		return map[string]config.SecretTemplate{"Authorization": config.SecretTemplate("Bearer ${" + v + "}")}
 	}
 	cfg := Config{Servers: map[string]ServerConfig{
 		"good":    {URL: srv.URL, Headers: header("GOOD_TOKEN")},
@@ -110,7 +110,7 @@ func TestHeadersStayWithTheServer(t *testing.T) {
 	redirect := httpTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "http://"+l.Addr().String()+"/mcp", http.StatusTemporaryRedirect)
 	}))
-	f := newFixture(t, Config{Servers: map[string]ServerConfig{"r": {URL: redirect, Headers: map[string]config.Secret{"Authorization": "Bearer ${T}"}}}},
+	f := newFixture(t, Config{Servers: map[string]ServerConfig{"r": {URL: redirect, Headers: map[string]config.SecretTemplate{"Authorization": "Bearer ${T}"}}}},
 		Options{Getenv: func(string) string { return "token-that-stays" }})
 	f.start(t)
 	if st := f.state(t, "r"); st.Up || !strings.Contains(st.Err, "redirect to another origin refused") {

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/agent"
+	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/retry"
 )
 
@@ -140,10 +141,11 @@ var (
 	ErrStarted    = errors.New("mcp: manager already started or closed")
 )
 
-// New validates cfg and returns a Manager for its servers. Nothing is
+// New validates cfg (its errors name keys under tools.mcp) and returns a
+// Manager for its servers. Nothing is
 // started until Start.
 func New(cfg Config, opts Options) (*Manager, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := config.PrefixKeys(config.ToolsKey+"."+Section, cfg.Validate()); err != nil {
 		return nil, err
 	}
 	if opts.Registry == nil {

@@ -267,10 +267,10 @@ func stdioConfig(name string, env ...string) ServerConfig {
 		Command: os.Args[0],
 		Args:    []string{"-test.run=^$"},
 		// The race detector waits a second at exit by default.
-		Env: map[string]config.Secret{envServerMode: "serve", envServerName: config.Secret(name), "GORACE": "atexit_sleep_ms=0"},
+		Env: map[string]config.SecretTemplate{envServerMode: "serve", envServerName: config.SecretTemplate(name), "GORACE": "atexit_sleep_ms=0"},
 	}
 	for i := 0; i+1 < len(env); i += 2 {
-		cfg.Env[env[i]] = config.Secret(env[i+1])
+		cfg.Env[env[i]] = config.SecretTemplate(env[i+1])
 	}
 	return cfg
 }

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/parleyhq/parley/config"
 )
 
 // Defaults applied to zero configuration fields. They are exported so that
@@ -41,6 +43,25 @@ const (
 	ProviderTavily  = "tavily"
 )
 
+// Keys of the sections under tools: in the configuration file.
+const (
+	FetchSection  = "web_fetch"
+	SearchSection = "web_search"
+)
+
+// Both sections are registered with the configuration, which decodes,
+// overrides, validates and prints them with the rest of the file; read
+// them with FromConfig.
+func init() {
+	config.RegisterToolSection(config.ToolSection{Name: FetchSection, NewConfig: func() config.SectionConfig { return DefaultFetchConfig() }})
+	config.RegisterToolSection(config.ToolSection{Name: SearchSection, NewConfig: func() config.SectionConfig { return DefaultSearchConfig() }})
+}
+
+var (
+	_ config.SectionConfig = (*FetchConfig)(nil)
+	_ config.SectionConfig = (*SearchConfig)(nil)
+)
+
 // Config is the web tools' part of the configuration file: the keys
 // tools.web_fetch and tools.web_search.
 type Config struct {
@@ -48,9 +69,25 @@ type Config struct {
 	Search SearchConfig `yaml:"web_search"`
 }
 
-// Validate reports every problem of both sections at once.
+// FromConfig returns the web tools' sections of c (the defaults where c
+// has none, as in a Config built by hand).
+func FromConfig(c config.Config) Config {
+	out := Config{Fetch: *DefaultFetchConfig(), Search: *DefaultSearchConfig()}
+	if f, ok := config.Tool[*FetchConfig](c, FetchSection); ok {
+		out.Fetch = *f
+	}
+	if s, ok := config.Tool[*SearchConfig](c, SearchSection); ok {
+		out.Search = *s
+	}
+	return out
+}
+
+// Validate reports every problem of both sections at once, each naming its
+// key in the file (tools.web_fetch.…, tools.web_search.…).
 func (c Config) Validate() error {
-	return errors.Join(c.Fetch.Validate(), c.Search.Validate())
+	return errors.Join(
+		config.PrefixKeys(config.ToolsKey+"."+FetchSection, c.Fetch.Validate()),
+		config.PrefixKeys(config.ToolsKey+"."+SearchSection, c.Search.Validate()))
 }
 
 // FetchConfig is tools.web_fetch.
@@ -66,6 +103,16 @@ type FetchConfig struct {
 	Timeout time.Duration `yaml:"timeout"`
 }
 
+// DefaultFetchConfig returns tools.web_fetch with its defaults written out,
+// as `parley config check` shows them.
+func DefaultFetchConfig() *FetchConfig {
+	return &FetchConfig{MaxBytes: DefaultMaxBytes, Timeout: DefaultFetchTimeout}
+}
+
+// Env implements config.SectionConfig: no variable overrides
+// tools.web_fetch (an allow list belongs in the file).
+func (c *FetchConfig) Env() []config.EnvVar { return nil }
+
 func (c FetchConfig) withDefaults() FetchConfig {
 	if c.MaxBytes <= 0 {
 		c.MaxBytes = DefaultMaxBytes
@@ -76,17 +123,18 @@ func (c FetchConfig) withDefaults() FetchConfig {
 	return c
 }
 
-// Validate checks every key and names each bad one.
+// Validate checks every key and names each bad one, relative to the
+// section ("max_bytes: …").
 func (c FetchConfig) Validate() error {
 	var errs []error
 	if c.MaxBytes < 0 || c.MaxBytes > maxMaxBytes {
-		errs = append(errs, fmt.Errorf("tools.web_fetch.max_bytes: %d is outside 0..%d (0 means %d)", c.MaxBytes, maxMaxBytes, DefaultMaxBytes))
+		errs = append(errs, fmt.Errorf("max_bytes: %d is outside 0..%d (0 means %d)", c.MaxBytes, maxMaxBytes, DefaultMaxBytes))
 	}
 	if c.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("tools.web_fetch.timeout: %s is negative", c.Timeout))
+		errs = append(errs, fmt.Errorf("timeout: %s is negative", c.Timeout))
 	}
 	if _, err := parseAllowList(c.AllowPrivate); err != nil {
-		errs = append(errs, fmt.Errorf("tools.web_fetch.allow_private: %w", err))
+		errs = append(errs, fmt.Errorf("allow_private: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -100,8 +148,8 @@ type SearchConfig struct {
 	// e.g. http://searxng:8080), optional for brave and tavily.
 	URL string `yaml:"url"`
 	// APIKey authenticates to brave and tavily. It never appears in an
-	// error, a log line or a tool result.
-	APIKey string `yaml:"api_key"`
+	// error, a log line, a tool result or `parley config check`.
+	APIKey config.Secret `yaml:"api_key"`
 	// MaxResults is how many results the model gets, 1..10; 0 means
 	// DefaultMaxResults.
 	MaxResults int `yaml:"max_results"`
@@ -111,6 +159,29 @@ type SearchConfig struct {
 
 // Enabled reports whether web_search is offered.
 func (c SearchConfig) Enabled() bool { return c.Provider != "" }
+
+// DefaultSearchConfig returns tools.web_search with its defaults written
+// out: no provider, so web_search is off.
+func DefaultSearchConfig() *SearchConfig {
+	return &SearchConfig{MaxResults: DefaultMaxResults, Timeout: DefaultSearchTimeout}
+}
+
+// Environment variables that override tools.web_search, so that a
+// deployment can turn search on and keep the key out of the file.
+const (
+	EnvSearchProvider = "WEB_SEARCH_PROVIDER"
+	EnvSearchURL      = "WEB_SEARCH_URL"
+	EnvSearchAPIKey   = "WEB_SEARCH_API_KEY"
+)
+
+// Env implements config.SectionConfig.
+func (c *SearchConfig) Env() []config.EnvVar {
+	return []config.EnvVar{
+		config.Env(EnvSearchProvider, &c.Provider),
+		config.Env(EnvSearchURL, &c.URL),
+		config.Env(EnvSearchAPIKey, &c.APIKey),
+	}
+}
 
 func (c SearchConfig) withDefaults() SearchConfig {
 	c.Provider = strings.ToLower(strings.TrimSpace(c.Provider))
@@ -132,8 +203,8 @@ func (c SearchConfig) withDefaults() SearchConfig {
 	return c
 }
 
-// Validate checks every key and names each bad one. The API key's value is
-// never part of a message.
+// Validate checks every key and names each bad one, relative to the
+// section ("provider: …"). The API key's value is never part of a message.
 func (c SearchConfig) Validate() error {
 	if !c.Enabled() {
 		return nil
@@ -143,28 +214,28 @@ func (c SearchConfig) Validate() error {
 	switch d.Provider {
 	case ProviderSearXNG:
 		if d.URL == "" {
-			errs = append(errs, errors.New("tools.web_search.url: required for provider searxng (the instance's base URL)"))
+			errs = append(errs, errors.New("url: required for provider searxng (the instance's base URL; or set "+EnvSearchURL+")"))
 		}
-		if d.APIKey != "" {
-			errs = append(errs, errors.New("tools.web_search.api_key: provider searxng takes no API key"))
+		if d.APIKey.IsSet() {
+			errs = append(errs, errors.New("api_key: provider searxng takes no API key"))
 		}
 	case ProviderBrave, ProviderTavily:
-		if strings.TrimSpace(d.APIKey) == "" {
-			errs = append(errs, fmt.Errorf("tools.web_search.api_key: required for provider %s", d.Provider))
+		if strings.TrimSpace(d.APIKey.Reveal()) == "" {
+			errs = append(errs, fmt.Errorf("api_key: required for provider %s (or set %s)", d.Provider, EnvSearchAPIKey))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("tools.web_search.provider: %q is not one of searxng, brave, tavily", c.Provider))
+		errs = append(errs, fmt.Errorf("provider: %q is not one of searxng, brave, tavily", c.Provider))
 	}
 	if d.URL != "" {
 		if u, err := url.Parse(d.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, errors.New("tools.web_search.url: must be an absolute http or https URL"))
+			errs = append(errs, errors.New("url: must be an absolute http or https URL"))
 		}
 	}
 	if c.MaxResults < 0 || c.MaxResults > maxMaxResults {
-		errs = append(errs, fmt.Errorf("tools.web_search.max_results: %d is outside 0..%d", c.MaxResults, maxMaxResults))
+		errs = append(errs, fmt.Errorf("max_results: %d is outside 0..%d", c.MaxResults, maxMaxResults))
 	}
 	if c.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("tools.web_search.timeout: %s is negative", c.Timeout))
+		errs = append(errs, fmt.Errorf("timeout: %s is negative", c.Timeout))
 	}
 	return errors.Join(errs...)
 }

@@ -360,7 +360,7 @@ func TestAllowListValidation(t *testing.T) {
 		"http://x.corp/": "not a CIDR",
 	}
 	for entry, want := range bad {
-		err := FetchConfig{AllowPrivate: []string{entry}}.Validate()
+		err := Config{Fetch: FetchConfig{AllowPrivate: []string{entry}}}.Validate()
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "tools.web_fetch.allow_private") {
 			t.Errorf("%q: got %v, want %q", entry, err, want)
 		}

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/parleyhq/parley/config"
 )
 
 // searxng speaks a SearXNG instance's JSON API: GET /search?q=…&format=json.
@@ -56,7 +58,10 @@ func (searxng) classify(status int, body []byte) (string, string) {
 
 // brave speaks the Brave Search API: GET /res/v1/web/search with the key in
 // X-Subscription-Token.
-type brave struct{ base, key string }
+type brave struct {
+	base string
+	key  config.Secret
+}
 
 func (p brave) request(ctx context.Context, query string, n int) (*http.Request, error) {
 	q := url.Values{"q": {query}, "count": {strconv.Itoa(n)}}
@@ -65,7 +70,7 @@ func (p brave) request(ctx context.Context, query string, n int) (*http.Request,
 		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set("X-Subscription-Token", p.key)
+	req.Header.Set("X-Subscription-Token", p.key.Reveal())
 	return req, nil
 }
 
@@ -115,7 +120,10 @@ func (brave) classify(status int, body []byte) (string, string) {
 
 // tavily speaks the Tavily Search API: POST /search with a JSON body and
 // the key as a bearer token.
-type tavily struct{ base, key string }
+type tavily struct {
+	base string
+	key  config.Secret
+}
 
 func (p tavily) request(ctx context.Context, query string, n int) (*http.Request, error) {
 	body, err := json.Marshal(map[string]any{
@@ -136,7 +144,7 @@ func (p tavily) request(ctx context.Context, query string, n int) (*http.Request
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Authorization", "Bearer "+p.key)
+	req.Header.Set("Authorization", "Bearer "+p.key.Reveal())
 	return req, nil
 }
 

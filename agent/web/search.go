@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/parleyhq/parley/agent"
+	"github.com/parleyhq/parley/config"
 )
 
 // Bounds on what web_search sends and returns.
@@ -210,8 +211,8 @@ func (t *searchTool) search(ctx context.Context, query string) ([]Result, error)
 // fail logs a failure with the provider's detail, the API key scrubbed from
 // it, and returns the model's version, which has no detail at all.
 func (t *searchTool) fail(ctx context.Context, kind string, status int, detail string) error {
-	if key := t.cfg.APIKey; key != "" {
-		detail = strings.ReplaceAll(detail, key, "<secret>")
+	if key := t.cfg.APIKey.Reveal(); key != "" {
+		detail = strings.ReplaceAll(detail, key, config.Redacted)
 	}
 	detail, _ = truncateRunes(oneLine(detail), maxErrorDetail)
 	t.log.WarnContext(ctx, "web_search failed", "kind", kind, "status", status, "detail", detail)

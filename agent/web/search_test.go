@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/parleyhq/parley/agent"
+	"github.com/parleyhq/parley/config"
 )
 
 const testKey = "sk-test-9f8e7d6c5b4a"
@@ -248,7 +249,7 @@ func TestSearchClassifiesErrors(t *testing.T) {
 		t.Run(fmt.Sprintf("%s %d %s", c.provider, c.status, c.kind), func(t *testing.T) {
 			h := newSearchHarness(t, c.provider, func(cfg *SearchConfig) {
 				if c.key != "" {
-					cfg.APIKey = c.key
+					cfg.APIKey = config.Secret(c.key)
 				}
 			})
 			h.fake.status, h.fake.body = c.status, c.body
@@ -351,7 +352,7 @@ func TestFetchConfigValidation(t *testing.T) {
 		"tools.web_fetch.timeout":   {Timeout: -time.Second},
 	}
 	for want, cfg := range bad {
-		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), want) {
+		if err := (Config{Fetch: cfg}).Validate(); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%+v: got %v, want %q", cfg, err, want)
 		}
 	}

@@ -1,0 +1,135 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// ToolsKey is the top-level key under which the tool sections sit.
+const ToolsKey = "tools"
+
+// ToolSection is one key under tools: of the file, defined by the package
+// that implements those tools, which registers it in an init function the
+// way a chat platform registers its section:
+//
+//	func init() {
+//		config.RegisterToolSection(config.ToolSection{Name: "mcp", NewConfig: func() config.SectionConfig { return &Config{} }})
+//	}
+//
+// The types stay with the code that interprets them (the MCP client, the
+// SSRF guard's allow list), and so does their validation, while config,
+// which every package imports, imports none of them. The binary links
+// them in by importing the tool packages.
+type ToolSection struct {
+	// Name is the section's key under tools:, e.g. "web_fetch".
+	Name string
+	// NewConfig returns a new section with its defaults, as a pointer to a
+	// struct the file and the environment are decoded into.
+	NewConfig func() SectionConfig
+}
+
+// toolRegistry holds the registered tool sections: written only by init
+// functions, read-only afterwards, like the platforms' registry.
+var toolRegistry struct {
+	mu       sync.RWMutex
+	sections map[string]ToolSection
+}
+
+// RegisterToolSection adds s to the sections under tools: every
+// configuration knows. It panics on an empty, malformed or duplicate name
+// and on a section that is not a pointer to a struct.
+func RegisterToolSection(s ToolSection) {
+	if s.Name == "" || strings.ToLower(s.Name) != s.Name || strings.ContainsAny(s.Name, ". :") {
+		panic(fmt.Sprintf("config: tool section name %q must be a non-empty lower-case word", s.Name))
+	}
+	if s.NewConfig == nil {
+		panic(fmt.Sprintf("config: tool section %q has no NewConfig", s.Name))
+	}
+	if t := reflect.TypeOf(s.NewConfig()); t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		panic(fmt.Sprintf("config: tool section %q: NewConfig must return a pointer to a struct, got %v", s.Name, t))
+	}
+	toolRegistry.mu.Lock()
+	defer toolRegistry.mu.Unlock()
+	if _, dup := toolRegistry.sections[s.Name]; dup {
+		panic(fmt.Sprintf("config: tool section %q registered twice", s.Name))
+	}
+	if toolRegistry.sections == nil {
+		toolRegistry.sections = map[string]ToolSection{}
+	}
+	toolRegistry.sections[s.Name] = s
+}
+
+// ToolSections returns every registered tool section, sorted by name.
+func ToolSections() []ToolSection {
+	toolRegistry.mu.RLock()
+	defer toolRegistry.mu.RUnlock()
+	out := make([]ToolSection, 0, len(toolRegistry.sections))
+	for _, s := range toolRegistry.sections {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b ToolSection) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Tool returns c's section tools.NAME as T, the type its NewConfig
+// returns; ok is false when c has no such section (a Config built by
+// hand, or a section that is not registered).
+func Tool[T SectionConfig](c Config, name string) (T, bool) {
+	s, ok := c.Tools[name].(T)
+	return s, ok
+}
+
+// validateTools runs every tool section's Validate and returns its
+// problems with their keys made absolute ("tools.web_fetch.max_bytes: …").
+func (c Config) validateTools() []string {
+	var problems []string
+	for _, s := range ToolSections() {
+		if sec, ok := c.Tools[s.Name]; ok && sec != nil {
+			problems = append(problems, keyed(ToolsKey+"."+s.Name, sec.Validate())...)
+		}
+	}
+	return problems
+}
+
+// toolsDocument is the tools: key as yaml sees it: one field per
+// registered section that c has, or an invalid Value when there is none.
+func (c *Config) toolsDocument() reflect.Value {
+	var fields []reflect.StructField
+	var names []string
+	for _, s := range ToolSections() {
+		if sec, ok := c.Tools[s.Name]; ok && sec != nil {
+			fields = append(fields, reflect.StructField{
+				Name: fmt.Sprintf("Tool%d", len(fields)),
+				Type: reflect.TypeOf(sec),
+				Tag:  reflect.StructTag(fmt.Sprintf(`yaml:%q`, s.Name)),
+			})
+			names = append(names, s.Name)
+		}
+	}
+	if len(fields) == 0 {
+		return reflect.Value{}
+	}
+	doc := reflect.New(reflect.StructOf(fields))
+	for i, name := range names {
+		doc.Elem().Field(i).Set(reflect.ValueOf(c.Tools[name]))
+	}
+	return doc
+}
+
+// fromToolsDocument copies a decoded tools: key back into c. A section
+// written as null, or a null tools: key, keeps its defaults.
+func (c *Config) fromToolsDocument(doc reflect.Value) {
+	if !doc.IsValid() || doc.IsNil() {
+		return
+	}
+	doc = doc.Elem()
+	for i := range doc.NumField() {
+		name := doc.Type().Field(i).Tag.Get("yaml")
+		if sec, ok := doc.Field(i).Interface().(SectionConfig); ok && !reflect.ValueOf(sec).IsNil() {
+			c.Tools[name] = sec
+		}
+	}
+}
