@@ -348,9 +348,9 @@ func TestToolFailures(t *testing.T) {
 		{"arguments not an object", openaitest.Call("echo", `["x"]`), "invalid arguments for tool echo: not a JSON object", "echo", metrics.OutcomeError},
 		{"tool error", openaitest.Call("broken", "{}"), "error: disk on fire", "broken", metrics.OutcomeError},
 		{"tool panic", openaitest.Call("panicky", "{}"), "error: tool panicky failed", "panicky", metrics.OutcomeError},
-		{"denied tool called anyway", openaitest.Call("save", `{"f":"x"}`), "tool save is not permitted in this conversation", "save", metrics.OutcomeDenied},
-		{"unavailable tool called anyway", openaitest.Call("down", "{}"), "tool down is unavailable right now", "down", outcomeUnavailable},
-		{"tool deadline", openaitest.Call("slow", "{}"), "error: no answer within 30s", "slow", outcomeTimeout},
+		{"denied tool called anyway", openaitest.Call("save", `{"f":"x"}`), "tool save is not available in this conversation", "save", metrics.OutcomeDenied},
+		{"unavailable tool called anyway", openaitest.Call("down", "{}"), "tool down is unavailable right now", "down", metrics.OutcomeUnavailable},
+		{"tool deadline", openaitest.Call("slow", "{}"), "error: no answer within 30s", "slow", metrics.OutcomeTimeout},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -386,6 +386,14 @@ func TestToolFailures(t *testing.T) {
 			}
 			if got := metricValue(t, h.m, "parley_policy_denials_total", map[string]string{"channel": "wechat", "kind": "tool"}); got != wantDenials {
 				t.Errorf("policy denials = %v, want %v", got, wantDenials)
+			}
+			// Only calls that ran are timed.
+			wantTimed := 0.0
+			if tt.name == "tool error" || tt.name == "tool panic" || tt.name == "tool deadline" {
+				wantTimed = 1
+			}
+			if got := metricValue(t, h.m, "parley_tool_call_duration_seconds", map[string]string{"tool": tt.label}); got != wantTimed {
+				t.Errorf("tool call durations observed = %v, want %v", got, wantTimed)
 			}
 		})
 	}

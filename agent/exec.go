@@ -25,21 +25,11 @@ const maxParallelTools = 16
 // the name comes from the model, and metric labels must stay bounded.
 const unknownToolLabel = "(unknown)"
 
-// Outcomes of tool calls besides metrics' ok, error and denied.
-const (
-	// outcomeUnavailable: the tool exists but cannot run now (its MCP
-	// server is down), so it was not offered and a call is not run.
-	outcomeUnavailable = "unavailable"
-	// outcomeTimeout: the tool gave up on its own deadline while the turn
-	// was still running.
-	outcomeTimeout = "timeout"
-)
-
 // outcome is what one tool call produced, before wrapping.
 type outcome struct {
 	content string
 	inject  []sessions.Message
-	result  string // metrics.OutcomeOK, OutcomeError, OutcomeDenied, outcomeUnavailable or outcomeTimeout
+	result  string // one of metrics.ToolOutcomes
 }
 
 // normaliseCalls converts the model's tool calls to the stored form. Calls
@@ -88,9 +78,9 @@ func (a *Agent) runTools(ctx context.Context, log *slog.Logger, tc *TurnContext,
 		case !ok:
 			out[i] = outcome{content: fmt.Sprintf("error: unknown tool %s; call only the tools you are offered", c.Name), result: metrics.OutcomeError}
 		case allow != nil && !allow(c.Name):
-			out[i] = outcome{content: fmt.Sprintf("error: tool %s is not permitted in this conversation; do not call it again, answer without it", c.Name), result: metrics.OutcomeDenied}
+			out[i] = outcome{content: fmt.Sprintf("error: tool %s is not available in this conversation; do not call it again, answer without it", c.Name), result: metrics.OutcomeDenied}
 		case !isAvailable(t):
-			out[i] = outcome{content: fmt.Sprintf("error: tool %s is unavailable right now (its server is down); do not call it again this turn, answer without it", c.Name), result: outcomeUnavailable}
+			out[i] = outcome{content: fmt.Sprintf("error: tool %s is unavailable right now (its server is down); do not call it again this turn, answer without it", c.Name), result: metrics.OutcomeUnavailable}
 		case !isJSONObject([]byte(c.Arguments)):
 			problem := "not a JSON object"
 			if !json.Valid([]byte(c.Arguments)) {
@@ -105,10 +95,11 @@ func (a *Agent) runTools(ctx context.Context, log *slog.Logger, tc *TurnContext,
 	}
 
 	durations := make([]time.Duration, len(calls))
+	ran := make([]bool, len(calls))
 	run := func(j job) {
 		start := time.Now()
 		out[j.i] = a.call(ctx, log, tc, j.tool, j.args)
-		durations[j.i] = time.Since(start)
+		durations[j.i], ran[j.i] = time.Since(start), true
 	}
 	if len(reads) == 1 {
 		run(reads[0])
@@ -136,6 +127,9 @@ func (a *Agent) runTools(ctx context.Context, log *slog.Logger, tc *TurnContext,
 	for i, o := range out {
 		label := labels[i]
 		a.m.ToolCalls.WithLabelValues(tc.Channel, label, o.result).Inc()
+		if ran[i] {
+			a.m.ToolCallDuration.WithLabelValues(label).Observe(durations[i].Seconds())
+		}
 		if o.result == metrics.OutcomeDenied {
 			a.m.PolicyDenials.WithLabelValues(tc.Channel, "tool").Inc()
 		}
@@ -176,7 +170,7 @@ func (a *Agent) call(ctx context.Context, log *slog.Logger, tc *TurnContext, t T
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			// The tool's own deadline, not the turn's: counted apart so that
 			// a hanging server shows up as such.
-			result = outcomeTimeout
+			result = metrics.OutcomeTimeout
 		}
 		return outcome{content: "error: " + err.Error(), result: result}
 	}

@@ -299,7 +299,7 @@ func TestAllowedToolsNarrowWhileTheSkillIsLoaded(t *testing.T) {
 	}
 	var refused bool
 	for _, m := range res.Messages {
-		if m.Role == "tool" && m.Name == "delete_file" && strings.Contains(m.Content, "not permitted") {
+		if m.Role == "tool" && m.Name == "delete_file" && strings.Contains(m.Content, "not available in this conversation") {
 			refused = true
 		}
 	}

@@ -154,7 +154,7 @@ func TestForcedCallOfADeniedToolIsRefusedAndCounted(t *testing.T) {
 		t.Fatalf("the denied write happened (stat err %v)", err)
 	}
 	last := s.model.Requests()[1].Messages
-	if tool := last[len(last)-1]; !strings.Contains(tool.Content, "not permitted") {
+	if tool := last[len(last)-1]; !strings.Contains(tool.Content, "not available in this conversation") {
 		t.Fatalf("the model was not told why: %q", tool.Content)
 	}
 }

@@ -16,7 +16,16 @@ const (
 	OutcomeError  = "error"
 	OutcomeDenied = "denied"
 	OutcomeRetry  = "retry"
+	// OutcomeTimeout is a tool call that gave up on the tool's own
+	// deadline while the turn was still running.
+	OutcomeTimeout = "timeout"
+	// OutcomeUnavailable is a call to a tool that exists but cannot run
+	// now (its MCP server is down): it was not offered, and is not run.
+	OutcomeUnavailable = "unavailable"
 )
+
+// ToolOutcomes are the outcomes of parley_tool_calls_total.
+var ToolOutcomes = []string{OutcomeOK, OutcomeError, OutcomeTimeout, OutcomeDenied, OutcomeUnavailable}
 
 // Skill load outcomes.
 const (
@@ -49,8 +58,10 @@ type Metrics struct {
 	LLMTokens   *prometheus.CounterVec   // channel, kind (prompt, completion, cached)
 	LLMRetries  prometheus.Counter
 
-	ToolCalls      *prometheus.CounterVec // channel, tool, outcome
-	PolicyDenials  *prometheus.CounterVec // channel, kind (tool, skill, access, admin)
+	ToolCalls        *prometheus.CounterVec   // channel, tool, outcome
+	ToolCallDuration *prometheus.HistogramVec // tool
+	MCPServerUp      *prometheus.GaugeVec     // server
+	PolicyDenials    *prometheus.CounterVec   // channel, kind (tool, skill, access, admin)
 	HistoryTrimmed *prometheus.CounterVec // channel
 
 	SkillLoads           *prometheus.CounterVec   // channel, skill, outcome
@@ -93,7 +104,9 @@ func New() *Metrics {
 	m.LLMTokens = f.counter("parley_llm_tokens_total", "Tokens reported by the model, by kind (prompt, completion, cached).", "channel", "kind")
 	m.LLMRetries = f.plainCounter("parley_llm_retries_total", "Chat completion requests retried after 429, 5xx or a timeout.")
 
-	m.ToolCalls = f.counter("parley_tool_calls_total", "Tool calls by outcome (ok, error, denied).", "channel", "tool", "outcome")
+	m.ToolCalls = f.counter("parley_tool_calls_total", "Tool calls by outcome: ok, error, timeout (the tool's own deadline), denied (by the channel's policy), unavailable (its MCP server is down).", "channel", "tool", "outcome")
+	m.ToolCallDuration = f.histogram("parley_tool_call_duration_seconds", "Time one tool call ran, for the calls that ran (ok, error, timeout).", prometheus.ExponentialBuckets(0.005, 4, 9), "tool")
+	m.MCPServerUp = f.gaugeVec("parley_mcp_server_up", "1 while this replica is connected to the configured MCP server, else 0.", "server")
 	m.PolicyDenials = f.counter("parley_policy_denials_total", "Requests refused by a channel policy, by kind (tool, skill, access, admin).", "channel", "kind")
 	m.HistoryTrimmed = f.counter("parley_history_trimmed_total", "Turns whose history was cut to the configured maximum length.", "channel")
 
@@ -136,6 +149,20 @@ func (m *Metrics) Prime(channels ...string) {
 	}
 	for _, o := range []string{OutcomeOK, OutcomeError} {
 		m.SkillReloads.WithLabelValues(o)
+	}
+}
+
+// PrimeTools creates the tool call series of every outcome at zero for
+// each channel and tool, so that a rate over any of them starts from the
+// first scrape. Tools are bounded by the binary and the configuration (an
+// MCP server's tools are at most 256, under a name the operator chose).
+func (m *Metrics) PrimeTools(channels, tools []string) {
+	for _, tool := range tools {
+		for _, ch := range channels {
+			for _, o := range ToolOutcomes {
+				m.ToolCalls.WithLabelValues(ch, tool, o)
+			}
+		}
 	}
 }
 

@@ -26,6 +26,9 @@ var boundedLabels = map[string]bool{
 	"bot": true,
 	// An outbound integration (model, slack, …): a constant in the code.
 	"integration": true,
+	// An MCP server: a name the operator configured under
+	// tools.mcp.servers, a handful at most.
+	"server": true,
 }
 
 func TestLabelsAreBounded(t *testing.T) {

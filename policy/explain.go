@@ -42,15 +42,20 @@ func (r *Resolver) Explain(w io.Writer, s Scope, tools []ToolInfo, skills []stri
 	if len(tools) == 0 {
 		p("  (no tools given)\n")
 	} else {
-		p("  TOOL\tKIND\tDECISION\tRULE\tLEVEL\n")
-		sorted := slices.SortedFunc(slices.Values(tools), func(a, b ToolInfo) int { return cmp.Compare(a.Name, b.Name) })
+		p("  TOOL\tSOURCE\tKIND\tDECISION\tRULE\tLEVEL\n")
+		sorted := slices.SortedFunc(slices.Values(tools), func(a, b ToolInfo) int {
+			// A name twice is a class placeholder (SERVER__* as read,
+			// then as write): read first.
+			return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(boolInt(a.Writes), boolInt(b.Writes)))
+		})
 		for _, t := range sorted {
 			kind := "read"
 			if t.Writes {
 				kind = "write"
 			}
+			source := cmp.Or(t.Source, SourceBuiltin)
 			d := e.Tool(t.Name, t.Writes)
-			p("  %s\t%s\t%s\t%s\t%s\n", t.Name, kind, verdict(d), d.Rule, d.Level)
+			p("  %s\t%s\t%s\t%s\t%s\t%s\n", t.Name, source, kind, verdict(d), d.Rule, d.Level)
 		}
 	}
 
@@ -84,6 +89,13 @@ func (r *Resolver) Explain(w io.Writer, s Scope, tools []ToolInfo, skills []stri
 		return fmt.Errorf("policy explain: %w", ew.err)
 	}
 	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func describeScope(s Scope) string {

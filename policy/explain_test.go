@@ -3,6 +3,7 @@ package policy
 import (
 	"bytes"
 	"errors"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -68,6 +69,10 @@ func TestExplainWechatDefault(t *testing.T) {
 	wantAll(t, line(t, out, "dms"), "default: on")
 	wantAll(t, out, "ADMINS\n  none")
 
+	for _, tool := range []string{"load_skill", "save_skill_reference"} {
+		wantAll(t, line(t, out, tool), " builtin ")
+	}
+
 	// Rows are sorted by name and their columns aligned.
 	find, load, save := strings.Index(out, "  find_skills"), strings.Index(out, "  load_skill"), strings.Index(out, "  save_skill_reference")
 	if !(find < load && load < save) {
@@ -101,7 +106,7 @@ func TestExplainOperatorLevels(t *testing.T) {
 	t.Run("platform sets write false", func(t *testing.T) {
 		out := explain(t, pol, Scope{Channel: "wechat", Workspace: "acct", Chat: "other"}, skillTools, []string{"danger-zone"})
 		wantAll(t, line(t, out, "save_skill_reference"), "DENIED", "tools.write: false", "policies.platforms.wechat")
-		if strings.Contains(line(t, out, "save_skill_reference"), "builtin") {
+		if strings.Contains(line(t, out, "save_skill_reference"), "builtin wechat default") {
 			t.Errorf("operator's level should decide, not the builtin one:\n%s", out)
 		}
 		wantAll(t, line(t, out, "danger-zone"), "DENIED", `skills.deny "danger-*"`, "policies.default")
@@ -147,4 +152,27 @@ func TestExplainWriteError(t *testing.T) {
 	if !errors.Is(err, boom) {
 		t.Errorf("Explain error = %v, want one wrapping %v", err, boom)
 	}
+}
+
+// An MCP tool is decided like a builtin one, by its class, and shown with
+// its source; a server's class placeholder (SERVER__* as read and as
+// write) is decided by the same rules.
+func TestExplainMCPTools(t *testing.T) {
+	tools := append([]ToolInfo{
+		{Name: "github__create_issue", Writes: true, Source: "mcp:github"},
+		{Name: "github__get_issue", Source: "mcp:github"},
+		{Name: "files__*", Writes: true, Source: "mcp:files"},
+		{Name: "files__*", Source: "mcp:files"},
+	}, skillTools...)
+	out := explain(t, config.Policies{}, Scope{Channel: "wechat"}, tools, nil)
+	wantAll(t, line(t, out, "github__create_issue"), "mcp:github", "write", "DENIED", "tools.write: false", "builtin wechat default")
+	wantAll(t, line(t, out, "github__get_issue"), "mcp:github", "read", "allowed", "default: allowed")
+	read := regexp.MustCompile(`files__\* +mcp:files +read +allowed`).FindStringIndex(out)
+	write := regexp.MustCompile(`files__\* +mcp:files +write +DENIED`).FindStringIndex(out)
+	if read == nil || write == nil || write[0] < read[0] {
+		t.Errorf("placeholder rows missing or not read first:\n%s", out)
+	}
+	pol := config.Policies{Default: config.Level{Tools: config.ToolRules{Deny: []string{"github__*"}}}}
+	out = explain(t, pol, Scope{Channel: "slack"}, tools, nil)
+	wantAll(t, line(t, out, "github__get_issue"), "DENIED", `tools.deny "github__*"`, "policies.default")
 }

@@ -57,7 +57,13 @@ type Scope struct {
 type ToolInfo struct {
 	Name   string
 	Writes bool
+	// Source is where the tool comes from, e.g. "mcp:github"; empty means
+	// SourceBuiltin.
+	Source string
 }
+
+// SourceBuiltin is the source of the tools compiled into Parley.
+const SourceBuiltin = "builtin"
 
 // Decision is the answer to one policy question together with the rule that
 // decided it and the level that rule came from, so that an operator (and a

@@ -104,7 +104,7 @@ func TestWeChatGetsOnlyReadTools(t *testing.T) {
 		t.Errorf("wechat offered %v, want %v", got, want)
 	}
 	results := toolResults(t, res)
-	if !strings.Contains(results["remote__save_note"], "not permitted in this conversation") {
+	if !strings.Contains(results["remote__save_note"], "not available in this conversation") {
 		t.Errorf("forced write call result = %q, want a refusal", results["remote__save_note"])
 	}
 	if results["local__lookup"] != "local has k" {

@@ -7,6 +7,8 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // Function names the model can call must match ^[a-zA-Z0-9_-]{1,64}$; MCP
@@ -89,6 +91,28 @@ func class(cfg ServerConfig, tool string, readOnlyHint bool) (writes bool, rule 
 		return false, "readOnlyHint"
 	}
 	return true, "default: no readOnlyHint"
+}
+
+// ClassRules describes for an operator how the server's tools get their
+// class, in the order class applies the rules: its write globs, its read
+// globs, then each tool's readOnlyHint; anything else writes. It is what
+// can be said of a server that cannot be asked for its tools.
+func (c ServerConfig) ClassRules() string {
+	var parts []string
+	quote := func(globs []string) string {
+		q := make([]string, len(globs))
+		for i, g := range globs {
+			q[i] = strconv.Quote(g)
+		}
+		return strings.Join(q, ", ")
+	}
+	if len(c.Write) > 0 {
+		parts = append(parts, "write "+quote(c.Write))
+	}
+	if len(c.Read) > 0 {
+		parts = append(parts, "read "+quote(c.Read))
+	}
+	return strings.Join(append(parts, "readOnlyHint: read", "otherwise write"), "; ")
 }
 
 // offered reports whether a server's tool passes its tools.allow/deny.

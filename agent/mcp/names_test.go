@@ -210,3 +210,19 @@ func TestRedactHandler(t *testing.T) {
 		t.Error("a redacted error no longer matches its sentinel")
 	}
 }
+
+func TestClassRules(t *testing.T) {
+	tests := []struct {
+		cfg  ServerConfig
+		want string
+	}{
+		{ServerConfig{}, "readOnlyHint: read; otherwise write"},
+		{ServerConfig{Read: []string{"get_*", "list_*"}}, `read "get_*", "list_*"; readOnlyHint: read; otherwise write`},
+		{ServerConfig{Read: []string{"*"}, Write: []string{"delete_*"}}, `write "delete_*"; read "*"; readOnlyHint: read; otherwise write`},
+	}
+	for _, tt := range tests {
+		if got := tt.cfg.ClassRules(); got != tt.want {
+			t.Errorf("ClassRules(%+v) = %q, want %q", tt.cfg, got, tt.want)
+		}
+	}
+}

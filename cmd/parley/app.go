@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/parleyhq/parley/agent"
+	"github.com/parleyhq/parley/agent/mcp"
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway"
@@ -32,6 +35,7 @@ type app struct {
 	shared  bool // store is a real Redis shared with other replicas
 	agent   *agent.Agent
 	tools   *agent.Registry
+	toolset *toolset // the tools' registry and the MCP servers
 	policy  *policy.Resolver
 	skills  *skills.Registry
 	state   skills.State
@@ -131,13 +135,18 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 		return nil, err
 	}
 
-	a.tools = agent.NewRegistry()
+	// Every platform's alerting series exist at zero from the start.
+	m.Prime(config.PlatformNames()...)
+	// The MCP servers start here, before any turn can run; their teardown
+	// comes after the gateway's (stop runs in reverse), so running turns
+	// keep their tools while they drain.
 	skillTools := agent.NewSkillTools(agent.SkillToolsConfig{Home: cfg.Home, Budget: cfg.Skills.BodyBudget, Writer: skills.NewWriter(cfg.Home)}, m, log)
-	for _, t := range skillTools.Tools() {
-		if err := a.tools.Register(t); err != nil {
-			return nil, err
-		}
+	a.toolset, err = e.openTools(cfg, toolOptions{skill: skillTools.Tools(), metrics: m, channels: config.PlatformNames(), log: log, wait: mcpStartWait})
+	if err != nil {
+		return nil, err
 	}
+	a.onStop("mcp servers", func(context.Context) error { return a.toolset.close() })
+	a.tools = a.toolset.registry
 	client := agent.NewClient(cfg.Model.BaseURL, cfg.Model.APIKey.Reveal(), &http.Client{})
 	a.agent = agent.New(agent.Config{
 		Model:             cfg.Model.Name,
@@ -156,8 +165,6 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 		a.watchers.Wait()
 		return nil
 	})
-	// Every platform's alerting series exist at zero from the start.
-	m.Prime(config.PlatformNames()...)
 	a.gateway = gateway.New(gateway.Config{
 		Workers:         cfg.Gateway.Workers,
 		QueueLimit:      cfg.Sessions.QueueLimit,
@@ -314,7 +321,31 @@ func (e *environment) config(args []string) error {
 	if err := cfg.RequireModelKey(); err != nil {
 		fmt.Fprintf(e.stderr, "warning: %v\n", err)
 	}
+	// serve starts without them too, with the server down: a warning
+	// here, not a refusal, so that check and serve agree.
+	for _, w := range mcpEnvWarnings(cfg, e.getenv) {
+		fmt.Fprintf(e.stderr, "warning: %s\n", w)
+	}
 	return nil
+}
+
+// mcpEnvWarnings names the variables the MCP servers refer to as ${NAME}
+// that are not set: those servers cannot connect.
+func mcpEnvWarnings(cfg config.Config, getenv func(string) string) []string {
+	var out []string
+	servers := mcp.FromConfig(cfg).Servers
+	for _, name := range slices.Sorted(maps.Keys(servers)) {
+		var missing []string
+		for _, v := range (mcp.Config{Servers: map[string]mcp.ServerConfig{name: servers[name]}}).EnvVars() {
+			if getenv(v) == "" {
+				missing = append(missing, v)
+			}
+		}
+		if len(missing) > 0 {
+			out = append(out, fmt.Sprintf("tools.mcp.servers.%s: environment variable %s is not set; the server stays down until it is", name, strings.Join(missing, ", ")))
+		}
+	}
+	return out
 }
 
 // redisLog routes go-redis's own messages (connection pool failures) into

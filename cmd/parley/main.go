@@ -28,8 +28,9 @@ Usage:
                                                     chat on the console (one turn with -m)
   parley skills  list [--json] | show NAME | lint [DIR] | on NAME | off NAME | trust NAME
                                                     inspect and manage skills
-  parley policy  explain --channel C [--workspace W] [--chat X]
+  parley policy  explain --channel C [--workspace W] [--chat X] [--wait D]
                                                     show the effective policy of a conversation
+  parley tools   list [--json] [--wait D]           list every tool: source, read/write class, MCP server state
   parley config  check [--config FILE]              validate and print the effective config
   parley wechat  login [--config FILE] [--codes N] | status [--config FILE]
                                                     log a personal-WeChat bot in (QR code), show its state
@@ -68,6 +69,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = env.skills(args[1:])
 	case "policy":
 		err = env.policy(args[1:])
+	case "tools":
+		err = env.toolsCLI(args[1:])
 	case "wechat":
 		err = env.wechat(args[1:])
 	case "healthcheck":

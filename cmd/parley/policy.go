@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/policy"
 )
@@ -22,6 +21,7 @@ func (e *environment) policy(args []string) error {
 	channel := fs.String("channel", "", "platform: one of "+strings.Join(config.PlatformNames(), ", "))
 	workspace := fs.String("workspace", "", "workspace or tenant id")
 	chat := fs.String("chat", "", "chat id")
+	wait := fs.Duration("wait", defaultListWait, "how long to wait for the MCP servers to list their tools")
 	if err := fs.Parse(args[1:]); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -32,16 +32,15 @@ func (e *environment) policy(args []string) error {
 	if err != nil {
 		return err
 	}
-	// The tools are the ones a running bot registers; skills come from the
-	// same layers it loads.
-	reg := agent.NewRegistry()
-	for _, t := range agent.NewSkillTools(agent.SkillToolsConfig{Home: cfg.Home}, nil, nil).Tools() {
-		reg.Register(t)
+	// The tools are the ones a running bot registers: the skill and web
+	// tools, and what the MCP servers list when asked now; skills come
+	// from the same layers it loads.
+	ts, err := e.openTools(cfg, toolOptions{skill: cliSkillTools(cfg), log: slog.New(slog.DiscardHandler), wait: *wait})
+	if err != nil {
+		return err
 	}
-	var tools []policy.ToolInfo
-	for _, t := range reg.All() {
-		tools = append(tools, policy.ToolInfo{Name: t.Name(), Writes: t.Writes()})
-	}
+	defer ts.close()
+	tools, notes := ts.policyTools()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	sreg, _, err := openSkills(cfg, nil, log)
 	if err != nil {
@@ -51,5 +50,14 @@ func (e *environment) policy(args []string) error {
 	for _, s := range sreg.Catalog().All() {
 		names = append(names, s.Name)
 	}
-	return policy.New(cfg.Policies).Explain(e.stdout, policy.Scope{Channel: *channel, Workspace: *workspace, Chat: *chat}, tools, names)
+	if err := policy.New(cfg.Policies).Explain(e.stdout, policy.Scope{Channel: *channel, Workspace: *workspace, Chat: *chat}, tools, names); err != nil {
+		return err
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(e.stdout, "\nNOTES (MCP servers asked for their tools, waiting at most %s)\n", *wait)
+		for _, n := range notes {
+			fmt.Fprintf(e.stdout, "  %s\n", n)
+		}
+	}
+	return nil
 }

@@ -104,7 +104,13 @@ func (a *app) routes(draining *atomic.Bool) *http.ServeMux {
 			http.Error(w, "degraded: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
+		// A down MCP server takes only its own tools away (they are not
+		// offered meanwhile), so the replica stays ready and says which
+		// server is down; why is in the log and in parley tools list.
 		w.Write([]byte("ready\n"))
+		for _, name := range a.toolset.down() {
+			fmt.Fprintf(w, "degraded: MCP server %s is down\n", name)
+		}
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{Registry: a.metrics.Registry}))
 	return mux
