@@ -14,6 +14,7 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/parleyhq/parley/agent/mcp/mcptest"
 	"github.com/parleyhq/parley/config"
 )
 
@@ -70,35 +71,17 @@ type testServerOptions struct {
 	release <-chan struct{}
 }
 
-type keyArgs struct {
-	Key string `json:"key" jsonschema:"what to look up"`
-}
-
-type textArgs struct {
-	Text string `json:"text" jsonschema:"the note"`
-}
-
 type sizeArgs struct {
 	Bytes int `json:"bytes" jsonschema:"how many bytes"`
 }
 
-func text(s string) *sdk.CallToolResult {
-	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: s}}}
-}
+var text = mcptest.Text
 
-// newTestServer builds the server the tests talk to. lookup is a read
-// tool (readOnlyHint), save_note a write tool (no hint); the others
-// misbehave on purpose.
+// newTestServer builds the server the tests talk to: mcptest's, whose
+// lookup is a read tool (readOnlyHint) and save_note a write tool (no
+// hint), and tools that misbehave on purpose.
 func newTestServer(o testServerOptions) *sdk.Server {
-	s := sdk.NewServer(&sdk.Implementation{Name: "parley-test-" + o.name, Version: "v1"}, nil)
-	sdk.AddTool(s, &sdk.Tool{Name: "lookup", Description: "Look a key up.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
-		func(_ context.Context, _ *sdk.CallToolRequest, a keyArgs) (*sdk.CallToolResult, any, error) {
-			return text(fmt.Sprintf("%s has %s", o.name, a.Key)), nil, nil
-		})
-	sdk.AddTool(s, &sdk.Tool{Name: "save_note", Description: "Save a note."},
-		func(_ context.Context, _ *sdk.CallToolRequest, a textArgs) (*sdk.CallToolResult, any, error) {
-			return text(fmt.Sprintf("%s saved %q", o.name, a.Text)), nil, nil
-		})
+	s := mcptest.New(o.name)
 	sdk.AddTool(s, &sdk.Tool{Name: "hang", Description: "Never answers.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
 			if o.onStart != nil {
@@ -164,7 +147,7 @@ func newTestServer(o testServerOptions) *sdk.Server {
 			return nil, nil, ctx.Err()
 		})
 	sdk.AddTool(s, &sdk.Tool{Name: "garbage", Description: "Writes a line of its choice to stdout instead of an answer.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
-		func(_ context.Context, _ *sdk.CallToolRequest, a textArgs) (*sdk.CallToolResult, any, error) {
+		func(_ context.Context, _ *sdk.CallToolRequest, a mcptest.NoteArgs) (*sdk.CallToolResult, any, error) {
 			os.Stdout.WriteString(a.Text + "\n")
 			return text("garbage written"), nil, nil
 		})
@@ -242,10 +225,7 @@ func addEcho(s *sdk.Server, name string) {
 		})
 }
 
-// streamable serves s over streamable HTTP.
-func streamable(s *sdk.Server) http.Handler {
-	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil)
-}
+var streamable = mcptest.Handler
 
 // httpServer serves newTestServer(o) over streamable HTTP. wrap, if set,
 // wraps its handler (to check headers).

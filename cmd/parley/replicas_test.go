@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parleyhq/parley/agent/mcp/mcptest"
 	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/channels/slack/slacktest"
 	"github.com/parleyhq/parley/internal/redistest"
@@ -54,6 +55,8 @@ func parleyBinary(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	// Started by a test as a stdio MCP server: serve, and exit.
+	mcptest.ServeStdio()
 	code := m.Run()
 	if binary.path != "" {
 		os.RemoveAll(filepath.Dir(binary.path))

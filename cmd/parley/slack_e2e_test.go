@@ -78,18 +78,7 @@ func (s *slackServe) event(t *testing.T, payload map[string]any, retry int) {
 // metric returns the value of one series on s's /metrics, or "" if absent.
 func (s *slackServe) metric(t *testing.T, series string) string {
 	t.Helper()
-	resp, err := http.Get(s.base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			return v
-		}
-	}
-	return ""
+	return metricOf(t, s.base, series)
 }
 
 // waitPost waits for a post in channel/thread with text.

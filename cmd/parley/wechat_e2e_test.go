@@ -40,11 +40,16 @@ func startWeChatServe(t *testing.T, env map[string]string, args ...string) *wech
 	return s
 }
 
+// stop stops serve and waits for it; later calls (the test's cleanup
+// after an explicit stop) do nothing.
 func (s *wechatServe) stop(t *testing.T) {
 	s.cancel()
 	select {
 	case code, ok := <-s.done:
-		if ok && code != 0 {
+		if !ok {
+			return
+		}
+		if code != 0 {
 			t.Errorf("serve exited %d:\n%s", code, s.stderr.String())
 		}
 		close(s.done)
