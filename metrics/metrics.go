@@ -62,7 +62,7 @@ type Metrics struct {
 	ToolCallDuration *prometheus.HistogramVec // tool
 	MCPServerUp      *prometheus.GaugeVec     // server
 	PolicyDenials    *prometheus.CounterVec   // channel, kind (tool, skill, access, admin)
-	HistoryTrimmed *prometheus.CounterVec // channel
+	HistoryTrimmed   *prometheus.CounterVec   // channel
 
 	SkillLoads           *prometheus.CounterVec   // channel, skill, outcome
 	SkillInjectionBytes  *prometheus.HistogramVec // channel, skill
