@@ -207,6 +207,11 @@ func (c SearchConfig) withDefaults() SearchConfig {
 // section ("provider: …"). The API key's value is never part of a message.
 func (c SearchConfig) Validate() error {
 	if !c.Enabled() {
+		// A key or URL without a provider is a half-done setup, not a
+		// choice: say so rather than run without search.
+		if c.APIKey.IsSet() || strings.TrimSpace(c.URL) != "" {
+			return fmt.Errorf("provider: empty, but url or api_key is set (set provider or %s to searxng, brave or tavily)", EnvSearchProvider)
+		}
 		return nil
 	}
 	d := c.withDefaults()

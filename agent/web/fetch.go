@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"time"
@@ -214,8 +215,11 @@ func (f *fetchTool) explain(ctx context.Context, err error, u *url.URL) error {
 		return blocked
 	case errors.Is(err, errTooManyRedirects):
 		return fmt.Errorf("%s: %w", u.Redacted(), errTooManyRedirects)
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("%s: timed out after %s", u.Redacted(), f.cfg.Timeout)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) || isTimeout(err):
+		// The call's deadline and the transport's wait for headers are the
+		// same timeout; whichever notices first, the model reads the same
+		// words and the call counts as timed out.
+		return &timeoutError{msg: fmt.Sprintf("%s: timed out after %s", u.Redacted(), f.cfg.Timeout)}
 	}
 	var uerr *url.Error
 	if errors.As(err, &uerr) {
@@ -231,4 +235,19 @@ func (f *fetchTool) logRefusal(ctx context.Context, tc *agent.TurnContext, err e
 	if errors.As(err, &blocked) {
 		f.log.InfoContext(ctx, "web_fetch refused an address", "host", blocked.Host, "class", blocked.Class, "channel", tc.Channel)
 	}
+}
+
+// timeoutError is a call that ran out of its own time. It is a
+// context.DeadlineExceeded, so the agent counts the call as a timeout, but
+// its message says so in the model's words.
+type timeoutError struct{ msg string }
+
+func (e *timeoutError) Error() string        { return e.msg }
+func (e *timeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// isTimeout reports whether err is a network timeout (a dial, the wait for
+// response headers, the client's own deadline).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }

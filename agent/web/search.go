@@ -60,6 +60,14 @@ type SearchError struct {
 	Provider string
 	Kind     string
 	Status   int // HTTP status, 0 when none arrived
+	// timedOut: the search ran out of its timeout; the error then is a
+	// context.DeadlineExceeded, so the agent counts the call as timed out.
+	timedOut bool
+}
+
+// Is reports whether a timed-out search matches context.DeadlineExceeded.
+func (e *SearchError) Is(target error) bool {
+	return e.timedOut && target == context.DeadlineExceeded
 }
 
 func (e *SearchError) Error() string {
@@ -187,7 +195,11 @@ func (t *searchTool) search(ctx context.Context, query string) ([]Result, error)
 		if errors.As(err, &uerr) {
 			err = uerr.Err // the URL is the operator's; keep it out of the detail
 		}
-		return nil, t.fail(ctx, KindUnavailable, 0, err.Error())
+		ferr := t.fail(ctx, KindUnavailable, 0, err.Error())
+		if isTimeout(err) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			ferr.(*SearchError).timedOut = true
+		}
+		return nil, ferr
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))

@@ -280,8 +280,8 @@ func TestSearchProviderDownOrSlow(t *testing.T) {
 	defer close(h.fake.hang)
 	_, err := h.search(t, "slow")
 	var se *SearchError
-	if !errors.As(err, &se) || se.Kind != KindUnavailable {
-		t.Errorf("hanging provider: %v", err)
+	if !errors.As(err, &se) || se.Kind != KindUnavailable || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("hanging provider: %v; want unavailable, counted as a timeout", err)
 	}
 
 	closed := httptest.NewServer(http.NotFoundHandler())
@@ -291,8 +291,8 @@ func TestSearchProviderDownOrSlow(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = tools[1].Call(context.Background(), &agent.TurnContext{}, json.RawMessage(`{"query":"x"}`))
-	if !errors.As(err, &se) || se.Kind != KindUnavailable || strings.Contains(err.Error(), closed.URL) {
-		t.Errorf("unreachable provider: %v", err)
+	if !errors.As(err, &se) || se.Kind != KindUnavailable || strings.Contains(err.Error(), closed.URL) || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("unreachable provider: %v; want unavailable, not a timeout", err)
 	}
 }
 

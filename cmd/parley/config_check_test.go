@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// TestConfigCheckRefusesWhatServeRefuses: every platform setting serve
+// TestConfigCheckRefusesWhatServeRefuses: every platform and tool setting serve
 // cannot start with makes `parley config check` exit non-zero too, naming
 // the key or variable to fix and never the secret.
 func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
@@ -36,6 +36,11 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 		{"wecom app name unfit for a path", "wecom_app:\n  apps:\n    - {name: Ops/1, corp_id: ww1, agent_id: 1, secret: s, token: t, encoding_aes_key: " + strings.Repeat("k", 43) + "}\n", nil, "wecom_app.apps[0].name"},
 		{"official account without its token", "", map[string]string{"WECHAT_OA_APP_ID": "wx1", "WECHAT_OA_APP_SECRET": secret}, "WECHAT_OA_TOKEN"},
 		{"official account with a malformed key", "", map[string]string{"WECHAT_OA_APP_ID": "wx1", "WECHAT_OA_APP_SECRET": secret, "WECHAT_OA_TOKEN": "t", "WECHAT_OA_ENCODING_AES_KEY": secret}, "wechat_oa.encoding_aes_key"},
+		{"mcp server without a transport", "tools:\n  mcp:\n    servers:\n      gh: {}\n", nil, "tools.mcp.servers.gh: set command"},
+		{"mcp header with a broken reference", "tools:\n  mcp:\n    servers:\n      gh:\n        url: https://mcp.example.com/mcp\n        headers: {Authorization: \"Bearer " + secret + "${X\"}\n", nil, "tools.mcp.servers.gh.headers.Authorization"},
+		{"web_fetch allowing everything", "tools:\n  web_fetch:\n    allow_private: [0.0.0.0/0]\n", nil, "tools.web_fetch.allow_private"},
+		{"web_search provider without its key", "tools:\n  web_search:\n    provider: tavily\n", nil, "WEB_SEARCH_API_KEY"},
+		{"web_search key without a provider", "", map[string]string{"WEB_SEARCH_API_KEY": secret}, "WEB_SEARCH_PROVIDER"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
