@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
-	"sync"
 )
 
 // Platform is one chat platform as the configuration knows it. Each
@@ -74,53 +72,25 @@ func Env[T ~string](name string, field *T) EnvVar {
 	return EnvVar{Name: name, set: func(v string) error { *field = T(v); return nil }}
 }
 
-// registry holds the registered platforms. It is written only by init
-// functions (RegisterPlatform) and read-only afterwards, the one global of
-// the package: like database/sql drivers, a platform is linked into the
-// binary, not configured.
-var registry struct {
-	mu        sync.RWMutex
-	platforms map[string]Platform
-}
+// platforms holds the registered platforms.
+var platforms = &registry[Platform]{kind: "platform"}
 
 // RegisterPlatform adds p to the platforms every configuration knows. Call
 // it from the adapter package's init function. It panics on an empty or
 // duplicate name, a name that is already a top-level key of the file, and
 // a section that is not a pointer, since each is a programming error.
 func RegisterPlatform(p Platform) {
-	if p.Name == "" || strings.ToLower(p.Name) != p.Name || strings.ContainsAny(p.Name, ". :") {
-		panic(fmt.Sprintf("config: platform name %q must be a non-empty lower-case word", p.Name))
-	}
 	if coreKeys()[p.Name] {
 		panic(fmt.Sprintf("config: platform name %q is a top-level key of the file already", p.Name))
 	}
 	if p.NewConfig != nil {
-		if t := reflect.TypeOf(p.NewConfig()); t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
-			panic(fmt.Sprintf("config: platform %q: NewConfig must return a pointer to a struct, got %v", p.Name, t))
-		}
+		checkSection("platform", p.Name, p.NewConfig)
 	}
-	registry.mu.Lock()
-	defer registry.mu.Unlock()
-	if _, dup := registry.platforms[p.Name]; dup {
-		panic(fmt.Sprintf("config: platform %q registered twice", p.Name))
-	}
-	if registry.platforms == nil {
-		registry.platforms = map[string]Platform{}
-	}
-	registry.platforms[p.Name] = p
+	platforms.add(p.Name, p)
 }
 
 // Platforms returns every registered platform, sorted by name.
-func Platforms() []Platform {
-	registry.mu.RLock()
-	defer registry.mu.RUnlock()
-	out := make([]Platform, 0, len(registry.platforms))
-	for _, p := range registry.platforms {
-		out = append(out, p)
-	}
-	slices.SortFunc(out, func(a, b Platform) int { return strings.Compare(a.Name, b.Name) })
-	return out
-}
+func Platforms() []Platform { return platforms.all() }
 
 // PlatformNames returns the names of every registered platform, sorted.
 func PlatformNames() []string {
@@ -132,12 +102,7 @@ func PlatformNames() []string {
 }
 
 // LookupPlatform returns the registered platform called name.
-func LookupPlatform(name string) (Platform, bool) {
-	registry.mu.RLock()
-	defer registry.mu.RUnlock()
-	p, ok := registry.platforms[name]
-	return p, ok
-}
+func LookupPlatform(name string) (Platform, bool) { return platforms.get(name) }
 
 // Section returns c's section of the platform called name as T, the type
 // its NewConfig returns; ok is false when c has no such section (a Config

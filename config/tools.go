@@ -3,9 +3,6 @@ package config
 import (
 	"fmt"
 	"reflect"
-	"slices"
-	"strings"
-	"sync"
 )
 
 // ToolsKey is the top-level key under which the tool sections sit.
@@ -31,48 +28,22 @@ type ToolSection struct {
 	NewConfig func() SectionConfig
 }
 
-// toolRegistry holds the registered tool sections: written only by init
-// functions, read-only afterwards, like the platforms' registry.
-var toolRegistry struct {
-	mu       sync.RWMutex
-	sections map[string]ToolSection
-}
+// toolSections holds the registered tool sections.
+var toolSections = &registry[ToolSection]{kind: "tool section"}
 
 // RegisterToolSection adds s to the sections under tools: every
 // configuration knows. It panics on an empty, malformed or duplicate name
 // and on a section that is not a pointer to a struct.
 func RegisterToolSection(s ToolSection) {
-	if s.Name == "" || strings.ToLower(s.Name) != s.Name || strings.ContainsAny(s.Name, ". :") {
-		panic(fmt.Sprintf("config: tool section name %q must be a non-empty lower-case word", s.Name))
-	}
 	if s.NewConfig == nil {
 		panic(fmt.Sprintf("config: tool section %q has no NewConfig", s.Name))
 	}
-	if t := reflect.TypeOf(s.NewConfig()); t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
-		panic(fmt.Sprintf("config: tool section %q: NewConfig must return a pointer to a struct, got %v", s.Name, t))
-	}
-	toolRegistry.mu.Lock()
-	defer toolRegistry.mu.Unlock()
-	if _, dup := toolRegistry.sections[s.Name]; dup {
-		panic(fmt.Sprintf("config: tool section %q registered twice", s.Name))
-	}
-	if toolRegistry.sections == nil {
-		toolRegistry.sections = map[string]ToolSection{}
-	}
-	toolRegistry.sections[s.Name] = s
+	checkSection("tool section", s.Name, s.NewConfig)
+	toolSections.add(s.Name, s)
 }
 
 // ToolSections returns every registered tool section, sorted by name.
-func ToolSections() []ToolSection {
-	toolRegistry.mu.RLock()
-	defer toolRegistry.mu.RUnlock()
-	out := make([]ToolSection, 0, len(toolRegistry.sections))
-	for _, s := range toolRegistry.sections {
-		out = append(out, s)
-	}
-	slices.SortFunc(out, func(a, b ToolSection) int { return strings.Compare(a.Name, b.Name) })
-	return out
-}
+func ToolSections() []ToolSection { return toolSections.all() }
 
 // Tool returns c's section tools.NAME as T, the type its NewConfig
 // returns; ok is false when c has no such section (a Config built by

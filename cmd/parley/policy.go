@@ -35,7 +35,7 @@ func (e *environment) policy(args []string) error {
 	// The tools are the ones a running bot registers: the skill and web
 	// tools, and what the MCP servers list when asked now; skills come
 	// from the same layers it loads.
-	ts, err := e.openTools(cfg, toolOptions{skill: cliSkillTools(cfg), log: slog.New(slog.DiscardHandler), wait: *wait})
+	ts, err := e.cliTools(cfg, *wait)
 	if err != nil {
 		return err
 	}

@@ -215,7 +215,7 @@ func (e *environment) toolsCLI(args []string) error {
 	if err != nil {
 		return err
 	}
-	ts, err := e.openTools(cfg, toolOptions{skill: cliSkillTools(cfg), log: slog.New(slog.DiscardHandler), wait: *wait})
+	ts, err := e.cliTools(cfg, *wait)
 	if err != nil {
 		return err
 	}
@@ -254,10 +254,12 @@ func dash(s string) string {
 	return s
 }
 
-// cliSkillTools are the skill tools as a running bot registers them, for
-// the commands that list tools without running one.
-func cliSkillTools(cfg config.Config) []agent.Tool {
-	return agent.NewSkillTools(agent.SkillToolsConfig{Home: cfg.Home}, nil, nil).Tools()
+// cliTools opens the tools of cfg for a command that lists them without
+// running a bot: the skill tools as a bot registers them, no metrics, no
+// log, the MCP servers given at most wait to answer. The caller closes it.
+func (e *environment) cliTools(cfg config.Config, wait time.Duration) (*toolset, error) {
+	skill := agent.NewSkillTools(agent.SkillToolsConfig{Home: cfg.Home}, nil, nil).Tools()
+	return e.openTools(cfg, toolOptions{skill: skill, log: slog.New(slog.DiscardHandler), wait: wait})
 }
 
 // policyTools describes every tool for `parley policy explain`, and what
