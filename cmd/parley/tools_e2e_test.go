@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,21 +56,23 @@ func toolCallingModel(req openai.ChatCompletionRequest) openaitest.Step {
 	return openaitest.Text(strings.Join(results, "\n"))
 }
 
-// mcpProcesses counts the processes whose environment holds mark.
-func mcpProcesses(t *testing.T, mark string) int {
+// mcpProcesses returns the ids of the processes whose environment holds
+// mark.
+func mcpProcesses(t *testing.T, mark string) []int {
 	t.Helper()
 	dirs, err := filepath.Glob("/proc/[0-9]*/environ")
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	var pids []int
 	for _, d := range dirs {
 		env, err := os.ReadFile(d)
 		if err == nil && bytes.Contains(env, []byte(mark)) {
-			n++
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(d)))
+			pids = append(pids, pid)
 		}
 	}
-	return n
+	return pids
 }
 
 // Done when of the tools issue: with a stdio MCP server and a streamable
@@ -79,7 +82,8 @@ func mcpProcesses(t *testing.T, mark string) int {
 // denied; `parley tools list` shows them all with their class, policy
 // explain with the level deciding each, and `parley chat` gets them too. A third
 // server that cannot be reached leaves serve running and ready, named in
-// /readyz; stopping serve stops the stdio server's process.
+// /readyz; the stdio server killed mid-session is restarted with its tools
+// and the system prompt unchanged; stopping serve stops its process.
 func TestMCPToolsOnSlackAndWeChatThroughServe(t *testing.T) {
 	if _, err := os.Stat("/proc/self/environ"); err != nil {
 		t.Skip("needs /proc to find the stdio server's process")
@@ -145,8 +149,8 @@ tools:
 			t.Errorf("parley_mcp_server_up{server=%q} = %q, want %s", server, got, want)
 		}
 	}
-	if n := mcpProcesses(t, mark); n != 1 {
-		t.Errorf("%d stdio server processes while serving, want 1", n)
+	if pids := mcpProcesses(t, mark); len(pids) != 1 {
+		t.Fatalf("stdio server processes while serving: %v, want one", pids)
 	}
 
 	// Slack: every tool is offered and runs.
@@ -215,6 +219,34 @@ tools:
 		if got := metricOf(t, s.base, series); got != want {
 			t.Errorf("%s = %q, want %s", series, got, want)
 		}
+	}
+
+	// The stdio server killed mid-session is restarted, its tools come
+	// back, and the system prompt has not moved.
+	pids := mcpProcesses(t, mark)
+	if len(pids) != 1 {
+		t.Fatalf("stdio server processes: %v, want one", pids)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	localUp := func() string { return metricOf(t, s.base, `parley_mcp_server_up{server="local"}`) }
+	slacktest.WaitFor(t, "the killed server to be seen down", slackDeadline, func() bool { return localUp() == "0" })
+	slacktest.WaitFor(t, "the killed server to be restarted", slackDeadline, func() bool { return localUp() == "1" })
+	body3, _ := json.Marshal(slacktest.Event("EvMCP2", slacktest.Mention("C1", "U1", "1700000500.000300", root, "again")))
+	if code, resp := slacktest.Do(t, slacktest.Signed(t, s.base+"/slack/events", slacktest.Secret, time.Now(), body3)); code != http.StatusOK {
+		t.Fatalf("POST /slack/events: %d %s", code, resp)
+	}
+	slacktest.WaitFor(t, "the second Slack answer", slackDeadline, func() bool {
+		return len(slack.Posts()) >= 2 && strings.Contains(slack.Posts()[len(slack.Posts())-1].Text, `local saved "n1"`)
+	})
+	reqs = model.Requests()
+	again := reqs[len(reqs)-2] // the second Slack turn's first request
+	if !slices.Contains(offeredTools(again), "local__"+mcptest.WriteTool) {
+		t.Errorf("the restarted server's tools are not offered: %v", offeredTools(again))
+	}
+	if again.Messages[0].Content != reqs[0].Messages[0].Content {
+		t.Errorf("the system prompt changed after the server restarted:\n%s\n---\n%s", reqs[0].Messages[0].Content, again.Messages[0].Content)
 	}
 
 	// parley tools list, with the same configuration, shows every tool
@@ -287,7 +319,7 @@ tools:
 
 	// Stopping serve stops the stdio server.
 	s.stop(t)
-	if !wechattest.WaitFor(10*time.Second, func() bool { return mcpProcesses(t, mark) == 0 }) {
+	if !wechattest.WaitFor(10*time.Second, func() bool { return len(mcpProcesses(t, mark)) == 0 }) {
 		t.Errorf("the stdio server outlived serve")
 	}
 	if strings.Contains(s.stderr.String(), token) {
