@@ -54,7 +54,7 @@ type toolOptions struct {
 // MCP servers, waiting at most opts.wait for their first connection. The
 // caller closes the toolset, which stops the servers; on error nothing is
 // left running.
-func (e *environment) openTools(cfg config.Config, opts toolOptions) (_ *toolset, err error) {
+func (e *environment) openTools(cfg config.Config, opts toolOptions) (*toolset, error) {
 	reg := agent.NewRegistry()
 	webTools, err := web.Tools(web.FromConfig(cfg), web.Deps{Logger: opts.log})
 	if err != nil {
@@ -66,39 +66,44 @@ func (e *environment) openTools(cfg config.Config, opts toolOptions) (_ *toolset
 		}
 	}
 	mcpCfg := mcp.FromConfig(cfg)
-	ts := &toolset{registry: reg, servers: mcpCfg.Servers}
-	m := opts.metrics
 	var onState func(mcp.ServerState)
-	if m != nil {
-		m.PrimeTools(opts.channels, toolNames(reg))
-		for name := range mcpCfg.Servers {
-			m.MCPServerUp.WithLabelValues(name).Set(0)
-		}
-		onState = func(s mcp.ServerState) {
-			up := 0.0
-			if s.Up {
-				up = 1
-				// The tools a server lists are bounded by its configuration.
-				names := make([]string, len(s.Tools))
-				for i, t := range s.Tools {
-					names[i] = t.Name
-				}
-				m.PrimeTools(opts.channels, names)
-			}
-			m.MCPServerUp.WithLabelValues(s.Name).Set(up)
-		}
+	if opts.metrics != nil {
+		opts.metrics.PrimeTools(opts.channels, toolNames(reg))
+		onState = observeServers(opts.metrics, opts.channels, mcpCfg)
 	}
-	ts.mcp, err = mcp.New(mcpCfg, mcp.Options{Registry: reg, Log: opts.log, OnStateChange: onState, Getenv: e.getenv, Version: version})
+	mgr, err := mcp.New(mcpCfg, mcp.Options{Registry: reg, Log: opts.log, OnStateChange: onState, Getenv: e.getenv, Version: version})
 	if err != nil {
 		return nil, err
 	}
+	ts := &toolset{registry: reg, mcp: mgr, servers: mcpCfg.Servers}
 	ctx, cancel := context.WithTimeout(e.ctx, opts.wait)
 	defer cancel()
-	if err := ts.mcp.Start(ctx); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		ts.close()
 		return nil, err
 	}
 	return ts, nil
+}
+
+// observeServers sets parley_mcp_server_up of every configured server, at
+// 0 until it connects, and primes the tool series of a server's tools
+// when it connects (they are bounded by its configuration).
+func observeServers(m *metrics.Metrics, channels []string, cfg mcp.Config) func(mcp.ServerState) {
+	for name := range cfg.Servers {
+		m.MCPServerUp.WithLabelValues(name).Set(0)
+	}
+	return func(s mcp.ServerState) {
+		if !s.Up {
+			m.MCPServerUp.WithLabelValues(s.Name).Set(0)
+			return
+		}
+		names := make([]string, len(s.Tools))
+		for i, t := range s.Tools {
+			names[i] = t.Name
+		}
+		m.PrimeTools(channels, names)
+		m.MCPServerUp.WithLabelValues(s.Name).Set(1)
+	}
 }
 
 // close stops the MCP servers (stdio processes exit, calls in flight are
@@ -153,9 +158,10 @@ type toolRow struct {
 // rows lists every tool, then a placeholder SERVER__* for each MCP server
 // that has no tools to show (down, or listing none).
 func (ts *toolset) rows() []toolRow {
+	servers := ts.mcp.Servers()
 	states := map[string]mcp.ServerState{}
 	rules := map[string]string{}
-	for _, s := range ts.mcp.Servers() {
+	for _, s := range servers {
 		states[s.Name] = s
 		for _, t := range s.Tools {
 			rules[t.Name] = t.Rule
@@ -172,7 +178,7 @@ func (ts *toolset) rows() []toolRow {
 		}
 		rows = append(rows, r)
 	}
-	for _, s := range ts.mcp.Servers() {
+	for _, s := range servers {
 		if listed[s.Name] {
 			continue
 		}
