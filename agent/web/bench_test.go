@@ -33,6 +33,16 @@ func BenchmarkHTMLToMarkdownLarge(b *testing.B) {
 	benchmarkConvert(b, big)
 }
 
+// BenchmarkHTMLToMarkdownWikipedia converts a page as a real site serves
+// it: a Wikipedia article of 244 KB, most of it MediaWiki's markup.
+func BenchmarkHTMLToMarkdownWikipedia(b *testing.B) {
+	page, err := os.ReadFile("testdata/wikipedia-mozilla.html")
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchmarkConvert(b, string(page))
+}
+
 func benchmarkConvert(b *testing.B, page string) {
 	r := newRenderer()
 	u, _ := url.Parse("https://blog.harbor.example/2025/03/queue-slower-with-more-workers")

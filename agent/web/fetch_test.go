@@ -74,6 +74,62 @@ func TestFetchArticleAsMarkdown(t *testing.T) {
 
 // TestFetchWholeBodyWhenNoArticle: a short page with no article-like block
 // is converted whole, without its navigation and scripts.
+// TestFetchRealWorldPage reads a page as a real site served it: the
+// Wikipedia article "Mozilla" (CC BY-SA, from Mozilla Readability's test
+// corpus as shipped with go-readability v2.1.3, testdata/README.md), with
+// MediaWiki's navigation, tools and footer around the article. Read page
+// by page with the offsets it hands out, the model gets the article with
+// its sections, lists, quotes and absolute links, and none of the site's
+// chrome.
+func TestFetchRealWorldPage(t *testing.T) {
+	page, err := os.ReadFile("testdata/wikipedia-mozilla.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newFetchHarness(t, FetchConfig{})
+	h.net.name("en.wikipedia.org", publicIP)
+	h.net.serve(t, publicIP, text("text/html; charset=UTF-8", string(page)))
+	const url = "http://en.wikipedia.org/wiki/Mozilla"
+	nextRE := regexp.MustCompile(`call web_fetch with url="[^"]+" and offset=(\d+) to read on`)
+
+	var all strings.Builder
+	pages := 0
+	for offset := 0; ; {
+		if pages++; pages > 10 {
+			t.Fatal("more than 10 pages: the offsets do not advance")
+		}
+		got, err := h.fetch(t, url, offset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !utf8.ValidString(got) {
+			t.Fatalf("page at %d is not valid UTF-8", offset)
+		}
+		all.WriteString(got)
+		m := nextRE.FindStringSubmatch(got)
+		if m == nil {
+			break
+		}
+		offset, _ = strconv.Atoi(m[1])
+	}
+	md := all.String()
+	if pages < 3 {
+		t.Errorf("%d page(s) for the %d-byte page; want the article in several", pages, len(page))
+	}
+	mustContain(t, md,
+		"Content: text/html, converted to Markdown",
+		"**Mozilla** is a [free-software](http://en.wikipedia.org/wiki/Free_software",
+		"## History", "## Software", "## External links",
+		"> - Build and enable open-source technologies and communities",
+		"- [Mozilla Foundation](http://en.wikipedia.org/wiki/Mozilla_Foundation")
+	for _, chrome := range []string{"Navigation menu", "Personal tools", "Create account", "Random article",
+		"What links here", "Privacy policy", "This page was last modified", "Jump to", "<div", "<span"} {
+		if strings.Contains(md, chrome) {
+			t.Errorf("the Markdown holds %q, which is the site's, not the article's", chrome)
+		}
+	}
+}
+
 func TestFetchWholeBodyWhenNoArticle(t *testing.T) {
 	h := newFetchHarness(t, FetchConfig{})
 	h.net.serve(t, publicIP, text("text/html", `<html><head><title>Status</title><script>var x = "SCRIPT";</script></head>
