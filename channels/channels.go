@@ -6,6 +6,7 @@ package channels
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -28,7 +29,24 @@ type Message struct {
 	// Meta carries what the adapter needs to answer (a reply token, the
 	// message to react to). The gateway passes it back untouched.
 	Meta map[string]string `json:"meta,omitempty"`
+
+	// Marks are flags of the message's conversation that the gateway sets
+	// (or refreshes) in the same atomic step that accepts the message; they
+	// expire with the conversation's history. An adapter keeps its own
+	// memory of a conversation this way without a Redis call of its own
+	// (Slack: "the bot takes part in this thread").
+	Marks []string `json:"-"`
+	// RequireMark, when set, names a mark the conversation must already
+	// have: without it the message is not accepted, nothing is recorded,
+	// and Submit returns ErrUnmarked (Slack: a follow-up in a thread the
+	// bot does not take part in).
+	RequireMark string `json:"-"`
 }
+
+// ErrUnmarked is Submit's answer for a message whose conversation lacks
+// the mark the message requires (Message.RequireMark). The adapter drops
+// the message; it is not a failure.
+var ErrUnmarked = errors.New("channels: the conversation lacks the mark the message requires")
 
 // ConversationKey is channel:workspace:chat:thread, the unit of history,
 // ordering and locking.

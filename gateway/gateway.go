@@ -5,10 +5,16 @@
 // sends the reply back through the channel the message came from.
 //
 // Ordering across replicas comes from the conversation inbox in Redis: a
-// message is accepted by appending it there, and whichever replica holds the
-// conversation lock drains the inbox from its head, acknowledging each item in
-// the same atomic step that writes its turn. A replica that dies mid-turn
-// leaves the item at the head; the next holder answers it.
+// message is accepted by appending it there (with its de-dup record, in one
+// script), and a turn claims the conversation lock together with the oldest
+// message and the history (one script), then writes the turn, removes the
+// message and releases the lock (one script). A replica that dies mid-turn
+// leaves the message at the head; the next holder answers it.
+//
+// A worker serves one turn of a conversation and then gives it back: a
+// conversation with more queued goes to the back of the line, so that a
+// busy conversation cannot hold a worker while the others wait (see
+// scheduler.go).
 package gateway
 
 import (
@@ -19,16 +25,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
+	"math"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/retry"
 	"github.com/parleyhq/parley/sessions"
 )
 
@@ -44,10 +50,12 @@ type Responder interface {
 // Config sizes the gateway and names the parts it consults per turn. Zero
 // fields take the defaults.
 type Config struct {
-	Workers         int           // conversations served at once on this replica
-	QueueLimit      int           // messages waiting in one conversation
-	MaxMessageChars int           // longer user messages are refused
-	LockRetry       time.Duration // wait between tries for a lock another replica holds
+	Workers         int // conversations served at once on this replica
+	QueueLimit      int // messages waiting in one conversation
+	MaxMessageChars int // longer user messages are refused
+	// RetryMin and RetryMax bound the backoff before a conversation is
+	// tried again after Redis failed (0: DefaultRetryMin, DefaultRetryMax).
+	RetryMin, RetryMax time.Duration
 	// SweepEvery is how often the gateway looks for conversations whose
 	// queued messages nobody is serving (their replica died); 0 =
 	// DefaultSweepEvery.
@@ -75,12 +83,18 @@ type Gateway struct {
 	log     *slog.Logger
 
 	mu       sync.Mutex
+	cond     *sync.Cond // signalled when ready grows or closed is set
 	channels map[string]channels.Channel
-	active   map[string]bool // conversations a worker is draining
-	dirty    map[string]bool // got a message while being drained
-	ready    []string        // conversations waiting for a worker
-	wake     chan struct{}
+	state    map[string]*convState // conversations queued, running or waiting here
+	ready    []string              // conversations waiting for a worker, oldest first
 	closed   bool
+	// redisDown is set when a Redis call of a turn failed, and cleared by
+	// the sweep that runs as soon as Redis answers again.
+	redisDown chan struct{}
+	apologies apologies // messages whose user was told their turn is delayed
+	// redisRetry retries writing a turn while the lock is certainly ours:
+	// the lock, not a count, bounds the attempts.
+	redisRetry *retry.Retrier
 
 	runCtx    context.Context // parent of every turn; cancelled at the shutdown deadline
 	cancelRun context.CancelFunc
@@ -91,7 +105,8 @@ type Gateway struct {
 // Defaults of the Config fields that are not keys of the file (those
 // fall back to the config.Default* constants).
 const (
-	DefaultLockRetry  = 200 * time.Millisecond
+	DefaultRetryMin   = 50 * time.Millisecond
+	DefaultRetryMax   = time.Second
 	DefaultSweepEvery = 30 * time.Second
 )
 
@@ -105,8 +120,11 @@ func (c Config) withDefaults() Config {
 	if c.MaxMessageChars <= 0 {
 		c.MaxMessageChars = config.DefaultMaxMessageChars
 	}
-	if c.LockRetry <= 0 {
-		c.LockRetry = DefaultLockRetry
+	if c.RetryMin <= 0 {
+		c.RetryMin = DefaultRetryMin
+	}
+	if c.RetryMax < c.RetryMin {
+		c.RetryMax = max(DefaultRetryMax, c.RetryMin)
 	}
 	if c.SweepEvery <= 0 {
 		c.SweepEvery = DefaultSweepEvery
@@ -137,15 +155,17 @@ func New(cfg Config, store sessions.Store, a Responder, m *metrics.Metrics, log 
 		log = slog.New(slog.DiscardHandler)
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	return &Gateway{
+	g := &Gateway{
 		cfg: cfg, store: store, agent: a, metrics: m, log: log.With("component", "gateway"),
-		channels: map[string]channels.Channel{},
-		active:   map[string]bool{},
-		dirty:    map[string]bool{},
-		wake:     make(chan struct{}, 1),
-		runCtx:   runCtx, cancelRun: cancel,
+		channels:  map[string]channels.Channel{},
+		state:     map[string]*convState{},
+		redisDown: make(chan struct{}, 1),
+		runCtx:    runCtx, cancelRun: cancel,
 		stop: make(chan struct{}),
 	}
+	g.cond = sync.NewCond(&g.mu)
+	g.redisRetry = retry.New("redis", retry.Policy{Attempts: math.MaxInt32, MinWait: cfg.RetryMin, MaxWait: cfg.RetryMax}, m, g.log)
+	return g
 }
 
 // Register adds a channel; replies to its messages go through it.
@@ -164,37 +184,17 @@ func (g *Gateway) Start() {
 	g.wg.Go(g.sweep)
 }
 
-// sweep schedules conversations that have queued messages and no lock
-// holder. A replica that dies after accepting a message leaves it queued;
-// without the sweep it would wait for the conversation's next message.
-func (g *Gateway) sweep() {
-	t := time.NewTicker(g.cfg.SweepEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-g.stop:
-			return
-		case <-t.C:
-			orphans, err := g.store.Orphans(g.runCtx)
-			if err != nil {
-				g.log.Warn("sweep for unserved conversations", "err", err)
-			}
-			for _, conv := range orphans {
-				g.log.Info("serving a conversation left queued by another replica")
-				g.schedule(conv)
-			}
-		}
-	}
-}
-
 // Shutdown stops intake, lets running turns finish until ctx ends, then
-// cancels what is left. Queued messages stay in the store for the next
-// replica to serve. No goroutine of the gateway outlives it.
+// cancels what is left. Queued messages, and those of conversations
+// waiting for a worker or a retry, stay in Redis for the next replica to
+// serve. No goroutine of the gateway outlives it.
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.mu.Lock()
 	if !g.closed {
 		g.closed = true
 		close(g.stop)
+		g.stopTimersLocked()
+		g.cond.Broadcast()
 	}
 	g.mu.Unlock()
 	done := make(chan struct{})
@@ -217,7 +217,8 @@ type queued struct {
 	Nonce string           `json:"nonce"`
 }
 
-// Submit implements channels.Handler.
+// Submit implements channels.Handler: the message is de-duplicated,
+// marked and queued in one Redis script, and a worker is told.
 func (g *Gateway) Submit(ctx context.Context, m channels.Message) error {
 	g.mu.Lock()
 	closed := g.closed
@@ -229,17 +230,6 @@ func (g *Gateway) Submit(ctx context.Context, m channels.Message) error {
 		m.Received = time.Now()
 	}
 	g.metrics.MessagesReceived.WithLabelValues(m.Channel).Inc()
-	if m.ID != "" {
-		dup, err := g.store.Seen(ctx, m.Channel, m.ID)
-		if err != nil {
-			return fmt.Errorf("gateway: dedupe: %w", err)
-		}
-		if dup {
-			g.metrics.MessagesDeduplicated.WithLabelValues(m.Channel).Inc()
-			g.log.Debug("duplicate message dropped", "channel", m.Channel, "id", m.ID)
-			return nil
-		}
-	}
 	conv := m.ConversationKey()
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
@@ -247,304 +237,28 @@ func (g *Gateway) Submit(ctx context.Context, m channels.Message) error {
 	if err != nil {
 		return fmt.Errorf("gateway: encode message: %w", err)
 	}
-	// From here on a failure must undo the de-dup record, or the
-	// platform's re-delivery of a message we never queued would be dropped.
-	accepted := false
-	if m.ID != "" {
-		defer func() {
-			if !accepted {
-				if err := g.store.Forget(context.WithoutCancel(ctx), m.Channel, m.ID); err != nil {
-					g.log.Warn("could not forget a message that was not queued; a re-delivery will be dropped", "channel", m.Channel, "err", err)
-				}
-			}
-		}()
-	}
-	_, err = g.store.Enqueue(ctx, conv, item, g.cfg.QueueLimit)
-	if errors.Is(err, sessions.ErrQueueFull) {
-		// A flood into one conversation must not grow Redis without bound;
-		// the sender hears why instead of waiting for an answer that never comes.
-		g.metrics.MessagesRejected.WithLabelValues(m.Channel, "queue_full").Inc()
-		g.send(ctx, m, channels.Reply{Notice: true, Text: "I'm still working through your earlier messages in this conversation. Please wait for my answers before sending more."})
-		accepted = true // answered: a re-delivery must not be answered again
-		return nil
-	}
+	res, err := g.store.Accept(ctx, conv, sessions.Arrival{
+		Item: item, Limit: g.cfg.QueueLimit, ID: m.ID, Marks: m.Marks, RequireMark: m.RequireMark,
+	})
 	if err != nil {
+		g.redisFailed()
 		return fmt.Errorf("gateway: queue message: %w", err)
 	}
-	accepted = true
-	g.schedule(conv)
-	return nil
-}
-
-func (g *Gateway) schedule(conv string) {
-	g.mu.Lock()
-	if g.active[conv] {
-		g.dirty[conv] = true
-		g.mu.Unlock()
-		return
-	}
-	g.active[conv] = true
-	g.ready = append(g.ready, conv)
-	g.mu.Unlock()
-	select {
-	case g.wake <- struct{}{}:
+	switch res {
+	case sessions.Duplicate:
+		g.metrics.MessagesDeduplicated.WithLabelValues(m.Channel).Inc()
+		g.log.Debug("duplicate message dropped", "channel", m.Channel, "id", m.ID)
+	case sessions.Unmarked:
+		return channels.ErrUnmarked
+	case sessions.QueueFull:
+		// A flood into one conversation must not grow Redis without bound;
+		// the sender hears why instead of waiting for an answer that never
+		// comes (once: the id is recorded, so a re-delivery is a duplicate).
+		g.metrics.MessagesRejected.WithLabelValues(m.Channel, "queue_full").Inc()
+		g.send(ctx, m, channels.Reply{Notice: true, Text: "I'm still working through your earlier messages in this conversation. Please wait for my answers before sending more."})
 	default:
+		g.schedule(conv)
 	}
-}
-
-// next blocks until a conversation is ready or Shutdown begins.
-func (g *Gateway) next() (string, bool) {
-	for {
-		g.mu.Lock()
-		if g.closed {
-			g.mu.Unlock()
-			return "", false
-		}
-		if len(g.ready) > 0 {
-			conv := g.ready[0]
-			g.ready = g.ready[1:]
-			more := len(g.ready) > 0
-			g.mu.Unlock()
-			if more { // pass the wake-up on to another idle worker
-				select {
-				case g.wake <- struct{}{}:
-				default:
-				}
-			}
-			return conv, true
-		}
-		g.mu.Unlock()
-		select {
-		case <-g.wake:
-		case <-g.stop:
-		}
-	}
-}
-
-func (g *Gateway) worker() {
-	defer g.wg.Done()
-	for {
-		conv, ok := g.next()
-		if !ok {
-			return
-		}
-		for {
-			g.drain(conv)
-			g.mu.Lock()
-			if g.dirty[conv] && !g.closed {
-				delete(g.dirty, conv)
-				g.mu.Unlock()
-				continue
-			}
-			delete(g.dirty, conv)
-			delete(g.active, conv)
-			g.mu.Unlock()
-			break
-		}
-	}
-}
-
-func (g *Gateway) stopping() bool {
-	select {
-	case <-g.stop:
-		return true
-	default:
-		return false
-	}
-}
-
-// drain serves conv's inbox until it is empty or the gateway stops. When
-// another replica holds the lock it waits while messages remain: that holder
-// drains the inbox, and if it died the lock expires and this worker takes
-// over. After releasing, it looks once more, because a message queued while
-// the lock was held by us may have been passed over by its own replica.
-func (g *Gateway) drain(conv string) {
-	ctx := g.runCtx
-	for !g.stopping() {
-		lock, err := g.store.TryLock(ctx, conv)
-		if errors.Is(err, sessions.ErrLocked) {
-			if !g.pending(ctx, conv) {
-				return
-			}
-			select {
-			case <-time.After(g.cfg.LockRetry):
-			case <-g.stop:
-				return
-			}
-			continue
-		}
-		if err != nil {
-			g.log.Error("lock conversation", "err", err)
-			return
-		}
-		g.serve(ctx, lock)
-		if err := lock.Release(context.WithoutCancel(ctx)); err != nil {
-			g.log.Warn("release conversation lock", "err", err)
-		}
-		if !g.pending(ctx, conv) {
-			return
-		}
-	}
-}
-
-// pending reports whether conv has queued messages.
-func (g *Gateway) pending(ctx context.Context, conv string) bool {
-	_, ok, err := g.store.Head(ctx, conv)
-	if err != nil {
-		g.log.Error("read conversation queue", "err", err)
-		return false
-	}
-	return ok
-}
-
-// serve runs the queued turns of a locked conversation, oldest first.
-func (g *Gateway) serve(ctx context.Context, lock *sessions.Lock) {
-	conv := lock.Conversation()
-	for !g.stopping() && !lock.Lost() {
-		item, ok, err := g.store.Head(ctx, conv)
-		if err != nil {
-			g.log.Error("read conversation queue", "err", err)
-			return
-		}
-		if !ok {
-			return
-		}
-		var q queued
-		if err := json.Unmarshal(item, &q); err != nil {
-			g.log.Error("dropping an undecodable queued message", "err", err)
-			if err := g.store.Ack(ctx, lock, item); err != nil {
-				return
-			}
-			continue
-		}
-		if err := g.handle(ctx, lock, item, q.Msg); err != nil {
-			g.log.Error("turn failed", "channel", q.Msg.Channel, "err", err)
-			if errors.Is(err, sessions.ErrLockLost) || ctx.Err() != nil {
-				return
-			}
-			// The item is still at the head; acknowledge it so one bad
-			// message cannot wedge its conversation.
-			if err := g.store.Ack(ctx, lock, item); err != nil {
-				return
-			}
-		}
-	}
-}
-
-// handle answers one message under the conversation lock.
-func (g *Gateway) handle(ctx context.Context, lock *sessions.Lock, item []byte, m channels.Message) error {
-	g.metrics.QueueWaitSeconds.WithLabelValues(m.Channel).Observe(time.Since(m.Received).Seconds())
-	text := strings.TrimSpace(m.Text)
-	eff := g.cfg.Policy.Resolve(policy.Scope{Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat})
-	if d := eff.Access(m.User, m.Chat, m.DM); !d.Allowed && !eff.IsAdmin(m.User) {
-		return g.refuseAccess(ctx, lock, item, m, d)
-	}
-	if strings.HasPrefix(strings.ToLower(text), "/skill:") {
-		return g.turn(ctx, lock, item, m, eff, text)
-	}
-	if reply, ok, err := g.command(ctx, lock, m, eff, text); ok {
-		if err != nil {
-			return err
-		}
-		if err := g.store.Ack(ctx, lock, item); err != nil {
-			return err
-		}
-		g.send(ctx, m, channels.Reply{Text: reply, Notice: true})
-		return nil
-	}
-	if n := utf8.RuneCountInString(text); n > g.cfg.MaxMessageChars {
-		g.metrics.MessagesRejected.WithLabelValues(m.Channel, "message_too_long").Inc()
-		if err := g.store.Ack(ctx, lock, item); err != nil {
-			return err
-		}
-		g.send(ctx, m, channels.Reply{Notice: true, Text: fmt.Sprintf(
-			"Sorry, that message is too long for me (%d characters; the limit is %d). Please shorten it or split it up.", n, g.cfg.MaxMessageChars)})
-		return nil
-	}
-	if text == "" {
-		return g.store.Ack(ctx, lock, item)
-	}
-	return g.turn(ctx, lock, item, m, eff, text)
-}
-
-// refuseAccess answers someone the policy does not let in: once per
-// conversation a day, so a persistent sender is not answered every time,
-// and nothing reaches the model.
-func (g *Gateway) refuseAccess(ctx context.Context, lock *sessions.Lock, item []byte, m channels.Message, d policy.Decision) error {
-	g.metrics.PolicyDenials.WithLabelValues(m.Channel, "access").Inc()
-	g.metrics.MessagesRejected.WithLabelValues(m.Channel, "access").Inc()
-	g.log.Info("access refused", "channel", m.Channel, "rule", d.Rule, "level", d.Level)
-	if err := g.store.Ack(ctx, lock, item); err != nil {
-		return err
-	}
-	told, err := g.store.Seen(ctx, "access-refusal", lock.Conversation()+":"+m.User)
-	if err != nil {
-		return err
-	}
-	if !told {
-		g.send(ctx, m, channels.Reply{Notice: true, Text: "Sorry, I'm not available to you here. Please ask an administrator of this bot if you think you should have access."})
-	}
-	return nil
-}
-
-func (g *Gateway) turn(ctx context.Context, lock *sessions.Lock, item []byte, m channels.Message, eff *policy.Effective, text string) error {
-	start := time.Now()
-	g.metrics.TurnsInFlight.Inc()
-	defer g.metrics.TurnsInFlight.Dec()
-	if ch, ok := g.channel(m.Channel).(channels.Typing); ok {
-		stop := ch.StartTyping(ctx, m)
-		defer stop()
-	}
-	conv := lock.Conversation()
-	history, err := g.store.History(ctx, conv)
-	if err != nil {
-		return err
-	}
-	if agent.EstimateTokens(history) > g.cfg.CompactTokens {
-		history, _ = g.compact(ctx, lock, m.Channel, history)
-	}
-	set := g.skillSet(ctx, eff)
-	var preface []sessions.Message
-	if name, args, ok := manualSkill(text); ok {
-		var refusal string
-		preface, text, refusal = g.invokeSkill(set, history, name, args)
-		if refusal != "" {
-			if err := g.store.Ack(ctx, lock, item); err != nil {
-				return err
-			}
-			g.send(ctx, m, channels.Reply{Notice: true, Text: refusal})
-			return nil
-		}
-		g.metrics.SkillInvocations.WithLabelValues(m.Channel, name).Inc()
-	}
-	index, omitted := set.Index()
-	if len(omitted) > 0 {
-		g.log.Debug("skills left out of the index; find_skills still reaches them", "omitted", omitted)
-	}
-	g.metrics.SkillIndexBytes.Set(float64(len(index)))
-	res, err := g.agent.Run(ctx, agent.TurnRequest{
-		Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat, Conversation: conv, User: m.User,
-		History: history, UserText: text, SystemExtra: index, Skills: set, Preface: preface,
-		Allow: g.toolPolicy(eff),
-	})
-	outcome := metrics.OutcomeOK
-	if err != nil {
-		g.observeTurn(m.Channel, metrics.OutcomeError, start)
-		return fmt.Errorf("gateway: agent: %w", err)
-	}
-	if res.Failed {
-		outcome = metrics.OutcomeError
-	}
-	trimmed, err := g.store.CommitTurn(ctx, lock, res.Messages, item)
-	if err != nil {
-		g.observeTurn(m.Channel, metrics.OutcomeError, start)
-		return fmt.Errorf("gateway: write turn: %w", err)
-	}
-	if trimmed {
-		g.metrics.HistoryTrimmed.WithLabelValues(m.Channel).Inc()
-	}
-	g.send(ctx, m, channels.Reply{Text: res.Reply})
-	g.observeTurn(m.Channel, outcome, start)
 	return nil
 }
 
@@ -558,15 +272,11 @@ func (g *Gateway) send(ctx context.Context, m channels.Message, r channels.Reply
 	ch := g.channel(m.Channel)
 	outcome := metrics.OutcomeOK
 	if ch == nil {
-		g.log.Error("no channel registered for reply", "channel", m.Channel)
+		g.log.ErrorContext(ctx, "no channel registered for reply", "channel", m.Channel)
 		outcome = metrics.OutcomeError
 	} else if err := ch.Send(ctx, m, r); err != nil {
-		g.log.Error("send reply", "channel", m.Channel, "err", err)
+		g.log.ErrorContext(ctx, "send reply", "channel", m.Channel, "err", err)
 		outcome = metrics.OutcomeError
 	}
 	g.metrics.RepliesSent.WithLabelValues(m.Channel, outcome).Inc()
-}
-
-func (g *Gateway) observeTurn(channel, outcome string, start time.Time) {
-	g.metrics.TurnDuration.WithLabelValues(channel, outcome).Observe(time.Since(start).Seconds())
 }

@@ -237,7 +237,7 @@ func TestModelFailureKeepsTheUserMessage(t *testing.T) {
 }
 
 func TestDeadReplicasLockExpiresAndTheQueueIsServed(t *testing.T) {
-	rg := newRig(t, gateway.Config{LockRetry: 50 * time.Millisecond})
+	rg := newRig(t, gateway.Config{})
 	ctx := context.Background()
 	conv := msg("t", "", "").ConversationKey()
 	// Another replica took the lock and died without releasing it.
@@ -274,13 +274,13 @@ func TestShutdownDrainsRunningTurns(t *testing.T) {
 	}
 }
 
-// errQueueDown is the failure of failingEnqueue.
+// errQueueDown is the failure of failingAccept.
 var errQueueDown = errors.New("redis: connection refused")
 
-// failingEnqueue is a store whose queue is down.
-type failingEnqueue struct{ sessions.Store }
+// failingAccept is a store whose queue is down.
+type failingAccept struct{ sessions.Store }
 
-func (f failingEnqueue) Enqueue(context.Context, string, []byte, int) (int64, error) {
+func (f failingAccept) Accept(context.Context, string, sessions.Arrival) (sessions.Acceptance, error) {
 	return 0, errQueueDown
 }
 
@@ -288,13 +288,14 @@ func TestAMessageNotQueuedIsTakenWhenRedelivered(t *testing.T) {
 	r := redistest.New(t)
 	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	broken := gateway.New(gateway.Config{}, failingEnqueue{store}, nil, nil, log)
+	broken := gateway.New(gateway.Config{}, failingAccept{store}, nil, nil, log)
 	if err := broken.Submit(context.Background(), msg("t", "Ev9", "hi")); !errors.Is(err, errQueueDown) {
 		t.Fatalf("Submit = %v although the queue is down; want its error", err)
 	}
 	// The platform re-delivers to a healthy replica: it must not be a duplicate.
-	if dup, err := store.Seen(context.Background(), "slack", "Ev9"); err != nil || dup {
-		t.Fatalf("Seen after a failed Submit = %v, %v; want a fresh message", dup, err)
+	got, err := store.Accept(context.Background(), msg("t", "", "").ConversationKey(), sessions.Arrival{Item: []byte("hi"), ID: "Ev9", Limit: 10})
+	if err != nil || got != sessions.Queued {
+		t.Fatalf("Accept after a failed Submit = %v, %v; want a fresh message", got, err)
 	}
 }
 
@@ -321,7 +322,7 @@ func TestSweepServesAConversationLeftQueuedByADeadReplica(t *testing.T) {
 	m := msg("orphan", "", "anyone there?")
 	m.Received = time.Now()
 	item, _ := json.Marshal(map[string]any{"msg": m, "nonce": "n1"})
-	if _, err := rg.store.Enqueue(context.Background(), m.ConversationKey(), item, 10); err != nil {
+	if _, err := rg.store.Accept(context.Background(), m.ConversationKey(), sessions.Arrival{Item: item, Limit: 10}); err != nil {
 		t.Fatal(err)
 	}
 	got := rg.ch.wait(t, 1)

@@ -36,7 +36,10 @@ func usedMemory(b *testing.B, r *redistest.Redis) int64 {
 // docs/operations.md.
 func BenchmarkRedisMemoryPerConversation(b *testing.B) {
 	r := redistest.New(b)
-	s := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix, HistoryTTL: time.Hour})
+	// A short lock TTL lets the receipts of Complete expire before the
+	// second reading: they live one lock TTL and are not part of what a
+	// conversation keeps.
+	s := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix, HistoryTTL: time.Hour, LockTTL: 100 * time.Millisecond})
 	ctx := context.Background()
 	question := strings.Repeat("How do I roll back the last deploy of the payments service? ", 4)[:200]
 	answer := strings.Repeat("Run the rollback job from the deploy dashboard, then watch the error rate. ", 9)[:600]
@@ -50,20 +53,40 @@ func BenchmarkRedisMemoryPerConversation(b *testing.B) {
 		b.StartTimer()
 		for c := 0; c < conversations; c++ {
 			conv := fmt.Sprintf("slack:T0001:C0001:17000000%02d.%06d", i, c)
-			l, err := s.TryLock(ctx, conv)
-			if err != nil {
-				b.Fatal(err)
-			}
 			for turn := 0; turn < 10; turn++ {
-				if _, err := s.CommitTurn(ctx, l, []sessions.Message{{Role: "user", Content: question}, {Role: "assistant", Content: answer}}, nil); err != nil {
+				l, err := s.TryLock(ctx, conv)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.Complete(ctx, l, nil, []sessions.Message{{Role: "user", Content: question}, {Role: "assistant", Content: answer}}); err != nil {
 					b.Fatal(err)
 				}
 			}
-			l.Release(ctx)
 		}
 		b.StopTimer()
+		waitReceiptsExpired(b, r)
 		after := usedMemory(b, r)
 		b.ReportMetric(float64(after-before)/conversations, "redis-bytes/conv")
 		b.StartTimer()
+	}
+}
+
+// waitReceiptsExpired waits until no receipt of Complete is left under the
+// benchmark's prefix (SCAN expires the keys it visits).
+func waitReceiptsExpired(b *testing.B, r *redistest.Redis) {
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		keys, _, err := r.Client.Scan(ctx, 0, r.Prefix+"conv:{*}:done:*", 100000).Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(keys) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d receipts still there after 30 s", len(keys))
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -31,26 +31,53 @@ func lock(t *testing.T, s sessions.Store, conv string) *sessions.Lock {
 
 func user(text string) sessions.Message { return sessions.Message{Role: "user", Content: text} }
 
-func TestCommitTurnAppendsAcksAndTrims(t *testing.T) {
+// accept queues item on conv, which must take it.
+func accept(t *testing.T, s sessions.Store, conv string, a sessions.Arrival) {
+	t.Helper()
+	if a.Limit == 0 {
+		a.Limit = 10
+	}
+	got, err := s.Accept(context.Background(), conv, a)
+	if err != nil || got != sessions.Queued {
+		t.Fatalf("Accept(%q) = %v, %v; want Queued", a.Item, got, err)
+	}
+}
+
+// claim takes conv, which must have something queued.
+func claim(t *testing.T, s sessions.Store, conv string) *sessions.Claim {
+	t.Helper()
+	c, err := s.Claim(context.Background(), conv)
+	if err != nil || c == nil {
+		t.Fatalf("Claim(%q) = %v, %v; want a claim", conv, c, err)
+	}
+	t.Cleanup(func() { c.Lock.Release(context.Background()) })
+	return c
+}
+
+func TestCompleteAppendsAcksTrimsAndReleases(t *testing.T) {
 	ctx := context.Background()
 	s, r := newStore(t, sessions.Options{MaxMessages: 4, HistoryTTL: time.Hour})
 	conv := "slack:T1:C1:1700.1"
 	for _, item := range []string{"m1", "m2"} {
-		if _, err := s.Enqueue(ctx, conv, []byte(item), 10); err != nil {
-			t.Fatal(err)
-		}
+		accept(t, s, conv, sessions.Arrival{Item: []byte(item)})
 	}
-	l := lock(t, s, conv)
+	c := claim(t, s, conv)
+	if string(c.Item) != "m1" || c.Queued != 2 || c.History.Len() != 0 {
+		t.Fatalf("claim = item %q, queued %d, history %d; want m1, 2, 0", c.Item, c.Queued, c.History.Len())
+	}
 	turn := []sessions.Message{user("hi"), {Role: "assistant", Content: "hello", ToolCalls: []sessions.ToolCall{{ID: "c1", Name: "x", Arguments: "{}"}}}, {Role: "tool", ToolCallID: "c1", Content: "ok"}}
-	trimmed, err := s.CommitTurn(ctx, l, turn, []byte("m1"))
-	if err != nil || trimmed {
-		t.Fatalf("CommitTurn = %v, %v; want no trim, nil", trimmed, err)
+	done, err := s.Complete(ctx, c.Lock, c.Item, turn)
+	if err != nil || done.Trimmed || done.Queued != 1 {
+		t.Fatalf("Complete = %+v, %v; want no trim, 1 still queued", done, err)
 	}
-	head, ok, _ := s.Head(ctx, conv)
-	if !ok || string(head) != "m2" {
-		t.Fatalf("inbox head = %q, %v; want m2 (m1 acknowledged with the turn)", head, ok)
+	if n := r.Client.Exists(ctx, r.Prefix+"conv:{"+conv+"}:lock").Val(); n != 0 {
+		t.Fatal("Complete left the lock behind")
 	}
-	got, err := s.History(ctx, conv)
+	c = claim(t, s, conv)
+	if string(c.Item) != "m2" || c.Queued != 1 {
+		t.Fatalf("second claim = %q, %d; want m2 (m1 acknowledged with the turn), 1", c.Item, c.Queued)
+	}
+	got, err := c.History.Messages()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,16 +88,16 @@ func TestCommitTurnAppendsAcksAndTrims(t *testing.T) {
 	if ttl <= 0 || ttl > time.Hour {
 		t.Fatalf("history TTL = %v; want refreshed to ≤ 1h", ttl)
 	}
-	trimmed, err = s.CommitTurn(ctx, l, []sessions.Message{user("again"), {Role: "assistant", Content: "yes"}}, []byte("m2"))
-	if err != nil || !trimmed {
-		t.Fatalf("second CommitTurn = %v, %v; want trimmed", trimmed, err)
+	done, err = s.Complete(ctx, c.Lock, c.Item, []sessions.Message{user("again"), {Role: "assistant", Content: "yes"}})
+	if err != nil || !done.Trimmed || done.Queued != 0 {
+		t.Fatalf("second Complete = %+v, %v; want trimmed, nothing queued", done, err)
 	}
-	got, _ = s.History(ctx, conv)
-	if len(got) != 4 || got[3].Content != "yes" || got[0].Role != "assistant" {
-		t.Fatalf("trimmed history = %+v; want the newest 4", got)
+	h, _ := s.History(ctx, conv)
+	if len(h) != 4 || h[3].Content != "yes" || h[0].Role != "assistant" {
+		t.Fatalf("trimmed history = %+v; want the newest 4", h)
 	}
-	if _, ok, _ := s.Head(ctx, conv); ok {
-		t.Fatal("inbox not empty after both items were committed")
+	if c, err := s.Claim(ctx, conv); c != nil || err != nil {
+		t.Fatalf("Claim of an empty inbox = %v, %v; want nil, nil", c, err)
 	}
 }
 
@@ -86,8 +113,8 @@ func TestLockIsExclusiveAndOwned(t *testing.T) {
 	// simulate expiry plus a new owner.
 	lockKey := r.Prefix + "conv:{" + conv + "}:lock"
 	r.Client.Set(ctx, lockKey, "someone-else", time.Minute)
-	if _, err := s.CommitTurn(ctx, l, []sessions.Message{user("late")}, nil); !errors.Is(err, sessions.ErrLockLost) {
-		t.Fatalf("CommitTurn after losing the lock = %v; want ErrLockLost", err)
+	if _, err := s.Complete(ctx, l, nil, []sessions.Message{user("late")}); !errors.Is(err, sessions.ErrLockLost) {
+		t.Fatalf("Complete after losing the lock = %v; want ErrLockLost", err)
 	}
 	if h, _ := s.History(ctx, conv); len(h) != 0 {
 		t.Fatalf("a holder that lost its lock wrote %d messages", len(h))
@@ -113,8 +140,14 @@ func TestLockRenewsWhileHeldAndExpiresWhenHolderDies(t *testing.T) {
 	if _, err := s.TryLock(ctx, conv); !errors.Is(err, sessions.ErrLocked) {
 		t.Fatalf("TryLock while renewed = %v; want ErrLocked", err)
 	}
-	if _, err := s.CommitTurn(ctx, l, []sessions.Message{user("x")}, nil); err != nil {
-		t.Fatalf("CommitTurn with a renewed lock: %v", err)
+	if !l.Held() {
+		t.Fatal("Held = false for a lock renewed a moment ago")
+	}
+	if _, err := s.Complete(ctx, l, nil, []sessions.Message{user("x")}); err != nil {
+		t.Fatalf("Complete with a renewed lock: %v", err)
+	}
+	if l.Held() {
+		t.Fatal("Held = true after Complete released the lock")
 	}
 	l.Release(ctx)
 
@@ -199,10 +232,10 @@ func TestReplaceHistoryAndClear(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newStore(t, sessions.Options{})
 	conv := "console:::c"
-	l := lock(t, s, conv)
-	if _, err := s.CommitTurn(ctx, l, []sessions.Message{user("a"), user("b"), user("c")}, nil); err != nil {
+	if _, err := s.Complete(ctx, lock(t, s, conv), nil, []sessions.Message{user("a"), user("b"), user("c")}); err != nil {
 		t.Fatal(err)
 	}
+	l := lock(t, s, conv)
 	summary := sessions.Message{Role: "user", Content: "summary", Kind: sessions.KindSummary}
 	if err := s.ReplaceHistory(ctx, l, []sessions.Message{summary, user("c")}); err != nil {
 		t.Fatal(err)
@@ -223,12 +256,14 @@ func TestConversationKeysShareOneHashTag(t *testing.T) {
 	ctx := context.Background()
 	s, r := newStore(t, sessions.Options{})
 	conv := "feishu:tenant:oc_1:omt_9"
-	l := lock(t, s, conv)
-	s.Enqueue(ctx, conv, []byte("x"), 10)
-	s.CommitTurn(ctx, l, []sessions.Message{user("x")}, []byte("x"))
+	accept(t, s, conv, sessions.Arrival{Item: []byte("x"), ID: "Ev1", Marks: []string{"followed"}})
+	c := claim(t, s, conv)
+	if _, err := s.Complete(ctx, c.Lock, c.Item, []sessions.Message{user("x")}); err != nil {
+		t.Fatal(err)
+	}
 	keys := r.Client.Keys(ctx, r.Prefix+"*").Val()
-	if len(keys) == 0 {
-		t.Fatal("no keys written")
+	if len(keys) < 4 {
+		t.Fatalf("keys written: %v; want the history, the de-dup record, the mark and the receipt", keys)
 	}
 	for _, k := range keys {
 		want := r.Prefix + "conv:{" + conv + "}:"
@@ -258,36 +293,15 @@ func TestMemoryStoreExpiresKeys(t *testing.T) {
 	}
 }
 
-func TestEnqueueStopsAtTheLimit(t *testing.T) {
-	ctx := context.Background()
-	s, r := newStore(t, sessions.Options{HistoryTTL: time.Hour})
-	conv := "wechat:bot:user:"
-	for i := 1; i <= 3; i++ {
-		if n, err := s.Enqueue(ctx, conv, []byte(fmt.Sprint(i)), 3); err != nil || n != int64(i) {
-			t.Fatalf("Enqueue %d = %d, %v", i, n, err)
-		}
-	}
-	if _, err := s.Enqueue(ctx, conv, []byte("4"), 3); !errors.Is(err, sessions.ErrQueueFull) {
-		t.Fatalf("Enqueue over the limit = %v; want ErrQueueFull", err)
-	}
-	key := r.Prefix + "conv:{" + conv + "}:inbox"
-	if n := r.Client.LLen(ctx, key).Val(); n != 3 {
-		t.Fatalf("inbox holds %d; want 3", n)
-	}
-	if ttl := r.Client.PTTL(ctx, key).Val(); ttl <= 0 || ttl > time.Hour {
-		t.Fatalf("inbox TTL = %v", ttl)
-	}
-}
-
 func TestOrphansAreQueuesWithoutAHolder(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newStore(t, sessions.Options{})
-	s.Enqueue(ctx, "slack:T:C:1", []byte("a"), 10) // queued, nobody holds it
-	s.Enqueue(ctx, "slack:T:C:2", []byte("b"), 10) // queued and being served
-	lock(t, s, "slack:T:C:2")
-	l3 := lock(t, s, "slack:T:C:3") // served to the end
-	s.Enqueue(ctx, "slack:T:C:3", []byte("c"), 10)
-	if _, err := s.CommitTurn(ctx, l3, []sessions.Message{user("c")}, []byte("c")); err != nil {
+	accept(t, s, "slack:T:C:1", sessions.Arrival{Item: []byte("a")}) // queued, nobody holds it
+	accept(t, s, "slack:T:C:2", sessions.Arrival{Item: []byte("b")}) // queued and being served
+	claim(t, s, "slack:T:C:2")
+	accept(t, s, "slack:T:C:3", sessions.Arrival{Item: []byte("c")}) // served to the end
+	c3 := claim(t, s, "slack:T:C:3")
+	if _, err := s.Complete(ctx, c3.Lock, c3.Item, []sessions.Message{user("c")}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Orphans(ctx)

@@ -45,34 +45,109 @@ var (
 	// ErrLockLost means the conversation lock expired or was taken by
 	// another replica before the turn was written; the turn is not written.
 	ErrLockLost = errors.New("sessions: conversation lock lost")
-	// ErrLocked means another holder has the lock.
+	// ErrLocked means another holder has the lock. Claim returns it as a
+	// *LockedError, which says when the lock expires at the latest.
 	ErrLocked = errors.New("sessions: conversation is locked")
-	// ErrQueueFull means the conversation's inbox is at its limit.
-	ErrQueueFull = errors.New("sessions: conversation queue is full")
 )
 
+// LockedError is Claim's answer for a conversation another holder has.
+type LockedError struct {
+	// Expires is how long the holder's lock has left unless it is renewed:
+	// the latest a dead holder can keep the conversation.
+	Expires time.Duration
+}
+
+func (e *LockedError) Error() string { return ErrLocked.Error() }
+
+// Is makes errors.Is(err, ErrLocked) true.
+func (e *LockedError) Is(target error) bool { return target == ErrLocked }
+
+// Arrival is a message for Accept: its inbox encoding and what the de-dup
+// and the conversation marks need.
+type Arrival struct {
+	// Item is the message as the inbox keeps it.
+	Item []byte
+	// Limit is how many messages may wait in the inbox; an arrival beyond
+	// it is not queued (QueueFull).
+	Limit int
+	// ID is the platform's id for the message; an arrival whose ID was
+	// accepted within the de-dup TTL is a Duplicate and changes nothing.
+	// Empty: never a duplicate.
+	ID string
+	// Marks are flags of the conversation to set (or refresh) with the
+	// arrival; they expire with the history.
+	Marks []string
+	// RequireMark, when set, names a mark the conversation must already
+	// have: without it the arrival is Unmarked and changes nothing.
+	RequireMark string
+}
+
+// Acceptance is what Accept did with an arrival.
+type Acceptance int
+
+// Outcomes of Accept.
+const (
+	// Queued: the message waits in the inbox; its id and marks are recorded.
+	Queued Acceptance = iota
+	// Duplicate: the id was seen before; nothing changed.
+	Duplicate
+	// QueueFull: the inbox is at its limit; the id and the marks are
+	// recorded (the sender is told, and a re-delivery must not be told
+	// twice), the message is not queued.
+	QueueFull
+	// Unmarked: the conversation lacks Arrival.RequireMark; nothing changed.
+	Unmarked
+)
+
+// Claim is a conversation taken by one holder for one turn: the lock, the
+// oldest queued message and the history, read in the same step.
+type Claim struct {
+	Lock *Lock
+	// Item is the oldest queued message, as Accept stored it.
+	Item []byte
+	// History is the conversation's history, oldest first.
+	History History
+	// Queued counts the messages waiting, Item included.
+	Queued int64
+}
+
+// Completion is what Complete reports.
+type Completion struct {
+	// Trimmed: the history was cut to its maximum length.
+	Trimmed bool
+	// Queued counts the messages still waiting after the completed one;
+	// the holder that completed should see that they are served.
+	Queued int64
+}
+
 // Store is the conversation state shared by all replicas.
+//
+// A message goes through three steps, each one atomic: Accept (de-dup,
+// marks and enqueue), Claim (lock, oldest message and history), Complete
+// (the turn appended, the message removed, the lock released).
 type Store interface {
+	// Accept records an arrival on conv in one step; see Acceptance.
+	Accept(ctx context.Context, conv string, a Arrival) (Acceptance, error)
+	// Claim takes conv's lock and returns it with the oldest queued
+	// message and the history. It returns nil, nil when nothing is queued
+	// (without taking the lock) and a *LockedError when another holder
+	// has the lock. The lock renews itself until Release or Complete, or
+	// until ctx ends.
+	Claim(ctx context.Context, conv string) (*Claim, error)
+	// Complete appends msgs (none: nothing) to the history, removes item
+	// from the head of the inbox, refreshes the TTLs, trims the history to
+	// its maximum length and releases the lock, in one step. It fails with
+	// ErrLockLost, writing nothing, unless lock still holds the
+	// conversation. After an error other than ErrLockLost the lock is
+	// still held and Complete may be called again.
+	Complete(ctx context.Context, lock *Lock, item []byte, msgs []Message) (Completion, error)
+
 	// History returns the conversation's messages, oldest first.
 	History(ctx context.Context, conv string) ([]Message, error)
-	// CommitTurn appends a whole turn and removes item from the head of the
-	// inbox in one atomic step, refreshing the TTL and trimming the history
-	// to its maximum length. It fails with ErrLockLost, writing nothing,
-	// unless lock still holds the conversation.
-	CommitTurn(ctx context.Context, lock *Lock, msgs []Message, item []byte) (trimmed bool, err error)
 	// ReplaceHistory swaps the whole history (compaction), under lock.
 	ReplaceHistory(ctx context.Context, lock *Lock, msgs []Message) error
 	// Clear deletes the conversation's history.
 	Clear(ctx context.Context, conv string) error
-
-	// Enqueue appends an encoded message to the conversation's inbox
-	// unless limit messages already wait there (ErrQueueFull), in one step.
-	Enqueue(ctx context.Context, conv string, item []byte, limit int) (depth int64, err error)
-	// Head returns the oldest inbox item, or ok=false when it is empty.
-	Head(ctx context.Context, conv string) (item []byte, ok bool, err error)
-	// Ack removes item from the head of the inbox without writing history
-	// (commands, refusals), under lock.
-	Ack(ctx context.Context, lock *Lock, item []byte) error
 
 	// Orphans lists conversations with queued messages and no lock holder:
 	// what a replica that died between accepting and answering left behind.
@@ -85,9 +160,6 @@ type Store interface {
 	// Seen records id under scope and reports whether it was seen before
 	// (within 24 h).
 	Seen(ctx context.Context, scope, id string) (bool, error)
-	// Forget removes a Seen record, so that a message accepted by Seen but
-	// then not queued is taken again when the platform re-delivers it.
-	Forget(ctx context.Context, scope, id string) error
 
 	// Ping checks that the backing Redis answers.
 	Ping(ctx context.Context) error

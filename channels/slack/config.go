@@ -114,12 +114,7 @@ func (c *Config) Open(ctx context.Context, deps channels.Deps) (channels.Channel
 	if !c.Enabled() {
 		return nil, nil
 	}
-	a, err := New(*c, Options{
-		Handler: deps.Handler,
-		// The store's client is the shared Redis, or the embedded one of a
-		// single replica: either way, every replica sees the same threads.
-		Threads: NewRedisThreads(deps.Redis, deps.Prefix, deps.HistoryTTL),
-	}, deps.Metrics, deps.Log)
+	a, err := New(*c, Options{Handler: deps.Handler}, deps.Metrics, deps.Log)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/channeltest"
 	"github.com/parleyhq/parley/channels/slack/slacktest"
-	"github.com/parleyhq/parley/internal/redistest"
 	"github.com/parleyhq/parley/metrics"
 )
 
@@ -18,12 +17,10 @@ func TestContract(t *testing.T) {
 		Name: Name,
 		New: func(t *testing.T, m *metrics.Metrics, log *slog.Logger) channels.Channel {
 			fake = slacktest.New(t)
-			r := redistest.New(t)
 			a, err := New(Config{
 				BotToken: slacktest.BotToken, SigningSecret: slacktest.Secret, AppToken: slacktest.AppToken,
 				APIURL: fake.APIURL(), FollowThreads: true,
 			}, Options{
-				Threads:   NewRedisThreads(r.Client, r.Prefix, time.Hour),
 				RetryWait: 5 * time.Millisecond, ReconnectWait: 10 * time.Millisecond,
 			}, m, log)
 			if err != nil {

@@ -14,17 +14,18 @@ import (
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/slack/slacktest"
-	"github.com/parleyhq/parley/internal/redistest"
 	"github.com/parleyhq/parley/metrics"
 )
 
-// recorder is a gateway stand-in: it de-duplicates on Message.ID like the
-// real one, records what it accepts and can answer through a channel.
+// recorder is a gateway stand-in: it de-duplicates on Message.ID and keeps
+// conversation marks like the real one, records what it accepts and can
+// answer through a channel.
 type recorder struct {
-	mu   sync.Mutex
-	msgs []channels.Message
-	seen map[string]bool
-	err  error
+	mu    sync.Mutex
+	msgs  []channels.Message
+	seen  map[string]bool
+	marks map[string]bool // conversation key + "|" + mark
+	err   error
 	// reply, when set, is called for every accepted message in its own
 	// goroutine (as the gateway's workers do).
 	reply func(channels.Message)
@@ -38,13 +39,21 @@ func (r *recorder) Submit(_ context.Context, m channels.Message) error {
 		return r.err
 	}
 	if r.seen == nil {
-		r.seen = map[string]bool{}
+		r.seen, r.marks = map[string]bool{}, map[string]bool{}
+	}
+	conv := m.ConversationKey()
+	if m.RequireMark != "" && !r.marks[conv+"|"+m.RequireMark] {
+		r.mu.Unlock()
+		return channels.ErrUnmarked
 	}
 	if m.ID != "" && r.seen[m.ID] {
 		r.mu.Unlock()
 		return nil
 	}
 	r.seen[m.ID] = true
+	for _, mark := range m.Marks {
+		r.marks[conv+"|"+mark] = true
+	}
 	r.msgs = append(r.msgs, m)
 	reply := r.reply
 	r.mu.Unlock()
@@ -74,14 +83,12 @@ type fixture struct {
 func newFixture(t *testing.T, edit func(*Config, *Options)) *fixture {
 	t.Helper()
 	f := &fixture{slack: slacktest.New(t), h: &recorder{}, m: metrics.New(), now: time.Now()}
-	r := redistest.New(t)
 	cfg := Config{
 		BotToken: slacktest.BotToken, SigningSecret: slacktest.Secret, APIURL: f.slack.APIURL(),
 		FollowThreads: true, Command: "/parley",
 	}
 	opts := Options{
 		Handler:   f.h,
-		Threads:   NewRedisThreads(r.Client, r.Prefix, time.Hour),
 		Now:       func() time.Time { return f.now },
 		RetryWait: 5 * time.Millisecond, ReconnectWait: 10 * time.Millisecond,
 	}

@@ -85,7 +85,7 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), submitTimeout)
 	defer cancel()
-	m, ok, why := a.message(ctx, env)
+	m, ok, why := a.message(env)
 	if !ok {
 		a.log.Debug("event ignored", "event_id", env.EventID, "why", why)
 		return
@@ -95,9 +95,8 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not ready", http.StatusServiceUnavailable)
 		return
 	}
-	if err := h.Submit(ctx, m); err != nil {
+	if err := a.submit(ctx, h, env.EventID, m); err != nil {
 		// Slack retries a failed delivery; the retry finds the event again.
-		a.log.Error("could not hand over an event", "event_id", env.EventID, "err", err)
 		http.Error(w, "try again", http.StatusServiceUnavailable)
 		return
 	}
@@ -148,4 +147,18 @@ func (a *Adapter) command(ctx context.Context, c slackapi.SlashCommand, h channe
 		return "Sorry, I could not take that just now. Please try again."
 	}
 	return ""
+}
+
+// submit hands an event's message to the gateway. A follow-up in a thread
+// the bot does not take part in is dropped, not failed.
+func (a *Adapter) submit(ctx context.Context, h channels.Handler, eventID string, m channels.Message) error {
+	err := h.Submit(ctx, m)
+	switch {
+	case errors.Is(err, channels.ErrUnmarked):
+		a.log.Debug("event ignored", "event_id", eventID, "why", "thread not followed")
+		return nil
+	case err != nil:
+		a.log.Error("could not hand over an event", "event_id", eventID, "err", err)
+	}
+	return err
 }

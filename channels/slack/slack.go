@@ -52,6 +52,14 @@ import (
 // Name is the platform name in conversation keys and metrics.
 const Name = "slack"
 
+// MarkFollowed is the conversation mark of a thread the bot takes part
+// in: set with every message the bot takes from the thread, and required
+// of a follow-up without a mention. The gateway keeps it with the
+// conversation, in the same step that accepts the message, for as long as
+// the history lives: a thread whose history has expired is a stranger
+// again, and every replica knows the same threads.
+const MarkFollowed = "slack_followed"
+
 // Meta keys of a Slack message, read back by Send and StartTyping.
 const (
 	MetaTS          = "ts"           // the message to react to
@@ -66,9 +74,6 @@ type Options struct {
 	// Handler receives messages from the HTTP routes. When nil, the
 	// handler given to Run is used once Run has started.
 	Handler channels.Handler
-	// Threads remembers the threads the bot takes part in; nil turns
-	// thread following off.
-	Threads ThreadStore
 	// HTTPClient calls the Web API (default: a client with a 30 s timeout).
 	HTTPClient *http.Client
 	// Now is the clock for signature timestamps (default time.Now).
@@ -294,7 +299,7 @@ var allowedSubtypes = map[string]bool{"": true, "file_share": true, "thread_broa
 
 // message turns an event_callback into the message to submit; ok is false
 // for events the bot does not answer. why says why, for debug logs.
-func (a *Adapter) message(ctx context.Context, env envelope) (m channels.Message, ok bool, why string) {
+func (a *Adapter) message(env envelope) (m channels.Message, ok bool, why string) {
 	var peek struct {
 		Type string `json:"type"`
 	}
@@ -313,15 +318,15 @@ func (a *Adapter) message(ctx context.Context, env envelope) (m channels.Message
 	base := channels.Message{ID: env.EventID, Channel: Name, Workspace: env.TeamID, Received: time.Now()}
 	switch peek.Type {
 	case string(slackevents.AppMention):
-		return a.appMention(ctx, env, bot, base)
+		return a.appMention(env, bot, base)
 	case string(slackevents.Message):
-		return a.messageEvent(ctx, env, bot, base)
+		return a.messageEvent(env, bot, base)
 	}
 	return m, false, "event type " + peek.Type
 }
 
 // appMention starts or continues the conversation of the mention's thread.
-func (a *Adapter) appMention(ctx context.Context, env envelope, bot string, m channels.Message) (_ channels.Message, ok bool, why string) {
+func (a *Adapter) appMention(env envelope, bot string, m channels.Message) (_ channels.Message, ok bool, why string) {
 	var e slackevents.AppMentionEvent
 	if err := json.Unmarshal(env.Event, &e); err != nil {
 		return m, false, "undecodable app_mention"
@@ -340,7 +345,9 @@ func (a *Adapter) appMention(ctx context.Context, env envelope, bot string, m ch
 	if thread == "" {
 		thread = e.TimeStamp
 	}
-	a.follow(ctx, env.TeamID, e.Channel, thread)
+	if a.cfg.FollowThreads {
+		m.Marks = followed
+	}
 	m.Chat, m.Thread, m.User = e.Channel, thread, e.User
 	m.Text = CleanText(e.Text, bot)
 	m.Meta = map[string]string{MetaTS: e.TimeStamp, MetaThreadTS: thread}
@@ -349,7 +356,7 @@ func (a *Adapter) appMention(ctx context.Context, env envelope, bot string, m ch
 
 // messageEvent takes a DM, or a follow-up in a thread the bot answered;
 // channel messages that mention the bot come as app_mention instead.
-func (a *Adapter) messageEvent(ctx context.Context, env envelope, bot string, m channels.Message) (_ channels.Message, ok bool, why string) {
+func (a *Adapter) messageEvent(env envelope, bot string, m channels.Message) (_ channels.Message, ok bool, why string) {
 	var e slackevents.MessageEvent
 	if err := json.Unmarshal(env.Event, &e); err != nil {
 		return m, false, "undecodable message"
@@ -375,34 +382,19 @@ func (a *Adapter) messageEvent(ctx context.Context, env envelope, bot string, m 
 		return m, false, "not in a thread"
 	case mentions(e.Text, bot):
 		return m, false, "mentions the bot (the app_mention event carries it)"
-	case !a.cfg.FollowThreads || a.opts.Threads == nil:
+	case !a.cfg.FollowThreads:
 		return m, false, "thread following is off"
 	}
-	followed, err := a.opts.Threads.Followed(ctx, threadKey(env.TeamID, e.Channel, e.ThreadTimeStamp))
-	if err != nil {
-		a.log.Warn("cannot tell whether a thread is followed; ignoring the message", "err", err)
-		return m, false, "thread lookup failed"
-	}
-	if !followed {
-		return m, false, "thread not followed"
-	}
-	a.follow(ctx, env.TeamID, e.Channel, e.ThreadTimeStamp)
+	// Taken only if the bot takes part in the thread: the gateway checks
+	// the mark when it accepts the message (channels.ErrUnmarked if not).
+	m.RequireMark, m.Marks = MarkFollowed, followed
 	m.Thread = e.ThreadTimeStamp
 	m.Meta = map[string]string{MetaTS: e.TimeStamp, MetaThreadTS: e.ThreadTimeStamp}
 	return m, true, ""
 }
 
-// follow remembers a thread the bot takes part in.
-func (a *Adapter) follow(ctx context.Context, team, channel, thread string) {
-	if !a.cfg.FollowThreads || a.opts.Threads == nil {
-		return
-	}
-	if err := a.opts.Threads.Remember(ctx, threadKey(team, channel, thread)); err != nil {
-		a.log.Warn("could not remember the thread; follow-ups there will need a mention", "err", err)
-	}
-}
-
-func threadKey(team, channel, thread string) string { return team + ":" + channel + ":" + thread }
+// followed is the marks of a message the bot takes from a thread.
+var followed = []string{MarkFollowed}
 
 // isDMChannel reports a direct-message channel id.
 func isDMChannel(id string) bool { return strings.HasPrefix(id, "D") }

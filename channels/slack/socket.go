@@ -96,16 +96,14 @@ func (a *Adapter) socketEvent(ctx context.Context, sm *socketmode.Client, h chan
 		}
 		subCtx, cancel := context.WithTimeout(ctx, submitTimeout)
 		defer cancel()
-		m, ok, why := a.message(subCtx, env)
+		m, ok, why := a.message(env)
 		if !ok {
 			a.log.Debug("event ignored", "event_id", env.EventID, "why", why)
 			a.ack(ctx, sm, evt.Request.EnvelopeID, nil)
 			return
 		}
-		if err := h.Submit(subCtx, m); err != nil {
-			// Not acked: Slack delivers the event again.
-			a.log.Error("could not hand over an event", "event_id", env.EventID, "err", err)
-			return
+		if err := a.submit(subCtx, h, env.EventID, m); err != nil {
+			return // not acked: Slack delivers the event again
 		}
 		a.ack(ctx, sm, evt.Request.EnvelopeID, nil)
 	case socketmode.EventTypeSlashCommand:

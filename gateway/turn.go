@@ -1,0 +1,289 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/parleyhq/parley/agent"
+	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/metrics"
+	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/retry"
+	"github.com/parleyhq/parley/sessions"
+)
+
+// lockMargin is added to the remaining life of another holder's lock
+// before the conversation is tried again, so that the try comes after the
+// lock would have expired.
+const lockMargin = 50 * time.Millisecond
+
+// delayedReply tells a user that their message was answered but the answer
+// could not be stored, so it will come later. It is sent once per message.
+const delayedReply = "Sorry — I couldn't save this conversation just now, so my answer is delayed. I'll answer as soon as I can."
+
+// result is what one claimed message produced: the messages to append to
+// the history and the reply to send once they are written.
+type result struct {
+	msgs    []sessions.Message
+	reply   *channels.Reply
+	channel string
+	turn    bool      // a model turn, observed in the turn metrics
+	start   time.Time // when the turn began
+	outcome string    // of the model turn
+}
+
+// storeError marks a failure of Redis during a turn: the message stays
+// queued and the conversation is tried again later.
+type storeError struct{ err error }
+
+func (e storeError) Error() string { return e.err.Error() }
+func (e storeError) Unwrap() error { return e.err }
+
+// serve runs at most one turn of conv: claim (lock, oldest message and
+// history in one step), answer, complete (turn written, message removed,
+// lock released in one step).
+func (g *Gateway) serve(conv string) next {
+	ctx := g.runCtx
+	c, err := g.store.Claim(ctx, conv)
+	var locked *sessions.LockedError
+	switch {
+	case errors.As(err, &locked):
+		// Another replica is serving the conversation. Its Complete reports
+		// what is still queued, so it serves this message too; look again
+		// only when its lock would have expired, in case its holder died.
+		return next{retryIn: locked.Expires + lockMargin}
+	case err != nil:
+		if ctx.Err() == nil {
+			g.log.Warn("cannot claim a conversation; trying again", "err", err)
+			g.redisFailed()
+		}
+		return next{failed: true}
+	case c == nil:
+		return next{}
+	}
+	var q queued
+	if err := json.Unmarshal(c.Item, &q); err != nil {
+		g.log.Error("dropping an undecodable queued message", "err", err)
+		return g.finish(ctx, c, q, result{})
+	}
+	r, err := g.handle(ctx, c, q.Msg)
+	var se storeError
+	switch {
+	case err == nil:
+		return g.finish(ctx, c, q, r)
+	case errors.Is(err, sessions.ErrLockLost):
+		g.log.Warn("conversation lock lost mid-turn; its next holder answers the message", "channel", q.Msg.Channel)
+		return next{}
+	case ctx.Err() != nil:
+		// The shutdown deadline: the message stays queued for whoever is next.
+		g.release(c.Lock)
+		return next{}
+	case errors.As(err, &se):
+		g.log.Warn("redis failed during a turn; the message stays queued", "channel", q.Msg.Channel, "err", err)
+		g.release(c.Lock)
+		g.redisFailed()
+		return next{failed: true}
+	}
+	// Anything else is this message's own problem: drop it so that it
+	// cannot wedge its conversation.
+	g.log.Error("turn failed; dropping the message", "channel", q.Msg.Channel, "err", err)
+	return g.finish(ctx, c, q, r)
+}
+
+// finish writes what a message produced, then sends the reply. A write
+// that keeps failing leaves the message queued, and its user is told once
+// that the answer is delayed.
+func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r result) next {
+	done, err := g.complete(ctx, c, r.msgs)
+	switch {
+	case errors.Is(err, sessions.ErrLockLost):
+		g.log.Warn("conversation lock lost before the turn was written; its next holder answers the message", "channel", q.Msg.Channel)
+		g.observe(r, metrics.OutcomeError)
+		return next{}
+	case err != nil:
+		g.log.Error("could not write the turn; the message stays queued and is answered again", "channel", q.Msg.Channel, "err", err)
+		g.release(c.Lock)
+		g.redisFailed()
+		g.observe(r, metrics.OutcomeError)
+		if r.reply != nil && g.apologies.first(q.Nonce) {
+			g.send(ctx, q.Msg, channels.Reply{Notice: true, Text: delayedReply})
+		}
+		return next{failed: true}
+	}
+	g.apologies.forget(q.Nonce)
+	if done.Trimmed {
+		g.metrics.HistoryTrimmed.WithLabelValues(q.Msg.Channel).Inc()
+	}
+	if r.reply != nil {
+		g.send(ctx, q.Msg, *r.reply)
+	}
+	g.observe(r, r.outcome)
+	return next{again: done.Queued > 0}
+}
+
+// complete runs Complete, retrying a failure with backoff for as long as
+// the lock is certainly still ours: past that, another replica may be
+// answering the message, and the turn must not be written twice.
+func (g *Gateway) complete(ctx context.Context, c *sessions.Claim, msgs []sessions.Message) (sessions.Completion, error) {
+	var done sessions.Completion
+	err := g.redisRetry.Do(ctx, "complete turn", func(ctx context.Context) (bool, time.Duration, error) {
+		var err error
+		done, err = g.store.Complete(ctx, c.Lock, c.Item, msgs)
+		if err == nil || errors.Is(err, sessions.ErrLockLost) {
+			return false, 0, err
+		}
+		return c.Lock.Held(), 0, retry.Mark(retry.ReasonOf(err, 0), err)
+	})
+	return done, err
+}
+
+// release gives the lock back after a turn that wrote nothing. When Redis
+// cannot be reached the lock expires by itself within its TTL.
+func (g *Gateway) release(l *sessions.Lock) {
+	if err := l.Release(context.WithoutCancel(g.runCtx)); err != nil {
+		g.log.Warn("release conversation lock", "err", err)
+	}
+}
+
+// handle answers one message under the conversation lock.
+func (g *Gateway) handle(ctx context.Context, c *sessions.Claim, m channels.Message) (result, error) {
+	g.metrics.QueueWaitSeconds.WithLabelValues(m.Channel).Observe(time.Since(m.Received).Seconds())
+	text := strings.TrimSpace(m.Text)
+	eff := g.cfg.Policy.Resolve(policy.Scope{Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat})
+	if d := eff.Access(m.User, m.Chat, m.DM); !d.Allowed && !eff.IsAdmin(m.User) {
+		return g.refuseAccess(ctx, c.Lock, m, d)
+	}
+	if strings.HasPrefix(strings.ToLower(text), "/skill:") {
+		return g.turn(ctx, c, m, eff, text)
+	}
+	if reply, ok, err := g.command(ctx, c.Lock, m, eff, text); ok {
+		if err != nil {
+			return result{}, storeError{err}
+		}
+		return result{reply: &channels.Reply{Text: reply, Notice: true}}, nil
+	}
+	if n := utf8.RuneCountInString(text); n > g.cfg.MaxMessageChars {
+		g.metrics.MessagesRejected.WithLabelValues(m.Channel, "message_too_long").Inc()
+		return result{reply: &channels.Reply{Notice: true, Text: fmt.Sprintf(
+			"Sorry, that message is too long for me (%d characters; the limit is %d). Please shorten it or split it up.", n, g.cfg.MaxMessageChars)}}, nil
+	}
+	if text == "" {
+		return result{}, nil
+	}
+	return g.turn(ctx, c, m, eff, text)
+}
+
+// refuseAccess answers someone the policy does not let in: once per
+// conversation a day, so a persistent sender is not answered every time,
+// and nothing reaches the model.
+func (g *Gateway) refuseAccess(ctx context.Context, lock *sessions.Lock, m channels.Message, d policy.Decision) (result, error) {
+	g.metrics.PolicyDenials.WithLabelValues(m.Channel, "access").Inc()
+	g.metrics.MessagesRejected.WithLabelValues(m.Channel, "access").Inc()
+	g.log.Info("access refused", "channel", m.Channel, "rule", d.Rule, "level", d.Level)
+	told, err := g.store.Seen(ctx, "access-refusal", lock.Conversation()+":"+m.User)
+	if err != nil {
+		return result{}, storeError{err}
+	}
+	if told {
+		return result{}, nil
+	}
+	return result{reply: &channels.Reply{Notice: true, Text: "Sorry, I'm not available to you here. Please ask an administrator of this bot if you think you should have access."}}, nil
+}
+
+func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Message, eff *policy.Effective, text string) (result, error) {
+	r := result{channel: m.Channel, turn: true, start: time.Now(), outcome: metrics.OutcomeOK}
+	g.metrics.TurnsInFlight.Inc()
+	defer g.metrics.TurnsInFlight.Dec()
+	if ch, ok := g.channel(m.Channel).(channels.Typing); ok {
+		stop := ch.StartTyping(ctx, m)
+		defer stop()
+	}
+	history, err := c.History.Messages()
+	if err != nil {
+		return r, err
+	}
+	if agent.EstimateTokens(history) > g.cfg.CompactTokens {
+		history, _ = g.compact(ctx, c.Lock, m.Channel, history)
+	}
+	set := g.skillSet(ctx, eff)
+	var preface []sessions.Message
+	if name, args, ok := manualSkill(text); ok {
+		var refusal string
+		preface, text, refusal = g.invokeSkill(set, history, name, args)
+		if refusal != "" {
+			return result{reply: &channels.Reply{Notice: true, Text: refusal}}, nil
+		}
+		g.metrics.SkillInvocations.WithLabelValues(m.Channel, name).Inc()
+	}
+	index, omitted := set.Index()
+	if len(omitted) > 0 {
+		g.log.Debug("skills left out of the index; find_skills still reaches them", "omitted", omitted)
+	}
+	g.metrics.SkillIndexBytes.Set(float64(len(index)))
+	res, err := g.agent.Run(ctx, agent.TurnRequest{
+		Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat, Conversation: c.Lock.Conversation(), User: m.User,
+		History: history, UserText: text, SystemExtra: index, Skills: set, Preface: preface,
+		Allow: g.toolPolicy(eff),
+	})
+	if err != nil {
+		g.observe(r, metrics.OutcomeError)
+		return result{}, fmt.Errorf("gateway: agent: %w", err)
+	}
+	if res.Failed {
+		r.outcome = metrics.OutcomeError
+	}
+	r.msgs, r.reply = res.Messages, &channels.Reply{Text: res.Reply}
+	return r, nil
+}
+
+// observe records a model turn's duration, from its start to now.
+func (g *Gateway) observe(r result, outcome string) {
+	if !r.turn {
+		return
+	}
+	g.metrics.TurnDuration.WithLabelValues(r.channel, outcome).Observe(time.Since(r.start).Seconds())
+}
+
+// apologies remembers the messages whose users were told that their answer
+// is delayed, so that a message retried many times is apologised for once.
+type apologies struct {
+	mu   sync.Mutex
+	told map[string]time.Time
+}
+
+// apologyMemory is how long a delayed message's apology is remembered.
+const apologyMemory = time.Hour
+
+// first reports whether nonce's user has not been told yet, and records
+// that they are now.
+func (a *apologies) first(nonce string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.told == nil {
+		a.told = map[string]time.Time{}
+	}
+	now := time.Now()
+	for k, at := range a.told {
+		if now.Sub(at) > apologyMemory {
+			delete(a.told, k)
+		}
+	}
+	if _, ok := a.told[nonce]; ok {
+		return false
+	}
+	a.told[nonce] = now
+	return true
+}
+
+// forget drops nonce once its turn is written.
+func (a *apologies) forget(nonce string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.told, nonce)
+}

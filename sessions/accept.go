@@ -1,0 +1,71 @@
+package sessions
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// acceptScript is the whole webhook side of a message in one round trip:
+// the required mark, the de-dup record, the marks and the enqueue, so that
+// a crash can never leave an id marked as seen without its message queued.
+// The inbox is checked against its limit in the same step, so that
+// replicas appending at once cannot overshoot it, and it expires with the
+// history: an abandoned queue does not live forever.
+//
+// KEYS: inbox, [seen], [required mark], marks…
+// ARGV: item, limit, history TTL ms, de-dup TTL ms, has seen (0/1),
+// has required mark (0/1).
+// Returns the inbox length, or -1 (full), -2 (duplicate), -3 (unmarked).
+var acceptScript = redis.NewScript(`
+local k = 2
+local seen, required
+if ARGV[5] == '1' then seen = KEYS[k]; k = k + 1 end
+if ARGV[6] == '1' then required = KEYS[k]; k = k + 1 end
+if required and redis.call('EXISTS', required) == 0 then return -3 end
+if seen and redis.call('EXISTS', seen) == 1 then return -2 end
+for i = k, #KEYS do redis.call('SET', KEYS[i], '1', 'PX', ARGV[3]) end
+if seen then redis.call('SET', seen, '1', 'PX', ARGV[4]) end
+if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[2]) then return -1 end
+local n = redis.call('RPUSH', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return n
+`)
+
+// Accept implements Store. Every key it touches carries conv's hash tag:
+// the de-dup record of an id lives with the conversation its message
+// belongs to, which a platform's re-delivery never changes.
+func (s *RedisStore) Accept(ctx context.Context, conv string, a Arrival) (Acceptance, error) {
+	keys := make([]string, 0, 3+len(a.Marks))
+	keys = append(keys, s.key(conv, "inbox"))
+	hasSeen, hasRequired := "0", "0"
+	if a.ID != "" {
+		keys = append(keys, s.key(conv, "seen:"+a.ID))
+		hasSeen = "1"
+	}
+	if a.RequireMark != "" {
+		keys = append(keys, s.markKey(conv, a.RequireMark))
+		hasRequired = "1"
+	}
+	for _, m := range a.Marks {
+		keys = append(keys, s.markKey(conv, m))
+	}
+	n, err := acceptScript.Run(ctx, s.client, keys, a.Item, a.Limit,
+		s.opts.HistoryTTL.Milliseconds(), s.opts.DedupeTTL.Milliseconds(), hasSeen, hasRequired).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("sessions: accept: %w", err)
+	}
+	switch n {
+	case -1:
+		return QueueFull, nil
+	case -2:
+		return Duplicate, nil
+	case -3:
+		return Unmarked, nil
+	}
+	return Queued, nil
+}
+
+// markKey is the key of one mark of conv.
+func (s *RedisStore) markKey(conv, mark string) string { return s.key(conv, "mark:"+mark) }

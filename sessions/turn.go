@@ -1,0 +1,130 @@
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// claimScript starts a turn in one round trip: it takes the lock when
+// something is queued and returns the oldest message with the whole
+// history. The history comes back as one string of "<len>:<entry>" frames
+// rather than as a list, so that the reply costs the client the same few
+// allocations at any length.
+//
+// KEYS: lock, inbox, history. ARGV: token, lock TTL ms.
+// Returns {0} (nothing queued), {-1, lock PTTL ms} (held by another), or
+// {1, oldest message, framed history, messages queued}.
+var claimScript = redis.NewScript(`
+local head = redis.call('LINDEX', KEYS[2], 0)
+if not head then return {0} end
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {-1, redis.call('PTTL', KEYS[1])}
+end
+local h = redis.call('LRANGE', KEYS[3], 0, -1)
+local framed = {}
+for i = 1, #h do
+  framed[2*i-1] = #h[i] .. ':'
+  framed[2*i] = h[i]
+end
+return {1, head, table.concat(framed), redis.call('LLEN', KEYS[2])}
+`)
+
+// Claim implements Store.
+func (s *RedisStore) Claim(ctx context.Context, conv string) (*Claim, error) {
+	token, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	sent := time.Now()
+	res, err := claimScript.Run(ctx, s.client, []string{s.key(conv, "lock"), s.key(conv, "inbox"), s.key(conv, "history")},
+		token, s.opts.LockTTL.Milliseconds()).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("sessions: claim: %w", err)
+	}
+	status, _ := res[0].(int64)
+	switch {
+	case status == 0:
+		return nil, nil
+	case status < 0 && len(res) == 2:
+		pttl, _ := res[1].(int64)
+		return nil, &LockedError{Expires: time.Duration(max(pttl, 0)) * time.Millisecond}
+	case status != 1 || len(res) != 4:
+		return nil, fmt.Errorf("sessions: claim: unexpected reply %v", res)
+	}
+	item, _ := res[1].(string)
+	blob, _ := res[2].(string)
+	queued, _ := res[3].(int64)
+	history, err := parseFramed(blob)
+	if err != nil {
+		// The lock was taken for nothing: give it back at once.
+		_ = releaseScript.Run(context.WithoutCancel(ctx), s.client, []string{s.key(conv, "lock")}, token).Err()
+		return nil, err
+	}
+	return &Claim{Lock: s.held(ctx, conv, token, sent), Item: []byte(item), History: history, Queued: queued}, nil
+}
+
+// completeScript ends a turn in one round trip, and only while the caller
+// still owns the lock: a holder whose lock expired must not write a turn
+// another replica may already be writing. It removes the message from the
+// inbox, appends the turn, refreshes the TTL, trims, and releases the
+// lock. It also leaves a receipt for one lock TTL, so that a holder whose
+// reply was lost on the way back and who runs it again learns that its
+// turn is written instead of believing its lock lost.
+//
+// KEYS: history, inbox, lock, receipt. ARGV: token, history TTL ms, max
+// messages, item, lock TTL ms, messages…
+// Returns {-1} (lock lost) or {trimmed 0/1, messages still queued}.
+var completeScript = redis.NewScript(`
+if redis.call('GET', KEYS[3]) ~= ARGV[1] then
+  local receipt = redis.call('GET', KEYS[4])
+  if receipt then return {tonumber(receipt), redis.call('LLEN', KEYS[2])} end
+  return {-1}
+end
+if ARGV[4] ~= '' and redis.call('LINDEX', KEYS[2], 0) == ARGV[4] then
+  redis.call('LPOP', KEYS[2])
+end
+local trimmed = 0
+if #ARGV > 5 then
+  local n = redis.call('RPUSH', KEYS[1], unpack(ARGV, 6))
+  local max = tonumber(ARGV[3])
+  if n > max then
+    redis.call('LTRIM', KEYS[1], -max, -1)
+    trimmed = 1
+  end
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+redis.call('DEL', KEYS[3])
+redis.call('SET', KEYS[4], trimmed, 'PX', ARGV[5])
+return {trimmed, redis.call('LLEN', KEYS[2])}
+`)
+
+// Complete implements Store.
+func (s *RedisStore) Complete(ctx context.Context, lock *Lock, item []byte, msgs []Message) (Completion, error) {
+	args := make([]any, 0, 5+len(msgs))
+	args = append(args, lock.token, s.opts.HistoryTTL.Milliseconds(), s.opts.MaxMessages, item, s.opts.LockTTL.Milliseconds())
+	for i := range msgs {
+		b, err := json.Marshal(&msgs[i])
+		if err != nil {
+			return Completion{}, fmt.Errorf("sessions: encode message: %w", err)
+		}
+		args = append(args, b)
+	}
+	keys := []string{s.key(lock.conv, "history"), s.key(lock.conv, "inbox"), s.key(lock.conv, "lock"), s.key(lock.conv, "done:"+lock.token)}
+	res, err := completeScript.Run(ctx, s.client, keys, args...).Int64Slice()
+	if err != nil {
+		return Completion{}, fmt.Errorf("sessions: complete turn: %w", err)
+	}
+	switch {
+	case len(res) == 1 && res[0] < 0:
+		lock.end()
+		return Completion{}, ErrLockLost
+	case len(res) != 2:
+		return Completion{}, fmt.Errorf("sessions: complete turn: unexpected reply %v", res)
+	}
+	lock.end() // released by the script
+	return Completion{Trimmed: res[0] == 1, Queued: res[1]}, nil
+}
