@@ -55,4 +55,3 @@ func (s *RedisStore) Orphans(ctx context.Context) ([]string, error) {
 	}
 	return orphans, nil
 }
-
