@@ -42,6 +42,10 @@ type Deps struct {
 	// HistoryTTL is how long a conversation lives; what an adapter keeps
 	// about one (a followed thread) lives as long.
 	HistoryTTL time.Duration
+	// Conns is how many requests to one host may run at once (the
+	// gateway's workers): the size of an adapter's connection pool (see
+	// outbound.Client).
+	Conns int
 	// Home is $PARLEY_HOME.
 	Home    string
 	Metrics *metrics.Metrics

@@ -36,6 +36,9 @@ type result struct {
 	turn    bool      // a model turn, observed in the turn metrics
 	start   time.Time // when the turn began
 	outcome string    // of the model turn
+	// stopTyping clears the channel's typing indicator once the reply is
+	// sent (or the turn given up); nil when none was shown.
+	stopTyping func()
 }
 
 // storeError marks a failure of Redis during a turn: the message stays
@@ -100,6 +103,9 @@ func (g *Gateway) serve(conv string) next {
 // that keeps failing leaves the message queued, and its user is told once
 // that the answer is delayed.
 func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r result) next {
+	if r.stopTyping != nil {
+		defer r.stopTyping()
+	}
 	done, err := g.complete(ctx, c, r.msgs)
 	switch {
 	case errors.Is(err, sessions.ErrLockLost):
@@ -201,9 +207,14 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 	g.metrics.TurnsInFlight.Inc()
 	defer g.metrics.TurnsInFlight.Dec()
 	if ch, ok := g.channel(m.Channel).(channels.Typing); ok {
-		stop := ch.StartTyping(ctx, m)
-		defer stop()
+		r.stopTyping = ch.StartTyping(ctx, m)
 	}
+	handedOver := false
+	defer func() {
+		if !handedOver && r.stopTyping != nil {
+			r.stopTyping()
+		}
+	}()
 	history, err := c.History.Messages()
 	if err != nil {
 		return r, err
@@ -217,7 +228,8 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 		var refusal string
 		preface, text, refusal = g.invokeSkill(set, history, name, args)
 		if refusal != "" {
-			return result{reply: &channels.Reply{Notice: true, Text: refusal}}, nil
+			handedOver = true
+			return result{reply: &channels.Reply{Notice: true, Text: refusal}, stopTyping: r.stopTyping}, nil
 		}
 		g.metrics.SkillInvocations.WithLabelValues(m.Channel, name).Inc()
 	}
@@ -239,6 +251,7 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 		r.outcome = metrics.OutcomeError
 	}
 	r.msgs, r.reply = res.Messages, &channels.Reply{Text: res.Reply}
+	handedOver = true // finish clears the indicator after the reply
 	return r, nil
 }
 

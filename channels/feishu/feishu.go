@@ -31,6 +31,7 @@ import (
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/metrics"
+	"github.com/parleyhq/parley/outbound"
 	"github.com/parleyhq/parley/retry"
 )
 
@@ -103,7 +104,7 @@ const (
 
 func (o Options) withDefaults() Options {
 	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{Timeout: httpTimeout}
+		o.HTTPClient = outbound.Client(outbound.Options{Timeout: httpTimeout})
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -9,6 +9,7 @@ import (
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/outbound"
 )
 
 // Defaults of the slack: section.
@@ -114,7 +115,10 @@ func (c *Config) Open(ctx context.Context, deps channels.Deps) (channels.Channel
 	if !c.Enabled() {
 		return nil, nil
 	}
-	a, err := New(*c, Options{Handler: deps.Handler}, deps.Metrics, deps.Log)
+	a, err := New(*c, Options{
+		Handler:    deps.Handler,
+		HTTPClient: outbound.Client(outbound.Options{Conns: deps.Conns, Timeout: httpTimeout}),
+	}, deps.Metrics, deps.Log)
 	if err != nil {
 		return nil, err
 	}

@@ -46,6 +46,7 @@ import (
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/metrics"
+	"github.com/parleyhq/parley/outbound"
 	"github.com/parleyhq/parley/retry"
 )
 
@@ -74,7 +75,8 @@ type Options struct {
 	// Handler receives messages from the HTTP routes. When nil, the
 	// handler given to Run is used once Run has started.
 	Handler channels.Handler
-	// HTTPClient calls the Web API (default: a client with a 30 s timeout).
+	// HTTPClient calls the Web API (default: an outbound client with a
+	// pool of outbound.DefaultConns and a 30 s timeout).
 	HTTPClient *http.Client
 	// Now is the clock for signature timestamps (default time.Now).
 	Now func() time.Time
@@ -104,7 +106,7 @@ const (
 
 func (o Options) withDefaults() Options {
 	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{Timeout: httpTimeout}
+		o.HTTPClient = outbound.Client(outbound.Options{Timeout: httpTimeout})
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -28,6 +28,7 @@ import (
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/metrics"
+	"github.com/parleyhq/parley/outbound"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -86,7 +87,7 @@ const (
 
 func (o Options) withDefaults() Options {
 	if o.HTTP == nil {
-		o.HTTP = &http.Client{}
+		o.HTTP = outbound.Client(outbound.Options{}) // long polls: their contexts bound them
 	}
 	if o.LeaseTTL <= 0 {
 		o.LeaseTTL = DefaultLeaseTTL

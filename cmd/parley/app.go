@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway"
 	"github.com/parleyhq/parley/metrics"
+	"github.com/parleyhq/parley/outbound"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/sessions"
 	"github.com/parleyhq/parley/skills"
@@ -147,7 +147,9 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 	}
 	a.onStop("mcp servers", func(context.Context) error { return a.toolset.close() })
 	a.tools = a.toolset.registry
-	client := agent.NewClient(cfg.Model.BaseURL, cfg.Model.APIKey.Reveal(), &http.Client{})
+	// One pool for the model, as many connections as turns run at once;
+	// each attempt is bounded by the model timeout, not the client.
+	client := agent.NewClient(cfg.Model.BaseURL, cfg.Model.APIKey.Reveal(), outbound.Client(outbound.Options{Conns: cfg.Gateway.Workers}))
 	a.agent = agent.New(agent.Config{
 		Model:             cfg.Model.Name,
 		MaxToolIterations: cfg.Model.MaxToolIterations,

@@ -20,6 +20,7 @@ func (a *app) openChannels(ctx context.Context) ([]channels.Channel, error) {
 		Shared:     a.shared,
 		Prefix:     a.cfg.Redis.Prefix,
 		HistoryTTL: a.cfg.Sessions.HistoryTTL,
+		Conns:      a.cfg.Gateway.Workers,
 		Home:       a.cfg.Home,
 		Metrics:    a.metrics,
 		Log:        a.log,
