@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -11,9 +13,23 @@ import (
 // RedisState keeps the disabled list and trusted fingerprints in Redis so
 // that every replica agrees on them: a set of disabled names and a hash of
 // SKILL.md path → SHA-256.
+//
+// While Watch runs, reads are served from a snapshot of both held in
+// memory, so that a turn reads the skill state without a Redis round
+// trip: the snapshot is replaced after each change made here, when another
+// replica (or the CLI) announces a change, and every refresh interval in
+// case an announcement was missed. Without Watch every read asks Redis.
 type RedisState struct {
 	client redis.UniversalClient
 	prefix string
+	snap   atomic.Pointer[stateSnapshot] // nil unless Watch runs
+}
+
+// stateSnapshot is the whole skill state at one moment. Its maps are never
+// modified once published.
+type stateSnapshot struct {
+	disabled map[string]bool
+	trusted  map[string]string
 }
 
 // NewRedisState returns a State under prefix (e.g. "parley:").
@@ -24,8 +40,15 @@ func NewRedisState(client redis.UniversalClient, prefix string) *RedisState {
 func (r *RedisState) disabledKey() string { return r.prefix + "skills:disabled" }
 func (r *RedisState) trustedKey() string  { return r.prefix + "skills:trusted" }
 
-// Disabled implements State.
+// StateChannel is the pub/sub channel on which a change of the skill state
+// is announced.
+func StateChannel(prefix string) string { return prefix + "skills:state" }
+
+// Disabled implements State. The map must not be modified.
 func (r *RedisState) Disabled(ctx context.Context) (map[string]bool, error) {
+	if s := r.snap.Load(); s != nil {
+		return s.disabled, nil
+	}
 	names, err := r.client.SMembers(ctx, r.disabledKey()).Result()
 	if err != nil {
 		return nil, fmt.Errorf("skills: read disabled list: %w", err)
@@ -48,11 +71,16 @@ func (r *RedisState) SetDisabled(ctx context.Context, name string, off bool) err
 	if err != nil {
 		return fmt.Errorf("skills: update disabled list: %w", err)
 	}
+	r.changed(ctx)
 	return nil
 }
 
 // Trusted implements State.
 func (r *RedisState) Trusted(ctx context.Context, path, sha string) (bool, error) {
+	if s := r.snap.Load(); s != nil {
+		got, ok := s.trusted[path]
+		return ok && got == sha, nil
+	}
 	got, err := r.client.HGet(ctx, r.trustedKey(), path).Result()
 	if err == redis.Nil {
 		return false, nil
@@ -68,7 +96,74 @@ func (r *RedisState) Trust(ctx context.Context, path, sha string) error {
 	if err := r.client.HSet(ctx, r.trustedKey(), path, sha).Err(); err != nil {
 		return fmt.Errorf("skills: record trust: %w", err)
 	}
+	r.changed(ctx)
 	return nil
+}
+
+// changed refreshes this replica's snapshot and tells the others. The
+// change itself is stored; a failure here only delays when the other
+// replicas see it (until their next refresh).
+func (r *RedisState) changed(ctx context.Context) {
+	if r.snap.Load() != nil {
+		_ = r.refresh(ctx)
+	}
+	_ = r.client.Publish(ctx, StateChannel(r.prefix), "changed").Err()
+}
+
+// refresh reads the whole state in one round trip and publishes it as the
+// snapshot.
+func (r *RedisState) refresh(ctx context.Context) error {
+	pipe := r.client.Pipeline()
+	names := pipe.SMembers(ctx, r.disabledKey())
+	trusted := pipe.HGetAll(ctx, r.trustedKey())
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("skills: read skill state: %w", err)
+	}
+	s := &stateSnapshot{disabled: make(map[string]bool, len(names.Val())), trusted: trusted.Val()}
+	for _, n := range names.Val() {
+		s.disabled[n] = true
+	}
+	r.snap.Store(s)
+	return nil
+}
+
+// Watch serves reads from a snapshot until ctx ends (see RedisState): it
+// reads the state, follows the announcements of changes and reads it again
+// every refresh interval. ready is closed once the first snapshot is in
+// place (or Watch failed to start). Reads go to Redis again after Watch
+// returns.
+func (r *RedisState) Watch(ctx context.Context, every time.Duration, log *slog.Logger, ready chan<- struct{}) error {
+	sub := r.client.Subscribe(ctx, StateChannel(r.prefix))
+	defer sub.Close()
+	defer r.snap.Store(nil)
+	_, err := sub.Receive(ctx)
+	if err == nil {
+		err = r.refresh(ctx)
+	}
+	if ready != nil {
+		close(ready)
+	}
+	if err != nil {
+		r.snap.Store(nil)
+		return fmt.Errorf("skills: watch the skill state: %w", err)
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	ch := sub.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case _, ok := <-ch:
+			if !ok {
+				return nil
+			}
+		case <-t.C:
+		}
+		if err := r.refresh(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("skills: cannot refresh the skill state; keeping the last one read", "err", err)
+		}
+	}
 }
 
 // ReloadChannel is the pub/sub channel on which a reload is announced.

@@ -183,6 +183,7 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 	a.onStop("gateway", a.gateway.Shutdown)
 	a.observeSkills(e.ctx)
 	a.watchReloads()
+	a.watchSkillState()
 	return a, nil
 }
 
@@ -221,6 +222,26 @@ func (a *app) watchReloads() {
 		})
 		if err != nil {
 			a.log.Warn("skills: not following reloads from other replicas", "err", err)
+		}
+	})
+	<-ready
+}
+
+// skillStateRefresh is how often a replica re-reads the skill state in
+// case it missed the announcement of a change.
+const skillStateRefresh = 10 * time.Second
+
+// watchSkillState serves the skill state of turns from memory, following
+// the changes other replicas and the CLI announce, until close.
+func (a *app) watchSkillState() {
+	rs, ok := a.state.(*skills.RedisState)
+	if !ok {
+		return
+	}
+	ready := make(chan struct{})
+	a.watchers.Go(func() {
+		if err := rs.Watch(a.bg, skillStateRefresh, a.log, ready); err != nil {
+			a.log.Warn("skills: reading the skill state from Redis on every turn", "err", err)
 		}
 	})
 	<-ready
