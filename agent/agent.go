@@ -18,11 +18,14 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/parleyhq/parley/config"
@@ -119,19 +122,25 @@ func (c Config) withDefaults() Config {
 // Agent answers turns. It is safe for concurrent use by many conversations.
 type Agent struct {
 	cfg     Config
-	client  *openai.Client
+	client  *Client
 	tools   *Registry
 	m       *metrics.Metrics
 	log     *slog.Logger
 	retrier *retry.Retrier // model requests
-	// system is the system prompt without SystemExtra, built once.
-	system string
+	// prompt is the system prompt without SystemExtra, built once.
+	prompt string
+	// model is Config.Model as a JSON string.
+	model []byte
+	// system is the last system message sent, encoded.
+	system atomic.Pointer[encodedSystem]
+
+	toolsMu sync.Mutex
+	encoded map[string]encodedTool // by tool name
 }
 
 // New returns an Agent. tools may be nil (no tools); m nil counts into a
-// private registry; log nil discards. Use NewClient for client so that
-// Retry-After headers are honoured.
-func New(cfg Config, client *openai.Client, tools *Registry, m *metrics.Metrics, log *slog.Logger) *Agent {
+// private registry; log nil discards.
+func New(cfg Config, client *Client, tools *Registry, m *metrics.Metrics, log *slog.Logger) *Agent {
 	cfg = cfg.withDefaults()
 	if tools == nil {
 		tools = NewRegistry()
@@ -149,7 +158,8 @@ func New(cfg Config, client *openai.Client, tools *Registry, m *metrics.Metrics,
 		tools:  tools,
 		m:      m,
 		log:    log,
-		system: strings.TrimSpace(cfg.SystemPrompt) + "\n\n" + boundaryParagraph,
+		prompt: strings.TrimSpace(cfg.SystemPrompt) + "\n\n" + boundaryParagraph,
+		model:  appendString(nil, cfg.Model),
 	}
 	a.retrier = retry.New(integrationModel, retry.Policy{
 		Attempts: 1 + cfg.MaxRetries,
@@ -168,9 +178,9 @@ func New(cfg Config, client *openai.Client, tools *Registry, m *metrics.Metrics,
 func (a *Agent) SystemPrompt(extra string) string {
 	extra = strings.TrimSpace(extra)
 	if extra == "" {
-		return a.system
+		return a.prompt
 	}
-	return a.system + "\n\n" + extra
+	return a.prompt + "\n\n" + extra
 }
 
 // TurnRequest is one user message to answer.
@@ -180,9 +190,10 @@ type TurnRequest struct {
 	Chat         string
 	Conversation string
 	User         string
-	// History is the stored history, oldest first. Run sanitises it (see
-	// Sanitize) and never modifies it.
-	History []sessions.Message
+	// History is the stored history, oldest first, as the store keeps it
+	// (see sessions.HistoryOf to build one). Run sends it sanitised (see
+	// Sanitize) without decoding it, and never modifies it.
+	History sessions.History
 	// UserText is the new user message.
 	UserText string
 	// SystemExtra is appended to the system prompt (the skill index). Keep
@@ -244,18 +255,15 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 	start := time.Now()
 	user := sessions.Message{Role: openai.ChatMessageRoleUser, Content: req.UserText}
 
-	// all is the history the model sees plus this turn's messages; tools
-	// get a view of it, and the turn's part is returned at the end.
-	history := Sanitize(req.History)
-	base := len(history)
-	all := append(history, req.Preface...)
-	all = append(all, user)
-
-	msgs := make([]openai.ChatCompletionMessage, 0, len(all)+8)
-	msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: a.SystemPrompt(req.SystemExtra)})
-	for _, m := range all {
-		msgs = append(msgs, toOpenAI(m))
-	}
+	// The stored history is sent as it is stored; turn holds this turn's
+	// messages, returned at the end. The tools see the decoded history
+	// followed by turn, built on the first batch of tool calls only.
+	hist := newPlan(req.History)
+	injected := hist.injectedSkills()
+	turn := make([]sessions.Message, 0, len(req.Preface)+3)
+	turn = append(turn, req.Preface...)
+	turn = append(turn, user)
+	var seen []sessions.Message // the decoded history, once tools run
 
 	tc := TurnContext{
 		Channel:      req.Channel,
@@ -266,21 +274,21 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 		Skills:       req.Skills,
 	}
 	log := a.log.With("channel", req.Channel, "conversation", req.Conversation)
+	system := a.systemMessage(req.SystemExtra)
 
 	var res TurnResult
 	for {
 		last := res.Iterations >= a.cfg.MaxToolIterations
 		// Recomputed each iteration: a skill loaded by the previous batch
 		// may narrow the tools with its allowed-tools.
-		allow := narrowed(req.Allow, req.Skills, all)
-		offered := a.offer(allow)
-		reqMsgs, reqTools := msgs, offered
-		if last {
-			// Capped so the note never lands in msgs' spare capacity.
-			reqMsgs = append(msgs[:len(msgs):len(msgs)], openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: budgetNote})
-			reqTools = nil
+		allow := narrowed(req.Allow, req.Skills, injected, turn)
+		var tools [][]byte
+		if !last {
+			tools = a.offer(allow)
 		}
-		answer, err := a.complete(ctx, req.Channel, reqMsgs, reqTools, &res.Usage)
+		body := a.turnRequest(system, hist, turn, last, tools)
+		answer, err := a.complete(ctx, req.Channel, *body, &res.Usage)
+		bodyPool.Put(body)
 		if err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				return TurnResult{}, ctxErr
@@ -301,9 +309,9 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 			if strings.TrimSpace(reply) == "" {
 				reply = EmptyReply
 			}
-			all = append(all, sessions.Message{Role: openai.ChatMessageRoleAssistant, Content: reply})
+			turn = append(turn, sessions.Message{Role: openai.ChatMessageRoleAssistant, Content: reply})
 			res.Reply = reply
-			res.Messages = all[base:]
+			res.Messages = turn
 			log.DebugContext(ctx, "turn answered", "iterations", res.Iterations,
 				"prompt_tokens", res.Usage.Prompt, "completion_tokens", res.Usage.Completion,
 				"cached_tokens", res.Usage.Cached, "duration", time.Since(start))
@@ -315,29 +323,26 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 			Content:   answer.Content,
 			ToolCalls: normaliseCalls(answer.ToolCalls),
 		}
-		all = append(all, call)
-		msgs = append(msgs, toOpenAI(call))
+		turn = append(turn, call)
 
-		tc.History = all[:len(all):len(all)]
+		if seen == nil {
+			seen = hist.messages()
+		}
+		tc.History = append(seen[:len(seen):len(seen)], turn...)
 		outcomes := a.runTools(ctx, log, &tc, call.ToolCalls, allow)
 		for i, o := range outcomes {
-			m := sessions.Message{
+			turn = append(turn, sessions.Message{
 				Role:       openai.ChatMessageRoleTool,
 				Content:    WrapToolResult(call.ToolCalls[i].Name, o.content),
 				Name:       call.ToolCalls[i].Name,
 				ToolCallID: call.ToolCalls[i].ID,
-			}
-			all = append(all, m)
-			msgs = append(msgs, toOpenAI(m))
+			})
 		}
 		for _, o := range outcomes {
 			for _, inj := range o.inject {
-				m, ok := injection(inj)
-				if !ok {
-					continue
+				if m, ok := injection(inj); ok {
+					turn = append(turn, m)
 				}
-				all = append(all, m)
-				msgs = append(msgs, toOpenAI(m))
 			}
 		}
 		res.Iterations++
@@ -347,29 +352,98 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 	}
 }
 
+// turnRequest writes one request of a turn into a pooled buffer: the
+// system message, the stored history as stored, this turn's messages, and
+// on the last request the budget note instead of tools. The caller returns
+// the buffer to bodyPool.
+func (a *Agent) turnRequest(system []byte, hist *plan, turn []sessions.Message, last bool, tools [][]byte) *[]byte {
+	buf := bodyPool.Get().(*[]byte)
+	w := requestWriter{buf: (*buf)[:0]}
+	w.begin(a.model)
+	w.raw(system)
+	hist.write(&w)
+	for i := range turn {
+		w.message(&turn[i])
+	}
+	if last {
+		w.raw(budgetMessage)
+	}
+	w.end(a.cfg.MaxTokens, tools)
+	*buf = w.buf
+	return buf
+}
+
+// budgetMessage is budgetNote as a user message, encoded.
+var budgetMessage = appendMessage(nil, openai.ChatMessageRoleUser, budgetNote)
+
+// appendMessage encodes a message of role and content.
+func appendMessage(buf []byte, role, content string) []byte {
+	buf = append(buf, `{"role":`...)
+	buf = appendString(buf, role)
+	buf = append(buf, `,"content":`...)
+	buf = appendString(buf, content)
+	return append(buf, '}')
+}
+
+// systemMessage is the encoded system message for extra, kept for the
+// next turn with the same extra (the skill index changes only on reloads
+// and state changes).
+func (a *Agent) systemMessage(extra string) []byte {
+	if c := a.system.Load(); c != nil && c.extra == extra {
+		return c.json
+	}
+	c := &encodedSystem{extra: extra, json: appendMessage(nil, openai.ChatMessageRoleSystem, a.SystemPrompt(extra))}
+	a.system.Store(c)
+	return c.json
+}
+
+// encodedSystem is one system message, encoded.
+type encodedSystem struct {
+	extra string
+	json  []byte
+}
+
 // offer lists the registered tools the conversation may use and that can
-// run now, sorted by name so the request's tools part is stable from turn to
-// turn.
-func (a *Agent) offer(allow func(string) bool) []openai.Tool {
-	var out []openai.Tool
+// run now, encoded, sorted by name so the request's tools part is stable
+// from turn to turn.
+// Each tool is encoded once and again only when its description or
+// parameters change.
+func (a *Agent) offer(allow func(string) bool) [][]byte {
+	var out [][]byte
 	for _, t := range a.tools.All() {
 		if allow != nil && !allow(t.Name()) || !isAvailable(t) {
 			continue
 		}
-		params := t.Parameters()
-		if params == nil {
-			params = json.RawMessage(emptySchema)
-		}
-		out = append(out, openai.Tool{
-			Type: openai.ToolTypeFunction,
-			Function: &openai.FunctionDefinition{
-				Name:        t.Name(),
-				Description: t.Description(),
-				Parameters:  params,
-			},
-		})
+		out = append(out, a.encodeTool(t))
 	}
 	return out
+}
+
+func (a *Agent) encodeTool(t Tool) []byte {
+	params := t.Parameters()
+	if params == nil {
+		params = json.RawMessage(emptySchema)
+	}
+	a.toolsMu.Lock()
+	defer a.toolsMu.Unlock()
+	if e, ok := a.encoded[t.Name()]; ok && e.description == t.Description() && bytes.Equal(e.params, params) {
+		return e.json
+	}
+	b, err := json.Marshal(openai.Tool{
+		Type:     openai.ToolTypeFunction,
+		Function: &openai.FunctionDefinition{Name: t.Name(), Description: t.Description(), Parameters: params},
+	})
+	if err != nil {
+		// Parameters that are not JSON: offered without them rather than
+		// failing every turn.
+		b, _ = json.Marshal(openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
+			Name: t.Name(), Description: t.Description(), Parameters: json.RawMessage(emptySchema)}})
+	}
+	if a.encoded == nil {
+		a.encoded = map[string]encodedTool{}
+	}
+	a.encoded[t.Name()] = encodedTool{description: t.Description(), params: params, json: b}
+	return b
 }
 
 // emptySchema is offered for tools without parameters: the API wants an

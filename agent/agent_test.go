@@ -43,7 +43,7 @@ func TestToolLoopMessages(t *testing.T) {
 	}
 	res := h.run(t, TurnRequest{
 		Channel: "slack", Workspace: "T1", Chat: "C1", Conversation: "slack:T1:C1:", User: "U1",
-		History: history, UserText: "weather in Paris?",
+		History: stored(t, history...), UserText: "weather in Paris?",
 	})
 
 	if res.Reply != "It is sunny in Paris." || res.Failed || res.Iterations != 1 {
@@ -120,7 +120,7 @@ func TestSystemPromptStable(t *testing.T) {
 	h.run(t, TurnRequest{Channel: "slack", User: "alice", Conversation: "slack:T1:C1:", UserText: "first", SystemExtra: extra})
 	h.run(t, TurnRequest{
 		Channel: "feishu", User: "bob", Conversation: "feishu:T9:C9:x", UserText: "second", SystemExtra: extra,
-		History: []sessions.Message{{Role: "user", Content: "older"}, {Role: "assistant", Content: "reply"}},
+		History: stored(t, sessions.Message{Role: "user", Content: "older"}, sessions.Message{Role: "assistant", Content: "reply"}),
 	})
 	reqs := h.srv.RawRequests()
 	if len(reqs) != 2 {
@@ -224,7 +224,7 @@ func TestTimeoutThenApology(t *testing.T) {
 	// handler when the client gives up.
 	h.srv.Script(openaitest.Delay(time.Hour), openaitest.Delay(time.Hour), openaitest.Delay(time.Hour), openaitest.Text("too late"))
 	res, err := h.agent.Run(context.Background(), TurnRequest{Channel: "console", UserText: "are you there?",
-		History: []sessions.Message{{Role: "user", Content: "old"}, {Role: "assistant", Content: "answer"}}})
+		History: stored(t, sessions.Message{Role: "user", Content: "old"}, sessions.Message{Role: "assistant", Content: "answer"})})
 	if err != nil {
 		t.Fatalf("Run returned %v, want nil error on model failure", err)
 	}
@@ -606,7 +606,7 @@ func TestSanitisedHistorySent(t *testing.T) {
 		{Role: "user", Kind: sessions.KindSummary, Content: "summary"},
 		{Role: "user", Kind: sessions.KindInjection, Content: "skill body"},
 	}
-	h.run(t, TurnRequest{History: history, UserText: "q2"})
+	h.run(t, TurnRequest{History: stored(t, history...), UserText: "q2"})
 	got := simplify(h.srv.Requests()[0].Messages[1:])
 	want := []wireMsg{
 		{Role: "user", Content: "q1"},

@@ -36,7 +36,7 @@ func BenchmarkTurn(b *testing.B) {
 			sessions.Message{Role: "user", Content: "an earlier question of ordinary length"},
 			sessions.Message{Role: "assistant", Content: "an earlier answer of ordinary length, a little longer"})
 	}
-	req := TurnRequest{Channel: "console", History: history, UserText: "what time is it?"}
+	req := TurnRequest{Channel: "console", History: stored(b, history...), UserText: "what time is it?"}
 	ctx := context.Background()
 
 	b.ReportAllocs()

@@ -40,6 +40,41 @@ func EstimateTokens(msgs []sessions.Message) int {
 	return n
 }
 
+// EstimateStoredTokens is EstimateTokens for a stored history, read from
+// its encoded entries without decoding them (escape sequences count as the
+// characters they are written with).
+func EstimateStoredTokens(h sessions.History) int {
+	n := 0
+	for i := range h.Len() {
+		p, err := sessions.Peek(h.Entry(i))
+		if err != nil {
+			continue
+		}
+		n += 4 + estimateToken(p.Content)
+		for c, rest, ok := sessions.NextCall(p.ToolCalls); ok; c, rest, ok = sessions.NextCall(rest) {
+			n += estimateToken(c.Name) + estimateToken(c.Arguments)
+		}
+	}
+	return n
+}
+
+// estimateToken is estimate for a JSON string token, quotes excluded.
+func estimateToken(tok []byte) int {
+	if len(tok) < 2 {
+		return 0
+	}
+	ascii, other := 0, 0
+	for _, b := range tok[1 : len(tok)-1] {
+		switch {
+		case b < utf8.RuneSelf:
+			ascii++
+		case utf8.RuneStart(b):
+			other++
+		}
+	}
+	return (ascii+3)/4 + other
+}
+
 func estimate(s string) int {
 	ascii, other := 0, 0
 	for _, r := range s {
@@ -94,7 +129,7 @@ func (a *Agent) Compact(ctx context.Context, channel string, history []sessions.
 		{Role: openai.ChatMessageRoleUser, Content: "Conversation to summarise:\n\n" + transcript.String()},
 	}
 	var usage Usage
-	answer, err := a.complete(ctx, channel, msgs, nil, &usage)
+	answer, err := a.completeMessages(ctx, channel, msgs, &usage)
 	if err != nil {
 		return Compaction{}, false, fmt.Errorf("agent: compaction summary: %w", err)
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"github.com/parleyhq/parley/sessions"
 	"log/slog"
 	"sync"
 	"testing"
@@ -171,4 +172,14 @@ func toolNames(req openai.ChatCompletionRequest) []string {
 		out = append(out, t.Function.Name)
 	}
 	return out
+}
+
+// stored encodes msgs as the store keeps a history.
+func stored(t testing.TB, msgs ...sessions.Message) sessions.History {
+	t.Helper()
+	h, err := sessions.HistoryOf(msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

@@ -25,29 +25,21 @@ const integrationModel = "model"
 // as a body that does not parse and is retried like one.
 var errNoChoices = errors.New("agent: model response has no choices")
 
-// complete sends one chat completion request on the retry loop, retrying
-// what is worth retrying, and adds the tokens of the answer to usage.
-// Every attempt is counted in parley_llm_requests_total by what followed
-// it: ok, retry (it failed and was sent again) or error (it failed the
-// call).
-func (a *Agent) complete(ctx context.Context, channel string, msgs []openai.ChatCompletionMessage, tools []openai.Tool, usage *Usage) (openai.ChatCompletionMessage, error) {
-	req := openai.ChatCompletionRequest{
-		Model:               a.cfg.Model,
-		Messages:            msgs,
-		Tools:               tools,
-		MaxCompletionTokens: a.cfg.MaxTokens,
-	}
+// complete sends one encoded chat completion request on the retry loop,
+// retrying what is worth retrying, and adds the tokens of the answer to
+// usage. Every attempt is counted in parley_llm_requests_total by what
+// followed it: ok, retry (it failed and was sent again) or error (it
+// failed the call).
+func (a *Agent) complete(ctx context.Context, channel string, body []byte, usage *Usage) (openai.ChatCompletionMessage, error) {
 	var answer openai.ChatCompletionMessage
 	err := a.retrier.Do(ctx, "chat completion", func(ctx context.Context) (bool, time.Duration, error) {
 		actx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 		defer cancel()
-		actx, slot := withRetryAfterSlot(actx)
-		resp, err := a.client.CreateChatCompletion(actx, req)
+		resp, after, err := a.client.send(actx, body)
 		if err == nil && len(resp.Choices) == 0 {
 			err = errNoChoices
 		}
 		if err != nil {
-			after, _ := slot.get()
 			return retryable(err), after, retry.Mark(failureReason(err, after), fmt.Errorf("agent: chat completion: %w", err))
 		}
 		a.addUsage(channel, resp.Usage, usage)
@@ -58,6 +50,16 @@ func (a *Agent) complete(ctx context.Context, channel string, msgs []openai.Chat
 		return openai.ChatCompletionMessage{}, err
 	}
 	return answer, nil
+}
+
+// completeMessages sends a request built from go-openai's message type,
+// for the rare requests that are not a turn (compaction).
+func (a *Agent) completeMessages(ctx context.Context, channel string, msgs []openai.ChatCompletionMessage, usage *Usage) (openai.ChatCompletionMessage, error) {
+	body, err := json.Marshal(openai.ChatCompletionRequest{Model: a.cfg.Model, Messages: msgs, MaxCompletionTokens: a.cfg.MaxTokens})
+	if err != nil {
+		return openai.ChatCompletionMessage{}, fmt.Errorf("agent: encode request: %w", err)
+	}
+	return a.complete(ctx, channel, body, usage)
 }
 
 // observeAttempt counts one attempt of complete, once the retry loop has

@@ -352,16 +352,20 @@ func (s saveSkillReference) Call(_ context.Context, tc *TurnContext, raw json.Ra
 	return Result{Content: fmt.Sprintf("Saved: %d bytes %s %s (read it with load_skill(name=%q, file=%q)).", n, mode, args.File, sk.Name, args.File)}, nil
 }
 
-// narrowed applies the allowed-tools of every skill whose injection is in h
+// narrowed applies the allowed-tools of every skill whose injection is in
+// the stored history (stored: their names) or in this turn so far
 // on top of the channel policy: while such a skill is in context, only the
 // tools it names (and every one of them, when several skills name lists)
 // may run. load_skill and find_skills stay available, since reading a skill
 // grants no capability and the model needs them to change course.
-func narrowed(base func(string) bool, set *SkillSet, h []sessions.Message) func(string) bool {
+func narrowed(base func(string) bool, set *SkillSet, stored map[string]bool, turn []sessions.Message) func(string) bool {
 	if set == nil || set.Catalog == nil {
 		return base
 	}
-	names, _ := InjectedSkills(h)
+	names, _ := InjectedSkills(turn)
+	for name := range stored {
+		names[name] = true
+	}
 	var lists [][]string
 	for name := range names {
 		if sk, ok := set.Catalog.Get(name); ok && len(sk.AllowedTools) > 0 {

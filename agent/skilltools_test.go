@@ -71,7 +71,7 @@ func TestLoadSkillInjectsOnceAfterTheToolResults(t *testing.T) {
 	)
 	set := st.set()
 	index, _ := set.Index()
-	res := h.run(t, TurnRequest{Channel: "console", History: nil, UserText: "read example.com", Skills: set, SystemExtra: index})
+	res := h.run(t, TurnRequest{Channel: "console", UserText: "read example.com", Skills: set, SystemExtra: index})
 
 	reqs := h.srv.Requests()
 	if len(reqs) != 2 {
@@ -109,7 +109,7 @@ func TestLoadSkillInjectsOnceAfterTheToolResults(t *testing.T) {
 		openaitest.Tools(openaitest.ToolCall{ID: "c2", Name: "load_skill", Arguments: `{"name":"web-access"}`}),
 		openaitest.Text("done"),
 	)
-	res2 := h.run(t, TurnRequest{Channel: "console", History: res.Messages, UserText: "and example.org?", Skills: set, SystemExtra: index})
+	res2 := h.run(t, TurnRequest{Channel: "console", History: stored(t, res.Messages...), UserText: "and example.org?", Skills: set, SystemExtra: index})
 	for _, m := range res2.Messages {
 		if m.Kind == sessions.KindInjection {
 			t.Fatal("a skill still in context was injected again")
@@ -169,7 +169,7 @@ func TestLoadSkillRefusals(t *testing.T) {
 				tt.set(set)
 			}
 			h.srv.Script(openaitest.Tools(openaitest.Call("load_skill", tt.args)), openaitest.Text("ok"))
-			res := h.run(t, TurnRequest{UserText: "go", Skills: set, History: tt.history})
+			res := h.run(t, TurnRequest{UserText: "go", Skills: set, History: stored(t, tt.history...)})
 			for _, m := range res.Messages {
 				if m.Kind == sessions.KindInjection {
 					t.Fatalf("a refused load injected %q", m.Content)

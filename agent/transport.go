@@ -1,11 +1,15 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -15,74 +19,78 @@ import (
 // cannot park a conversation for minutes.
 const maxRetryAfter = 30 * time.Second
 
-// NewClient returns an OpenAI client for baseURL (empty: the OpenAI API) that
-// records Retry-After headers for the Agent's backoff. go-openai's errors do
-// not carry response headers, so a wrapping RoundTripper copies the header
-// into a slot the Agent puts in each request's context. httpClient may be nil;
-// it is copied, never modified.
-func NewClient(baseURL, apiKey string, httpClient *http.Client) *openai.Client {
-	cfg := openai.DefaultConfig(apiKey)
-	if baseURL != "" {
-		cfg.BaseURL = strings.TrimRight(baseURL, "/")
-	}
-	var hc http.Client
-	if httpClient != nil {
-		hc = *httpClient
-	}
-	base := hc.Transport
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	hc.Transport = &retryAfterTransport{base: base}
-	cfg.HTTPClient = &hc
-	return openai.NewClientWithConfig(cfg)
+// maxResponseBytes bounds the body of a model response that is read: an
+// answer is a few kilobytes, and a server must not make Parley hold more.
+const maxResponseBytes = 16 << 20
+
+// Client sends chat completion requests to an OpenAI-compatible endpoint.
+// The Agent writes the request bodies itself (see wire.go) and reads the
+// answers into go-openai's response types.
+type Client struct {
+	url  string // …/chat/completions
+	auth string // Authorization header
+	http *http.Client
 }
 
-// retryAfterTransport copies the Retry-After header of a response into the
-// slot found in the request's context, if any.
-type retryAfterTransport struct {
-	base http.RoundTripper
+// NewClient returns a client for baseURL (empty: the OpenAI API) and
+// apiKey. httpClient may be nil (http.DefaultClient); it is used as it
+// is, never modified.
+func NewClient(baseURL, apiKey string, httpClient *http.Client) *Client {
+	if baseURL == "" {
+		baseURL = openai.DefaultConfig("").BaseURL
+	}
+	if httpClient == nil {
+		httpClient = http.DefaultClient
+	}
+	return &Client{url: strings.TrimRight(baseURL, "/") + "/chat/completions", auth: "Bearer " + apiKey, http: httpClient}
 }
 
-func (t *retryAfterTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.base.RoundTrip(req)
-	if resp != nil {
-		if slot, ok := req.Context().Value(retryAfterKey{}).(*retryAfterSlot); ok {
-			if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-				slot.set(d)
-			}
+// errorReplyBytes bounds what is read of an error response.
+const errorReplyBytes = 64 << 10
+
+// send posts one request body and decodes the answer. A failure carries
+// the status in go-openai's error types (*openai.APIError when the body is
+// the API's error object, *openai.RequestError otherwise); after is the
+// Retry-After of the response, if it had one.
+func (c *Client) send(ctx context.Context, body []byte) (resp openai.ChatCompletionResponse, after time.Duration, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return resp, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Authorization", c.auth)
+	hr, err := c.http.Do(req)
+	if err != nil {
+		return resp, 0, err
+	}
+	defer hr.Body.Close()
+	after, _ = parseRetryAfter(hr.Header.Get("Retry-After"), time.Now())
+	if hr.StatusCode < 200 || hr.StatusCode >= 400 {
+		return resp, after, statusError(hr)
+	}
+	if err := json.NewDecoder(io.LimitReader(hr.Body, maxResponseBytes)).Decode(&resp); err != nil {
+		return resp, after, fmt.Errorf("decode the answer: %w", err)
+	}
+	return resp, after, nil
+}
+
+// statusError reads a failed response into go-openai's error types, as
+// its client would.
+func statusError(hr *http.Response) error {
+	body, err := io.ReadAll(io.LimitReader(hr.Body, errorReplyBytes))
+	if err != nil {
+		return &openai.RequestError{HTTPStatus: hr.Status, HTTPStatusCode: hr.StatusCode, Err: err}
+	}
+	var e openai.ErrorResponse
+	if err := json.Unmarshal(body, &e); err != nil || e.Error == nil {
+		if err == nil {
+			err = errors.New("no error object in the response")
 		}
+		return &openai.RequestError{HTTPStatus: hr.Status, HTTPStatusCode: hr.StatusCode, Err: err, Body: body}
 	}
-	return resp, err
-}
-
-type retryAfterKey struct{}
-
-// retryAfterSlot receives the wait asked for by the last response of one
-// attempt. It is written by the transport and read by the Agent after the
-// attempt returns; the mutex keeps the race detector (and HTTP/2 transports
-// that finish on another goroutine) honest.
-type retryAfterSlot struct {
-	mu sync.Mutex
-	d  time.Duration
-	ok bool
-}
-
-func (s *retryAfterSlot) set(d time.Duration) {
-	s.mu.Lock()
-	s.d, s.ok = d, true
-	s.mu.Unlock()
-}
-
-func (s *retryAfterSlot) get() (time.Duration, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.d, s.ok
-}
-
-func withRetryAfterSlot(ctx context.Context) (context.Context, *retryAfterSlot) {
-	slot := new(retryAfterSlot)
-	return context.WithValue(ctx, retryAfterKey{}, slot), slot
+	e.Error.HTTPStatus, e.Error.HTTPStatusCode = hr.Status, hr.StatusCode
+	return e.Error
 }
 
 // parseRetryAfter reads a Retry-After value, either delay-seconds or an

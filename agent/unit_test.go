@@ -120,15 +120,6 @@ func TestSanitize(t *testing.T) {
 	}
 }
 
-func TestToOpenAIKinds(t *testing.T) {
-	for _, kind := range []string{sessions.KindInjection, sessions.KindSummary} {
-		m := toOpenAI(sessions.Message{Role: "assistant", Kind: kind, Content: "x"})
-		if m.Role != "user" || m.Content != "x" {
-			t.Errorf("kind %s sent as %+v, want a user message with the same content", kind, m)
-		}
-	}
-}
-
 func TestRegistry(t *testing.T) {
 	r := NewRegistry()
 	for _, name := range []string{"b_tool", "a-tool", "C9"} {

@@ -2,15 +2,17 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/parleyhq/parley/agent"
-	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/gateway"
 	"github.com/parleyhq/parley/internal/redistest"
 	"github.com/parleyhq/parley/metrics"
@@ -36,24 +38,50 @@ func (c *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
-// BenchmarkTurn measures one whole turn — submit, de-dup, queue, lock,
-// history read, model call against the in-process fake, atomic commit,
-// reply — on a real Redis, reporting Redis round trips per turn.
+// BenchmarkTurn measures one whole turn — submit (de-dup and queue), lock,
+// history read, model call against a fake that answers without reading the
+// request, atomic commit, reply — on a real Redis, with a history of 10 and
+// of 200 messages (capped there, so it stays that long), reporting Redis
+// round trips per turn. The fake model runs in this process but allocates
+// the same for every request, so the allocations that grow with the
+// history are Parley's.
 func BenchmarkTurn(b *testing.B) {
+	for _, n := range []int{10, 200} {
+		b.Run(fmt.Sprintf("history=%d", n), func(b *testing.B) { benchmarkTurn(b, n) })
+	}
+}
+
+func benchmarkTurn(b *testing.B, n int) {
 	r := redistest.New(b)
 	rt := &roundTrips{}
 	r.Client.AddHook(rt)
-	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix, MaxMessages: 40})
-	model := openaitest.New(b)
+	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix, MaxMessages: n})
+	model := fixedModel(b)
 	m := metrics.New()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a := agent.New(agent.Config{Model: "bench", Timeout: 10 * time.Second}, agent.NewClient(model.URL(), "sk", nil), agent.NewRegistry(), m, log)
+	a := agent.New(agent.Config{Model: "bench", Timeout: 10 * time.Second}, agent.NewClient(model.URL, "sk", nil), agent.NewRegistry(), m, log)
 	gw := gateway.New(gateway.Config{Workers: 4}, store, a, m, log)
 	ch := newRecorder("slack")
 	gw.Register(ch)
 	gw.Start()
 	b.Cleanup(func() { gw.Shutdown(context.Background()) })
 	ctx := context.Background()
+
+	// The history as a store of any version holds it: one JSON message per
+	// list entry.
+	conv := msg("bench", "", "").ConversationKey()
+	entries := make([]any, 0, n)
+	for i := range n {
+		role, text := "user", fmt.Sprintf("question %d: how do I roll back the last deploy of the payments service?", i)
+		if i%2 == 1 {
+			role, text = "assistant", fmt.Sprintf("answer %d: run the rollback job from the deploy dashboard, then watch the error rate for ten minutes.", i)
+		}
+		e, _ := json.Marshal(map[string]string{"role": role, "content": text})
+		entries = append(entries, e)
+	}
+	if err := r.Client.RPush(ctx, r.Prefix+"conv:{"+conv+"}:history", entries...).Err(); err != nil {
+		b.Fatal(err)
+	}
 
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -66,6 +94,18 @@ func BenchmarkTurn(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(rt.n.Load())/float64(b.N), "redis-rt/turn")
+}
+
+// fixedModel answers every request with the same completion without
+// reading it.
+func fixedModel(t testing.TB) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"fine"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":1,"total_tokens":11}}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 func waitReplies(b *testing.B, ch *recorder, n int) {

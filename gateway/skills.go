@@ -261,6 +261,25 @@ const (
 	compactFailed  = "error"
 )
 
+// compactStored is compact for a stored history: decoded only here, and
+// encoded again when compaction replaced it.
+func (g *Gateway) compactStored(ctx context.Context, lock *sessions.Lock, channel string, h sessions.History) sessions.History {
+	msgs, err := h.Messages()
+	if err != nil {
+		g.log.Warn("compaction skipped: the history does not decode", "err", err)
+		return h
+	}
+	compacted, outcome := g.compact(ctx, lock, channel, msgs)
+	if outcome != compactDone {
+		return h
+	}
+	out, err := sessions.HistoryOf(compacted)
+	if err != nil {
+		return h
+	}
+	return out
+}
+
 // compact summarises an oversized history under the conversation lock and
 // says what happened. On failure the turn goes on with the whole history: a
 // long prompt is better than no answer.

@@ -215,18 +215,21 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 			r.stopTyping()
 		}
 	}()
-	history, err := c.History.Messages()
-	if err != nil {
-		return r, err
-	}
-	if agent.EstimateTokens(history) > g.cfg.CompactTokens {
-		history, _ = g.compact(ctx, c.Lock, m.Channel, history)
+	// The history stays encoded unless compaction or a manual skill needs
+	// its values.
+	history := c.History
+	if agent.EstimateStoredTokens(history) > g.cfg.CompactTokens {
+		history = g.compactStored(ctx, c.Lock, m.Channel, history)
 	}
 	set := g.skillSet(ctx, eff)
 	var preface []sessions.Message
 	if name, args, ok := manualSkill(text); ok {
+		decoded, err := history.Messages()
+		if err != nil {
+			return r, err
+		}
 		var refusal string
-		preface, text, refusal = g.invokeSkill(set, history, name, args)
+		preface, text, refusal = g.invokeSkill(set, decoded, name, args)
 		if refusal != "" {
 			handedOver = true
 			return result{reply: &channels.Reply{Notice: true, Text: refusal}, stopTyping: r.stopTyping}, nil

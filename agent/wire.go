@@ -1,0 +1,244 @@
+package agent
+
+import (
+	"encoding/json"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/parleyhq/parley/sessions"
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// The request body of a turn is written by hand, field by field, into a
+// pooled buffer: the stored history goes in as the JSON it is stored as
+// (its content strings copied, never decoded and re-encoded), and the
+// messages of the turn are encoded as they are written. The shape is the
+// one go-openai's request types marshal to, which the tests check by
+// decoding the bodies with them.
+
+// bodyPool recycles request buffers: a turn's body is as large as its
+// history, and allocating it anew for every request would make the
+// garbage grow with the history.
+var bodyPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// requestWriter appends one chat completion request to buf.
+type requestWriter struct {
+	buf []byte
+	n   int // messages written
+}
+
+func (w *requestWriter) begin(model []byte) {
+	w.buf = append(w.buf, `{"model":`...)
+	w.buf = append(w.buf, model...)
+	w.buf = append(w.buf, `,"messages":[`...)
+}
+
+// sep starts a message: a comma after the first.
+func (w *requestWriter) sep() {
+	if w.n > 0 {
+		w.buf = append(w.buf, ',')
+	}
+	w.n++
+}
+
+// raw writes an encoded message as it is.
+func (w *requestWriter) raw(msg []byte) {
+	w.sep()
+	w.buf = append(w.buf, msg...)
+}
+
+// stored writes one planned entry of the stored history in the wire
+// format: the role the plan gives it, and the stored tokens of the fields
+// it keeps.
+func (w *requestWriter) stored(p sessions.Peeked, step planStep, calls []int) {
+	w.sep()
+	switch step.as {
+	case sendAsUser:
+		w.buf = append(w.buf, `{"role":"user","content":`...)
+		w.buf = append(w.buf, p.Content...)
+	case sendAsIs:
+		w.buf = append(w.buf, `{"role":`...)
+		w.buf = appendString(w.buf, p.Role)
+		w.buf = append(w.buf, `,"content":`...)
+		w.buf = append(w.buf, p.Content...)
+	case sendToolResult:
+		w.buf = append(w.buf, `{"role":"tool","content":`...)
+		w.buf = append(w.buf, p.Content...)
+		w.buf = append(w.buf, `,"tool_call_id":`...)
+		w.buf = append(w.buf, p.ToolCallID...)
+	case sendCalls:
+		w.buf = append(w.buf, `{"role":"assistant"`...)
+		if p.HasContent() {
+			w.buf = append(w.buf, `,"content":`...)
+			w.buf = append(w.buf, p.Content...)
+		}
+		w.buf = append(w.buf, `,"tool_calls":[`...)
+		k, n := 0, 0
+		for c, rest, ok := sessions.NextCall(p.ToolCalls); ok; c, rest, ok = sessions.NextCall(rest) {
+			if k < len(calls) && calls[k] == n {
+				if k > 0 {
+					w.buf = append(w.buf, ',')
+				}
+				w.call(c.ID, c.Name, c.Arguments)
+				k++
+			}
+			n++
+		}
+		w.buf = append(w.buf, ']')
+	}
+	w.buf = append(w.buf, '}')
+}
+
+// call writes one tool call from JSON string tokens.
+func (w *requestWriter) call(id, name, args []byte) {
+	w.buf = append(w.buf, `{"id":`...)
+	w.buf = appendToken(w.buf, id)
+	w.buf = append(w.buf, `,"type":"function","function":{"name":`...)
+	w.buf = appendToken(w.buf, name)
+	w.buf = append(w.buf, `,"arguments":`...)
+	w.buf = appendToken(w.buf, args)
+	w.buf = append(w.buf, `}}`...)
+}
+
+// message writes one message of this turn: injections and summaries as
+// user messages, a tool message without its name (the API defines none).
+func (w *requestWriter) message(m *sessions.Message) {
+	w.sep()
+	if m.Kind == sessions.KindInjection || m.Kind == sessions.KindSummary {
+		w.buf = append(w.buf, `{"role":"user","content":`...)
+		w.buf = appendString(w.buf, m.Content)
+		w.buf = append(w.buf, '}')
+		return
+	}
+	w.buf = append(w.buf, `{"role":`...)
+	w.buf = appendString(w.buf, m.Role)
+	if m.Content != "" {
+		w.buf = append(w.buf, `,"content":`...)
+		w.buf = appendString(w.buf, m.Content)
+	}
+	if m.Role == openai.ChatMessageRoleAssistant && len(m.ToolCalls) > 0 {
+		w.buf = append(w.buf, `,"tool_calls":[`...)
+		for i, c := range m.ToolCalls {
+			if i > 0 {
+				w.buf = append(w.buf, ',')
+			}
+			w.buf = append(w.buf, `{"id":`...)
+			w.buf = appendString(w.buf, c.ID)
+			w.buf = append(w.buf, `,"type":"function","function":{"name":`...)
+			w.buf = appendString(w.buf, c.Name)
+			w.buf = append(w.buf, `,"arguments":`...)
+			w.buf = appendString(w.buf, c.Arguments)
+			w.buf = append(w.buf, `}}`...)
+		}
+		w.buf = append(w.buf, ']')
+	}
+	if m.ToolCallID != "" {
+		w.buf = append(w.buf, `,"tool_call_id":`...)
+		w.buf = appendString(w.buf, m.ToolCallID)
+	}
+	w.buf = append(w.buf, '}')
+}
+
+// end closes the messages and writes the rest of the request.
+func (w *requestWriter) end(maxTokens int, tools [][]byte) {
+	w.buf = append(w.buf, ']')
+	if maxTokens > 0 {
+		w.buf = append(w.buf, `,"max_completion_tokens":`...)
+		w.buf = appendInt(w.buf, maxTokens)
+	}
+	if len(tools) > 0 {
+		w.buf = append(w.buf, `,"tools":[`...)
+		for i, t := range tools {
+			if i > 0 {
+				w.buf = append(w.buf, ',')
+			}
+			w.buf = append(w.buf, t...)
+		}
+		w.buf = append(w.buf, ']')
+	}
+	w.buf = append(w.buf, '}')
+}
+
+// appendToken appends a stored JSON string token, or "" when absent.
+func appendToken(buf, tok []byte) []byte {
+	if len(tok) == 0 {
+		return append(buf, `""`...)
+	}
+	return append(buf, tok...)
+}
+
+func appendInt(buf []byte, n int) []byte {
+	if n == 0 {
+		return append(buf, '0')
+	}
+	var d [20]byte
+	i := len(d)
+	for ; n > 0; n /= 10 {
+		i--
+		d[i] = byte('0' + n%10)
+	}
+	return append(buf, d[i:]...)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string, escaped as encoding/json does
+// (HTML characters, U+2028 and U+2029 included; invalid UTF-8 becomes
+// U+FFFD), without allocating.
+func appendString(buf []byte, s string) []byte {
+	buf = append(buf, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+				i++
+				continue
+			}
+			buf = append(buf, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				buf = append(buf, '\\', b)
+			case '\n':
+				buf = append(buf, '\\', 'n')
+			case '\r':
+				buf = append(buf, '\\', 'r')
+			case '\t':
+				buf = append(buf, '\\', 't')
+			case '\b':
+				buf = append(buf, '\\', 'b')
+			case '\f':
+				buf = append(buf, '\\', 'f')
+			default:
+				buf = append(buf, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			buf = append(buf, s[start:i]...)
+			buf = append(buf, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			buf = append(buf, s[start:i]...)
+			buf = append(buf, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	buf = append(buf, s[start:]...)
+	return append(buf, '"')
+}
+
+// encodedTool is a tool's entry of the tools list, encoded once.
+type encodedTool struct {
+	description string
+	params      json.RawMessage
+	json        []byte
+}
