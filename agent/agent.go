@@ -32,7 +32,9 @@ import (
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/retry"
 	"github.com/parleyhq/parley/sessions"
+	"github.com/parleyhq/parley/tracing"
 	openai "github.com/sashabaranov/go-openai"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // Defaults applied by New to zero Config fields that are not keys of the
@@ -91,6 +93,9 @@ type Config struct {
 	// record the chosen backoff without waiting. It must return ctx.Err()
 	// when ctx ends first.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Tracer traces the history's preparation, each model request and
+	// each tool call; the zero value traces nothing.
+	Tracer tracing.Tracer
 }
 
 func (c Config) withDefaults() Config {
@@ -258,8 +263,13 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 	// The stored history is sent as it is stored; turn holds this turn's
 	// messages, returned at the end. The tools see the decoded history
 	// followed by turn, built on the first batch of tool calls only.
+	_, span := a.cfg.Tracer.Start(ctx, "history")
 	hist := newPlan(req.History)
 	injected := hist.injectedSkills()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("parley.history.messages", req.History.Len()), attribute.Int("parley.history.sent", len(hist.steps)))
+	}
+	span.End()
 	turn := make([]sessions.Message, 0, len(req.Preface)+3)
 	turn = append(turn, req.Preface...)
 	turn = append(turn, user)

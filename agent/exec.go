@@ -15,6 +15,7 @@ import (
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/sessions"
 	openai "github.com/sashabaranov/go-openai"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // maxParallelTools bounds the read-only calls of one batch that run at once,
@@ -152,6 +153,14 @@ func isSequential(t Tool) bool {
 // model can read, so that nothing a tool does can end the turn.
 func (a *Agent) call(ctx context.Context, log *slog.Logger, tc *TurnContext, t Tool, args json.RawMessage) (o outcome) {
 	name := t.Name()
+	ctx, span := a.cfg.Tracer.Start(ctx, "tool")
+	defer func() {
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String("gen_ai.tool.name", name), attribute.String("parley.tool.outcome", o.result),
+				attribute.Bool("parley.tool.writes", t.Writes()))
+		}
+		span.End()
+	}()
 	defer func() {
 		if p := recover(); p != nil {
 			log.ErrorContext(ctx, "tool panicked", "tool", name, "panic", p, "stack", string(debug.Stack()))

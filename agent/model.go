@@ -15,6 +15,9 @@ import (
 
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/retry"
+	"github.com/parleyhq/parley/tracing"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // integrationModel is the model's integration label in
@@ -30,9 +33,20 @@ var errNoChoices = errors.New("agent: model response has no choices")
 // usage. Every attempt is counted in parley_llm_requests_total by what
 // followed it: ok, retry (it failed and was sent again) or error (it
 // failed the call).
-func (a *Agent) complete(ctx context.Context, channel string, body []byte, usage *Usage) (openai.ChatCompletionMessage, error) {
+func (a *Agent) complete(ctx context.Context, channel string, body []byte, usage *Usage) (_ openai.ChatCompletionMessage, err error) {
+	ctx, span := a.cfg.Tracer.Start(ctx, "model", trace.WithSpanKind(trace.SpanKindClient))
+	var this Usage // this request's tokens, for the span
+	defer func() {
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String("gen_ai.request.model", a.cfg.Model),
+				attribute.Int("gen_ai.usage.input_tokens", this.Prompt), attribute.Int("gen_ai.usage.output_tokens", this.Completion),
+				attribute.Int("parley.usage.cached_tokens", this.Cached), attribute.Int("parley.request.bytes", len(body)))
+		}
+		tracing.Fail(span, err)
+		span.End()
+	}()
 	var answer openai.ChatCompletionMessage
-	err := a.retrier.Do(ctx, "chat completion", func(ctx context.Context) (bool, time.Duration, error) {
+	err = a.retrier.Do(ctx, "chat completion", func(ctx context.Context) (bool, time.Duration, error) {
 		actx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 		defer cancel()
 		resp, after, err := a.client.send(actx, body)
@@ -42,13 +56,16 @@ func (a *Agent) complete(ctx context.Context, channel string, body []byte, usage
 		if err != nil {
 			return retryable(err), after, retry.Mark(failureReason(err, after), fmt.Errorf("agent: chat completion: %w", err))
 		}
-		a.addUsage(channel, resp.Usage, usage)
+		a.addUsage(channel, resp.Usage, &this)
 		answer = resp.Choices[0].Message
 		return false, 0, nil
 	})
 	if err != nil {
 		return openai.ChatCompletionMessage{}, err
 	}
+	usage.Prompt += this.Prompt
+	usage.Completion += this.Completion
+	usage.Cached += this.Cached
 	return answer, nil
 }
 
@@ -66,7 +83,7 @@ func (a *Agent) completeMessages(ctx context.Context, channel string, msgs []ope
 // decided what follows it.
 func (a *Agent) observeAttempt(at retry.Attempted) {
 	a.m.LLMRequests.WithLabelValues(at.Outcome).Inc()
-	a.m.LLMLatency.WithLabelValues(at.Outcome).Observe(at.Duration.Seconds())
+	tracing.Observe(at.Context, a.m.LLMLatency.WithLabelValues(at.Outcome), at.Duration.Seconds())
 	if at.Outcome == metrics.OutcomeRetry {
 		a.m.LLMRetries.Inc()
 	}

@@ -17,7 +17,10 @@ import (
 	"github.com/parleyhq/parley/internal/redistest"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/sessions"
+	"github.com/parleyhq/parley/tracing"
 	"github.com/redis/go-redis/v9"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // roundTrips counts what the client sends to Redis: a pipeline or a
@@ -47,11 +50,21 @@ func (c *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // history are Parley's.
 func BenchmarkTurn(b *testing.B) {
 	for _, n := range []int{10, 200} {
-		b.Run(fmt.Sprintf("history=%d", n), func(b *testing.B) { benchmarkTurn(b, n) })
+		b.Run(fmt.Sprintf("history=%d", n), func(b *testing.B) { benchmarkTurn(b, n, tracing.Tracer{}) })
 	}
 }
 
-func benchmarkTurn(b *testing.B, n int) {
+// BenchmarkTurnTraced is BenchmarkTurn with every span recorded and
+// exported (to an exporter that drops them): the cost of tracing on.
+// BenchmarkTurn is the cost with it off, as it is without
+// OTEL_EXPORTER_OTLP_ENDPOINT.
+func BenchmarkTurnTraced(b *testing.B) {
+	provider := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	b.Cleanup(func() { provider.Shutdown(context.Background()) })
+	b.Run("history=10", func(b *testing.B) { benchmarkTurn(b, 10, tracing.New(provider)) })
+}
+
+func benchmarkTurn(b *testing.B, n int, tracer tracing.Tracer) {
 	r := redistest.New(b)
 	rt := &roundTrips{}
 	r.Client.AddHook(rt)
@@ -59,8 +72,8 @@ func benchmarkTurn(b *testing.B, n int) {
 	model := fixedModel(b)
 	m := metrics.New()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a := agent.New(agent.Config{Model: "bench", Timeout: 10 * time.Second}, agent.NewClient(model.URL, "sk", nil), agent.NewRegistry(), m, log)
-	gw := gateway.New(gateway.Config{Workers: 4}, store, a, m, log)
+	a := agent.New(agent.Config{Model: "bench", Timeout: 10 * time.Second, Tracer: tracer}, agent.NewClient(model.URL, "sk", nil), agent.NewRegistry(), m, log)
+	gw := gateway.New(gateway.Config{Workers: 4, Tracer: tracer}, store, a, m, log)
 	ch := newRecorder("slack")
 	gw.Register(ch)
 	gw.Start()

@@ -36,6 +36,9 @@ import (
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/retry"
 	"github.com/parleyhq/parley/sessions"
+	"github.com/parleyhq/parley/tracing"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ErrClosed is returned by Submit once Shutdown has begun.
@@ -72,6 +75,9 @@ type Config struct {
 	Tools *agent.Registry
 	// Skills is nil on a bot without skills.
 	Skills *Skills
+	// Tracer traces each message (receive, queue, turn and its steps);
+	// the zero value traces nothing.
+	Tracer tracing.Tracer
 }
 
 // Gateway is the router. Create it with New, register channels, then Start.
@@ -215,11 +221,22 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 type queued struct {
 	Msg   channels.Message `json:"msg"`
 	Nonce string           `json:"nonce"`
+	// Trace is the receive span's traceparent, so that the turn, which
+	// may run on another replica, joins the message's trace.
+	Trace string `json:"trace,omitempty"`
 }
 
 // Submit implements channels.Handler: the message is de-duplicated,
 // marked and queued in one Redis script, and a worker is told.
-func (g *Gateway) Submit(ctx context.Context, m channels.Message) error {
+func (g *Gateway) Submit(ctx context.Context, m channels.Message) (err error) {
+	ctx, span := g.cfg.Tracer.Start(ctx, "receive", trace.WithSpanKind(trace.SpanKindConsumer))
+	defer func() {
+		tracing.Fail(span, err)
+		span.End()
+	}()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("parley.channel", m.Channel))
+	}
 	g.mu.Lock()
 	closed := g.closed
 	g.mu.Unlock()
@@ -233,7 +250,7 @@ func (g *Gateway) Submit(ctx context.Context, m channels.Message) error {
 	conv := m.ConversationKey()
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
-	item, err := json.Marshal(queued{Msg: m, Nonce: hex.EncodeToString(nonce[:])})
+	item, err := json.Marshal(queued{Msg: m, Nonce: hex.EncodeToString(nonce[:]), Trace: tracing.Inject(ctx)})
 	if err != nil {
 		return fmt.Errorf("gateway: encode message: %w", err)
 	}
@@ -269,6 +286,8 @@ func (g *Gateway) channel(name string) channels.Channel {
 }
 
 func (g *Gateway) send(ctx context.Context, m channels.Message, r channels.Reply) {
+	ctx, span := g.cfg.Tracer.Start(ctx, "send")
+	defer span.End()
 	ch := g.channel(m.Channel)
 	outcome := metrics.OutcomeOK
 	if ch == nil {
@@ -276,6 +295,7 @@ func (g *Gateway) send(ctx context.Context, m channels.Message, r channels.Reply
 		outcome = metrics.OutcomeError
 	} else if err := ch.Send(ctx, m, r); err != nil {
 		g.log.ErrorContext(ctx, "send reply", "channel", m.Channel, "err", err)
+		tracing.Fail(span, err)
 		outcome = metrics.OutcomeError
 	}
 	g.metrics.RepliesSent.WithLabelValues(m.Channel, outcome).Inc()

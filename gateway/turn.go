@@ -16,6 +16,9 @@ import (
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/retry"
 	"github.com/parleyhq/parley/sessions"
+	"github.com/parleyhq/parley/tracing"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // lockMargin is added to the remaining life of another holder's lock
@@ -53,6 +56,7 @@ func (e storeError) Unwrap() error { return e.err }
 // lock released in one step).
 func (g *Gateway) serve(conv string) next {
 	ctx := g.runCtx
+	claimed := time.Now()
 	c, err := g.store.Claim(ctx, conv)
 	var locked *sessions.LockedError
 	switch {
@@ -70,10 +74,22 @@ func (g *Gateway) serve(conv string) next {
 	case c == nil:
 		return next{}
 	}
+	claimedAt := time.Now()
 	var q queued
 	if err := json.Unmarshal(c.Item, &q); err != nil {
 		g.log.Error("dropping an undecodable queued message", "err", err)
 		return g.finish(ctx, c, q, result{})
+	}
+	// The turn joins the trace of the message's receive span, on whichever
+	// replica that ran.
+	parent := tracing.Extract(ctx, q.Trace)
+	g.cfg.Tracer.Between(parent, "queue", q.Msg.Received, claimed)
+	ctx, span := g.cfg.Tracer.Start(parent, "turn", trace.WithTimestamp(claimed))
+	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("parley.channel", q.Msg.Channel), attribute.Int64("parley.queued", c.Queued))
+		g.cfg.Tracer.Between(ctx, "lock", claimed, claimedAt,
+			attribute.Int("parley.history.messages", c.History.Len()), attribute.Int("parley.history.bytes", c.History.Bytes()))
 	}
 	r, err := g.handle(ctx, c, q.Msg)
 	var se storeError
@@ -81,21 +97,23 @@ func (g *Gateway) serve(conv string) next {
 	case err == nil:
 		return g.finish(ctx, c, q, r)
 	case errors.Is(err, sessions.ErrLockLost):
-		g.log.Warn("conversation lock lost mid-turn; its next holder answers the message", "channel", q.Msg.Channel)
+		g.log.WarnContext(ctx, "conversation lock lost mid-turn; its next holder answers the message", "channel", q.Msg.Channel)
 		return next{}
 	case ctx.Err() != nil:
 		// The shutdown deadline: the message stays queued for whoever is next.
 		g.release(c.Lock)
 		return next{}
 	case errors.As(err, &se):
-		g.log.Warn("redis failed during a turn; the message stays queued", "channel", q.Msg.Channel, "err", err)
+		tracing.Fail(span, err)
+		g.log.WarnContext(ctx, "redis failed during a turn; the message stays queued", "channel", q.Msg.Channel, "err", err)
 		g.release(c.Lock)
 		g.redisFailed()
 		return next{failed: true}
 	}
 	// Anything else is this message's own problem: drop it so that it
 	// cannot wedge its conversation.
-	g.log.Error("turn failed; dropping the message", "channel", q.Msg.Channel, "err", err)
+	tracing.Fail(span, err)
+	g.log.ErrorContext(ctx, "turn failed; dropping the message", "channel", q.Msg.Channel, "err", err)
 	return g.finish(ctx, c, q, r)
 }
 
@@ -109,14 +127,14 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 	done, err := g.complete(ctx, c, r.msgs)
 	switch {
 	case errors.Is(err, sessions.ErrLockLost):
-		g.log.Warn("conversation lock lost before the turn was written; its next holder answers the message", "channel", q.Msg.Channel)
-		g.observe(r, metrics.OutcomeError)
+		g.log.WarnContext(ctx, "conversation lock lost before the turn was written; its next holder answers the message", "channel", q.Msg.Channel)
+		g.observe(ctx, r, metrics.OutcomeError)
 		return next{}
 	case err != nil:
-		g.log.Error("could not write the turn; the message stays queued and is answered again", "channel", q.Msg.Channel, "err", err)
+		g.log.ErrorContext(ctx, "could not write the turn; the message stays queued and is answered again", "channel", q.Msg.Channel, "err", err)
 		g.release(c.Lock)
 		g.redisFailed()
-		g.observe(r, metrics.OutcomeError)
+		g.observe(ctx, r, metrics.OutcomeError)
 		if r.reply != nil && g.apologies.first(q.Nonce) {
 			g.send(ctx, q.Msg, channels.Reply{Notice: true, Text: delayedReply})
 		}
@@ -129,16 +147,21 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 	if r.reply != nil {
 		g.send(ctx, q.Msg, *r.reply)
 	}
-	g.observe(r, r.outcome)
+	g.observe(ctx, r, r.outcome)
 	return next{again: done.Queued > 0}
 }
 
 // complete runs Complete, retrying a failure with backoff for as long as
 // the lock is certainly still ours: past that, another replica may be
 // answering the message, and the turn must not be written twice.
-func (g *Gateway) complete(ctx context.Context, c *sessions.Claim, msgs []sessions.Message) (sessions.Completion, error) {
+func (g *Gateway) complete(ctx context.Context, c *sessions.Claim, msgs []sessions.Message) (_ sessions.Completion, err error) {
+	ctx, span := g.cfg.Tracer.Start(ctx, "commit")
+	defer func() {
+		tracing.Fail(span, err)
+		span.End()
+	}()
 	var done sessions.Completion
-	err := g.redisRetry.Do(ctx, "complete turn", func(ctx context.Context) (bool, time.Duration, error) {
+	err = g.redisRetry.Do(ctx, "complete turn", func(ctx context.Context) (bool, time.Duration, error) {
 		var err error
 		done, err = g.store.Complete(ctx, c.Lock, c.Item, msgs)
 		if err == nil || errors.Is(err, sessions.ErrLockLost) {
@@ -159,7 +182,7 @@ func (g *Gateway) release(l *sessions.Lock) {
 
 // handle answers one message under the conversation lock.
 func (g *Gateway) handle(ctx context.Context, c *sessions.Claim, m channels.Message) (result, error) {
-	g.metrics.QueueWaitSeconds.WithLabelValues(m.Channel).Observe(time.Since(m.Received).Seconds())
+	tracing.Observe(ctx, g.metrics.QueueWaitSeconds.WithLabelValues(m.Channel), time.Since(m.Received).Seconds())
 	text := strings.TrimSpace(m.Text)
 	eff := g.cfg.Policy.Resolve(policy.Scope{Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat})
 	if d := eff.Access(m.User, m.Chat, m.DM); !d.Allowed && !eff.IsAdmin(m.User) {
@@ -191,7 +214,7 @@ func (g *Gateway) handle(ctx context.Context, c *sessions.Claim, m channels.Mess
 func (g *Gateway) refuseAccess(ctx context.Context, lock *sessions.Lock, m channels.Message, d policy.Decision) (result, error) {
 	g.metrics.PolicyDenials.WithLabelValues(m.Channel, "access").Inc()
 	g.metrics.MessagesRejected.WithLabelValues(m.Channel, "access").Inc()
-	g.log.Info("access refused", "channel", m.Channel, "rule", d.Rule, "level", d.Level)
+	g.log.InfoContext(ctx, "access refused", "channel", m.Channel, "rule", d.Rule, "level", d.Level)
 	told, err := g.store.Seen(ctx, "access-refusal", lock.Conversation()+":"+m.User)
 	if err != nil {
 		return result{}, storeError{err}
@@ -238,7 +261,7 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 	}
 	index, omitted := set.Index()
 	if len(omitted) > 0 {
-		g.log.Debug("skills left out of the index; find_skills still reaches them", "omitted", omitted)
+		g.log.DebugContext(ctx, "skills left out of the index; find_skills still reaches them", "omitted", omitted)
 	}
 	g.metrics.SkillIndexBytes.Set(float64(len(index)))
 	res, err := g.agent.Run(ctx, agent.TurnRequest{
@@ -247,7 +270,7 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 		Allow: g.toolPolicy(eff),
 	})
 	if err != nil {
-		g.observe(r, metrics.OutcomeError)
+		g.observe(ctx, r, metrics.OutcomeError)
 		return result{}, fmt.Errorf("gateway: agent: %w", err)
 	}
 	if res.Failed {
@@ -259,11 +282,11 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 }
 
 // observe records a model turn's duration, from its start to now.
-func (g *Gateway) observe(r result, outcome string) {
+func (g *Gateway) observe(ctx context.Context, r result, outcome string) {
 	if !r.turn {
 		return
 	}
-	g.metrics.TurnDuration.WithLabelValues(r.channel, outcome).Observe(time.Since(r.start).Seconds())
+	tracing.Observe(ctx, g.metrics.TurnDuration.WithLabelValues(r.channel, outcome), time.Since(r.start).Seconds())
 }
 
 // apologies remembers the messages whose users were told that their answer

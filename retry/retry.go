@@ -51,6 +51,9 @@ type Attempted struct {
 	Duration time.Duration
 	Reason   Reason // zero on success
 	Err      error
+	// Context is the context the call was made with: its trace, for an
+	// exemplar of the latency observed.
+	Context context.Context
 }
 
 // Policy shapes a Retrier. The zero value tries once.
@@ -150,13 +153,13 @@ func (r *Retrier) Do(ctx context.Context, op string, attempt Attempt) error {
 		again, after, err := attempt(ctx)
 		elapsed := time.Since(start)
 		if err == nil {
-			r.observe(Attempted{Outcome: metrics.OutcomeOK, Duration: elapsed})
+			r.observe(Attempted{Outcome: metrics.OutcomeOK, Duration: elapsed, Context: ctx})
 			return nil
 		}
 		reason := ReasonOf(err, after)
 		if ctx.Err() != nil {
 			// The caller gave up, not the far end: not counted as its failure.
-			r.observe(Attempted{Outcome: metrics.OutcomeError, Duration: elapsed, Reason: reason, Err: err})
+			r.observe(Attempted{Outcome: metrics.OutcomeError, Duration: elapsed, Reason: reason, Err: err, Context: ctx})
 			return fmt.Errorf("%w (stopped: %w)", unmark(err), context.Cause(ctx))
 		}
 		why := ""
@@ -170,7 +173,7 @@ func (r *Retrier) Do(ctx context.Context, op string, attempt Attempt) error {
 		}
 		if why != "" {
 			r.count(reason, metrics.OutcomeError)
-			r.observe(Attempted{Outcome: metrics.OutcomeError, Duration: elapsed, Reason: reason, Err: err})
+			r.observe(Attempted{Outcome: metrics.OutcomeError, Duration: elapsed, Reason: reason, Err: err, Context: ctx})
 			log.Warn("outbound call failed", "attempts", n, "reason", reason.String(), "why", why, "err", err)
 			if n == 1 {
 				return unmark(err)
@@ -178,7 +181,7 @@ func (r *Retrier) Do(ctx context.Context, op string, attempt Attempt) error {
 			return fmt.Errorf("%w (after %d attempts)", unmark(err), n)
 		}
 		r.count(reason, metrics.OutcomeRetry)
-		r.observe(Attempted{Outcome: metrics.OutcomeRetry, Duration: elapsed, Reason: reason, Err: err})
+		r.observe(Attempted{Outcome: metrics.OutcomeRetry, Duration: elapsed, Reason: reason, Err: err, Context: ctx})
 		wait := after
 		if wait <= 0 {
 			wait = backoff.Next()

@@ -23,6 +23,7 @@ import (
 	"github.com/parleyhq/parley/sessions"
 	"github.com/parleyhq/parley/skills"
 	"github.com/parleyhq/parley/skills/builtin"
+	"github.com/parleyhq/parley/tracing"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -57,10 +58,11 @@ func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
 	level := slog.LevelInfo
 	_ = level.UnmarshalText([]byte(cfg.Log.Level))
 	opts := &slog.HandlerOptions{Level: level}
+	// Lines logged within a traced turn carry its trace_id and span_id.
 	if cfg.Log.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, opts)))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(tracing.LogHandler(slog.NewTextHandler(w, opts)))
 }
 
 // openStore connects to REDIS_URL, or starts the in-memory store.
@@ -135,6 +137,15 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 		return nil, err
 	}
 
+	// Traces go out over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set;
+	// otherwise the tracer is off and costs nothing.
+	provider, stopTracing, err := tracing.Setup(e.ctx, e.getenv, version)
+	if err != nil {
+		return nil, err
+	}
+	a.onStop("tracing", stopTracing)
+	tracer := tracing.New(provider)
+
 	// Every platform's alerting series exist at zero from the start.
 	m.Prime(config.PlatformNames()...)
 	// The MCP servers start here, before any turn can run; their teardown
@@ -157,6 +168,7 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 		MaxRetries:        cfg.Model.MaxRetries, // 0 means no retries in both
 		MaxTokens:         cfg.Model.MaxTokens,
 		SystemPrompt:      cfg.Model.SystemPrompt,
+		Tracer:            tracer,
 	}, client, a.tools, m, log)
 	a.policy = policy.New(cfg.Policies)
 
@@ -177,6 +189,7 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 		Policy:          a.policy,
 		Tools:           a.tools,
 		Skills:          &gateway.Skills{Registry: a.skills, State: a.state, Reload: a.reloadSkills},
+		Tracer:          tracer,
 	}, a.store, a.agent, m, log)
 	// Shutdown drains running turns until its context ends, then cancels
 	// the rest; queued messages stay for the next replica.

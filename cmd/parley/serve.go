@@ -112,6 +112,8 @@ func (a *app) routes(draining *atomic.Bool) *http.ServeMux {
 			fmt.Fprintf(w, "degraded: MCP server %s is down\n", name)
 		}
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{Registry: a.metrics.Registry}))
+	// OpenMetrics when the scraper asks for it: the exemplars (trace ids on
+	// the latency histograms) are only shown in that format.
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{Registry: a.metrics.Registry, EnableOpenMetrics: true}))
 	return mux
 }
