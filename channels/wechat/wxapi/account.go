@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/parleyhq/parley/metrics"
+	"github.com/parleyhq/parley/outbound"
 	"github.com/parleyhq/parley/retry"
 )
 
@@ -52,7 +53,7 @@ const (
 
 func (o ClientOptions) withDefaults() ClientOptions {
 	if o.HTTP == nil {
-		o.HTTP = &http.Client{Timeout: httpTimeout}
+		o.HTTP = outbound.Client(outbound.Options{Timeout: httpTimeout})
 	}
 	if o.Attempts <= 0 {
 		o.Attempts = DefaultAttempts
