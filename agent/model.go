@@ -34,7 +34,7 @@ var errNoChoices = errors.New("agent: model response has no choices")
 // followed it: ok, retry (it failed and was sent again) or error (it
 // failed the call).
 func (a *Agent) complete(ctx context.Context, channel string, body []byte, usage *Usage) (_ openai.ChatCompletionMessage, err error) {
-	ctx, span := a.cfg.Tracer.Start(ctx, "model", trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := a.cfg.Tracer.StartKind(ctx, "model", trace.SpanKindClient)
 	var this Usage // this request's tokens, for the span
 	defer func() {
 		if span.IsRecording() {

@@ -229,7 +229,7 @@ type queued struct {
 // Submit implements channels.Handler: the message is de-duplicated,
 // marked and queued in one Redis script, and a worker is told.
 func (g *Gateway) Submit(ctx context.Context, m channels.Message) (err error) {
-	ctx, span := g.cfg.Tracer.Start(ctx, "receive", trace.WithSpanKind(trace.SpanKindConsumer))
+	ctx, span := g.cfg.Tracer.StartKind(ctx, "receive", trace.SpanKindConsumer)
 	defer func() {
 		tracing.Fail(span, err)
 		span.End()

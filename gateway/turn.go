@@ -18,7 +18,6 @@ import (
 	"github.com/parleyhq/parley/sessions"
 	"github.com/parleyhq/parley/tracing"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // lockMargin is added to the remaining life of another holder's lock
@@ -84,7 +83,7 @@ func (g *Gateway) serve(conv string) next {
 	// replica that ran.
 	parent := tracing.Extract(ctx, q.Trace)
 	g.cfg.Tracer.Between(parent, "queue", q.Msg.Received, claimed)
-	ctx, span := g.cfg.Tracer.Start(parent, "turn", trace.WithTimestamp(claimed))
+	ctx, span := g.cfg.Tracer.StartAt(parent, "turn", claimed)
 	defer span.End()
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("parley.channel", q.Msg.Channel), attribute.Int64("parley.queued", c.Queued))

@@ -58,12 +58,29 @@ func (t Tracer) On() bool { return t.t != nil }
 var noopSpan = trace.SpanFromContext(context.Background())
 
 // Start starts a span named name as a child of ctx's span. Off, it returns
-// ctx itself and a span that records nothing.
-func (t Tracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+// ctx itself and a span that records nothing. (The variants below take
+// what would otherwise be options, which cost an allocation even off.)
+func (t Tracer) Start(ctx context.Context, name string) (context.Context, trace.Span) {
 	if t.t == nil {
 		return ctx, noopSpan
 	}
-	return t.t.Start(ctx, name, opts...)
+	return t.t.Start(ctx, name)
+}
+
+// StartKind is Start for a span of kind.
+func (t Tracer) StartKind(ctx context.Context, name string, kind trace.SpanKind) (context.Context, trace.Span) {
+	if t.t == nil {
+		return ctx, noopSpan
+	}
+	return t.t.Start(ctx, name, trace.WithSpanKind(kind))
+}
+
+// StartAt is Start for a span that began at start.
+func (t Tracer) StartAt(ctx context.Context, name string, start time.Time) (context.Context, trace.Span) {
+	if t.t == nil {
+		return ctx, noopSpan
+	}
+	return t.t.Start(ctx, name, trace.WithTimestamp(start))
 }
 
 // Between records a span that already happened, from start to end.
