@@ -5,12 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/sessions"
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -116,7 +114,7 @@ func FuzzAppendString(f *testing.F) {
 // sent without being decoded, so a longer history costs no allocation
 // more (issue 15, item 4).
 func TestAPlainTurnAllocatesTheSameAtAnyHistoryLength(t *testing.T) {
-	srv := fixedModel(t)
+	srv := openaitest.Constant(t, "fine")
 	a := New(Config{Model: "bench"}, NewClient(srv.URL, "k", nil), nil, nil, nil)
 	allocs := func(n int) float64 {
 		req := TurnRequest{Channel: "console", History: stored(t, plainHistory(n)...), UserText: "and now?"}
@@ -131,19 +129,6 @@ func TestAPlainTurnAllocatesTheSameAtAnyHistoryLength(t *testing.T) {
 	if long > short+10 {
 		t.Fatalf("a turn allocates %.0f times with 10 messages of history and %.0f with 200; want the same", short, long)
 	}
-}
-
-// fixedModel answers every request with the same completion without
-// reading it, so that what a test measures in this process is the agent's
-// own work, not a fake decoding the history.
-func fixedModel(t testing.TB) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"fine"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":1,"total_tokens":11}}`)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
 }
 
 // plainHistory is n messages of ordinary chat.

@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/parleyhq/parley/agent"
+	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/gateway"
 	"github.com/parleyhq/parley/internal/redistest"
 	"github.com/parleyhq/parley/metrics"
@@ -47,7 +46,7 @@ func (c *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // of 200 messages (capped there, so it stays that long), reporting Redis
 // round trips per turn. The fake model runs in this process but allocates
 // the same for every request, so the allocations that grow with the
-// history are Parley's.
+// history are Parley's (openaitest.Constant).
 func BenchmarkTurn(b *testing.B) {
 	for _, n := range []int{10, 200} {
 		b.Run(fmt.Sprintf("history=%d", n), func(b *testing.B) { benchmarkTurn(b, n, tracing.Tracer{}) })
@@ -69,7 +68,7 @@ func benchmarkTurn(b *testing.B, n int, tracer tracing.Tracer) {
 	rt := &roundTrips{}
 	r.Client.AddHook(rt)
 	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix, MaxMessages: n})
-	model := fixedModel(b)
+	model := openaitest.Constant(b, "fine")
 	m := metrics.New()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	a := agent.New(agent.Config{Model: "bench", Timeout: 10 * time.Second, Tracer: tracer}, agent.NewClient(model.URL, "sk", nil), agent.NewRegistry(), m, log)
@@ -107,18 +106,6 @@ func benchmarkTurn(b *testing.B, n int, tracer tracing.Tracer) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(rt.n.Load())/float64(b.N), "redis-rt/turn")
-}
-
-// fixedModel answers every request with the same completion without
-// reading it.
-func fixedModel(t testing.TB) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"fine"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":1,"total_tokens":11}}`)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
 }
 
 func waitReplies(b *testing.B, ch *recorder, n int) {

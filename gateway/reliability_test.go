@@ -1,12 +1,10 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/agent/openaitest"
+	"github.com/parleyhq/parley/channels/channeltest"
 	"github.com/parleyhq/parley/gateway"
 	"github.com/parleyhq/parley/internal/redistest"
 	"github.com/parleyhq/parley/metrics"
@@ -243,7 +242,7 @@ func TestABusyConversationGivesWayToTheOthers(t *testing.T) {
 // Redis answers after a failure, the sweep runs and serves what is queued,
 // saying what it found without blaming another replica.
 func TestRedisFailuresRetryInsteadOfDropping(t *testing.T) {
-	var logs syncBuffer
+	var logs channeltest.LogBuffer
 	r := redistest.New(t)
 	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix, LockTTL: time.Second})
 	model := openaitest.New(t)
@@ -291,23 +290,3 @@ func mustItem(t *testing.T, m interface{}) []byte {
 	}
 	return b
 }
-
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-var _ io.Writer = (*syncBuffer)(nil)

@@ -133,36 +133,53 @@ func (r *RedisState) refresh(ctx context.Context) error {
 // place (or Watch failed to start). Reads go to Redis again after Watch
 // returns.
 func (r *RedisState) Watch(ctx context.Context, every time.Duration, log *slog.Logger, ready chan<- struct{}) error {
-	sub := r.client.Subscribe(ctx, StateChannel(r.prefix))
-	defer sub.Close()
 	defer r.snap.Store(nil)
+	err := follow(ctx, r.client, StateChannel(r.prefix), every, ready, r.refresh, func(ctx context.Context) {
+		if err := r.refresh(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("skills: cannot refresh the skill state; keeping the last one read", "err", err)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("skills: watch the skill state: %w", err)
+	}
+	return nil
+}
+
+// follow subscribes to channel, runs start once subscribed, closes ready
+// (also when either failed), then runs each after every message on the
+// channel, and every interval when every > 0, until ctx ends.
+func follow(ctx context.Context, client redis.UniversalClient, channel string, every time.Duration, ready chan<- struct{},
+	start func(context.Context) error, each func(context.Context)) error {
+	sub := client.Subscribe(ctx, channel)
+	defer sub.Close()
 	_, err := sub.Receive(ctx)
-	if err == nil {
-		err = r.refresh(ctx)
+	if err == nil && start != nil {
+		err = start(ctx)
 	}
 	if ready != nil {
 		close(ready)
 	}
 	if err != nil {
-		r.snap.Store(nil)
-		return fmt.Errorf("skills: watch the skill state: %w", err)
+		return err
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	ch := sub.Channel()
+	var tick <-chan time.Time
+	if every > 0 {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		tick = t.C
+	}
+	messages := sub.Channel()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case _, ok := <-ch:
+		case _, ok := <-messages:
 			if !ok {
 				return nil
 			}
-		case <-t.C:
+		case <-tick:
 		}
-		if err := r.refresh(ctx); err != nil && ctx.Err() == nil {
-			log.Warn("skills: cannot refresh the skill state; keeping the last one read", "err", err)
-		}
+		each(ctx)
 	}
 }
 
@@ -182,35 +199,19 @@ func AnnounceReload(ctx context.Context, client redis.UniversalClient, prefix st
 // knows announcements from then on are seen. onReload, if set, is called
 // after each reload with its result.
 func WatchReloads(ctx context.Context, client redis.UniversalClient, prefix string, reg *Registry, log *slog.Logger, ready chan<- struct{}, onReload func(*Catalog, error)) error {
-	sub := client.Subscribe(ctx, ReloadChannel(prefix))
-	defer sub.Close()
-	if _, err := sub.Receive(ctx); err != nil {
-		if ready != nil {
-			close(ready)
+	err := follow(ctx, client, ReloadChannel(prefix), 0, ready, nil, func(context.Context) {
+		c, err := reg.Reload()
+		if err != nil {
+			log.Error("skills: reload announced by another replica failed; keeping the previous skills", "err", err)
+		} else {
+			log.Info("skills: reloaded on announcement", "skills", c.Len())
 		}
+		if onReload != nil {
+			onReload(c, err)
+		}
+	})
+	if err != nil {
 		return fmt.Errorf("skills: subscribe to reloads: %w", err)
 	}
-	if ready != nil {
-		close(ready)
-	}
-	ch := sub.Channel()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case _, ok := <-ch:
-			if !ok {
-				return nil
-			}
-			c, err := reg.Reload()
-			if err != nil {
-				log.Error("skills: reload announced by another replica failed; keeping the previous skills", "err", err)
-			} else {
-				log.Info("skills: reloaded on announcement", "skills", c.Len())
-			}
-			if onReload != nil {
-				onReload(c, err)
-			}
-		}
-	}
+	return nil
 }
