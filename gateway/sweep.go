@@ -37,15 +37,23 @@ func (g *Gateway) redisFailed() {
 	}
 }
 
-// waitForRedis pings until Redis answers (true) or Shutdown begins.
+// waitForRedis pings until Redis answers (true) or Shutdown begins. It
+// says once that Redis is away, and when it is back.
 func (g *Gateway) waitForRedis() bool {
 	b := retry.Backoff{Min: g.cfg.RetryMin, Max: g.cfg.RetryMax}
-	for {
+	for away := false; ; {
 		ctx, cancel := context.WithTimeout(g.runCtx, time.Second)
 		err := g.store.Ping(ctx)
 		cancel()
 		if err == nil {
+			if away {
+				g.log.Info("redis answers again; sweeping for queued messages")
+			}
 			return true
+		}
+		if !away {
+			g.log.Warn("redis does not answer; conversations are retried until it does", "err", err)
+			away = true
 		}
 		select {
 		case <-g.stop:

@@ -66,7 +66,8 @@ func (g *Gateway) serve(conv string) next {
 		return next{retryIn: locked.Expires + lockMargin}
 	case err != nil:
 		if ctx.Err() == nil {
-			g.log.Warn("cannot claim a conversation; trying again", "err", err)
+			// The sweep's wait for Redis says so once; not every retry.
+			g.log.Debug("cannot claim a conversation; trying again", "err", err)
 			g.redisFailed()
 		}
 		return next{failed: true}
@@ -97,6 +98,7 @@ func (g *Gateway) serve(conv string) next {
 		return g.finish(ctx, c, q, r)
 	case errors.Is(err, sessions.ErrLockLost):
 		g.log.WarnContext(ctx, "conversation lock lost mid-turn; its next holder answers the message", "channel", q.Msg.Channel)
+		g.release(c.Lock) // ends the renewal; the lock itself is another's
 		return next{}
 	case ctx.Err() != nil:
 		// The shutdown deadline: the message stays queued for whoever is next.
@@ -130,10 +132,13 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 		g.observe(ctx, r, metrics.OutcomeError)
 		return next{}
 	case err != nil:
-		g.log.ErrorContext(ctx, "could not write the turn; the message stays queued and is answered again", "channel", q.Msg.Channel, "err", err)
 		g.release(c.Lock)
-		g.redisFailed()
 		g.observe(ctx, r, metrics.OutcomeError)
+		if ctx.Err() != nil {
+			return next{} // the shutdown deadline: the message stays queued for the next holder
+		}
+		g.log.ErrorContext(ctx, "could not write the turn; the message stays queued and is answered again", "channel", q.Msg.Channel, "err", err)
+		g.redisFailed()
 		if r.reply != nil && g.apologies.first(q.Nonce) {
 			g.send(ctx, q.Msg, channels.Reply{Notice: true, Text: delayedReply})
 		}
