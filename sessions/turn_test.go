@@ -137,3 +137,43 @@ func TestCompleteAfterALostReplyIsNotALostLock(t *testing.T) {
 		t.Fatalf("inbox holds %d; want m2 only", n)
 	}
 }
+
+// TestTheEmbeddedStoreRunsTheScripts: the in-memory store of a single
+// replica (miniredis, a Lua of its own) runs accept, claim and complete as
+// Redis does.
+func TestTheEmbeddedStoreRunsTheScripts(t *testing.T) {
+	ctx := context.Background()
+	s, err := sessions.NewMemory(sessions.Options{LockTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	conv := "console:::local"
+	for i, a := range []sessions.Arrival{
+		{Item: []byte("m1"), ID: "E1", Marks: []string{"followed"}, Limit: 10},
+		{Item: []byte("m1"), ID: "E1", Limit: 10},
+		{Item: []byte("m2"), RequireMark: "followed", Limit: 10},
+		{Item: []byte("m3"), RequireMark: "other", Limit: 10},
+	} {
+		want := []sessions.Acceptance{sessions.Queued, sessions.Duplicate, sessions.Queued, sessions.Unmarked}[i]
+		if got, err := s.Accept(ctx, conv, a); err != nil || got != want {
+			t.Fatalf("Accept %d = %v, %v; want %v", i, got, err, want)
+		}
+	}
+	c, err := s.Claim(ctx, conv)
+	if err != nil || c == nil || string(c.Item) != "m1" || c.Queued != 2 {
+		t.Fatalf("Claim = %+v, %v", c, err)
+	}
+	if _, err := s.Claim(ctx, conv); !errors.Is(err, sessions.ErrLocked) {
+		t.Fatalf("second Claim = %v; want ErrLocked", err)
+	}
+	done, err := s.Complete(ctx, c.Lock, c.Item, []sessions.Message{user("m1"), {Role: "assistant", Content: "a1"}})
+	if err != nil || done.Queued != 1 {
+		t.Fatalf("Complete = %+v, %v", done, err)
+	}
+	c, err = s.Claim(ctx, conv)
+	if err != nil || c == nil || string(c.Item) != "m2" || c.History.Len() != 2 {
+		t.Fatalf("Claim after Complete = %+v, %v", c, err)
+	}
+	c.Lock.Release(ctx)
+}
