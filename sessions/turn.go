@@ -51,7 +51,11 @@ func (s *RedisStore) Claim(ctx context.Context, conv string) (*Claim, error) {
 		return nil, nil
 	case status < 0 && len(res) == 2:
 		pttl, _ := res[1].(int64)
-		return nil, &LockedError{Expires: time.Duration(max(pttl, 0)) * time.Millisecond}
+		expires := time.Duration(pttl) * time.Millisecond
+		if pttl < 0 { // a lock without expiry, which Parley never sets
+			expires = s.opts.LockTTL
+		}
+		return nil, &LockedError{Expires: expires}
 	case status != 1 || len(res) != 4:
 		return nil, fmt.Errorf("sessions: claim: unexpected reply %v", res)
 	}
