@@ -207,14 +207,16 @@ func (s *ilinkSide) pollFailed(ctx context.Context, a Account, err error) {
 	}
 }
 
-// expire pauses a bot whose session iLink ended (errcode -14).
+// expire pauses a bot whose session iLink ended (errcode -14). The expiry
+// is recorded before /readyz reports it: whoever sees the replica degraded
+// and runs `parley wechat status` must find the session expired there too.
 func (s *ilinkSide) expire(ctx context.Context, a Account) {
-	s.log.Error("the iLink session of this bot expired (errcode -14); polling is paused — run `parley wechat login` to log in again",
-		"bot", a.BotID)
-	s.setExpired(a.BotID, true)
 	if err := s.adapter.opts.State.MarkExpired(context.WithoutCancel(ctx), a.BotID, a.Token); err != nil {
 		s.log.Warn("record the expired iLink session", "bot", a.BotID, "err", err)
 	}
+	s.log.Error("the iLink session of this bot expired (errcode -14); polling is paused — run `parley wechat login` to log in again",
+		"bot", a.BotID)
+	s.setExpired(a.BotID, true)
 }
 
 // handleBatch hands every usable message of a batch to the gateway. It

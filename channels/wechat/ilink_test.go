@@ -225,6 +225,52 @@ func TestILinkSessionExpiredPausesAndResumesAfterLogin(t *testing.T) {
 	waitFor(t, "an answer after the re-login", func() bool { return len(sendsTo(f, "erin@im.wechat")) == 1 })
 }
 
+// slowExpiry is a State whose MarkExpired waits for release: the window
+// between iLink's -14 and the expiry reaching the state store.
+type slowExpiry struct {
+	State
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s slowExpiry) MarkExpired(ctx context.Context, bot, token string) error {
+	close(s.entered)
+	<-s.release
+	return s.State.MarkExpired(ctx, bot, token)
+}
+
+// /readyz (Ready) degrades only once the expiry is recorded, so that an
+// operator (or a test) who sees it and runs `parley wechat status` reads
+// EXPIRED there, never "active".
+func TestILinkReadyDegradesOnlyAfterTheExpiryIsRecorded(t *testing.T) {
+	r := redistest.New(t)
+	f := wechattest.NewILink(t)
+	f.SetLongPoll(100)
+	st := NewRedisState(r.Client, r.Prefix)
+	loggedIn(t, st, f)
+	slow := slowExpiry{State: st, entered: make(chan struct{}), release: make(chan struct{})}
+	cfg := testConfig(r, "A")
+	cfg.State = slow
+	rn := start(t, r, cfg, nil)
+	waitFor(t, "polling", func() bool { return len(f.Polls()) > 0 })
+
+	f.Expire()
+	select {
+	case <-slow.entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the -14 was never recorded")
+	}
+	if err := rn.ch.Ready(); err != nil {
+		close(slow.release)
+		t.Fatalf("Ready degraded before the expiry was recorded: %v", err)
+	}
+	close(slow.release)
+	waitFor(t, "Ready to degrade", func() bool { return rn.ch.Ready() != nil })
+	if a, ok, err := st.Account(context.Background(), f.BotID); err != nil || !ok || !a.Expired {
+		t.Fatalf("Ready degraded but the stored account is %+v (found %v, %v); want expired", a, ok, err)
+	}
+}
+
 func TestILinkRestartMidBatchRedeliversWithoutASecondAnswer(t *testing.T) {
 	r := redistest.New(t)
 	f := wechattest.NewILink(t)
