@@ -1,0 +1,71 @@
+package scripts
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// repoRoot is the top of the git checkout this package is in.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Skipf("not in a git checkout (%v): file modes are a property of the commit", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestScriptsAreCommittedExecutable reads the modes git records, not the
+// work tree's: a fresh clone gets what the index says, and `.ci/run` or
+// `scripts/test` committed 100644 fails with "permission denied" there even
+// though it runs in the tree of whoever committed it.
+func TestScriptsAreCommittedExecutable(t *testing.T) {
+	root := repoRoot(t)
+	out, err := exec.Command("git", "-C", root, "ls-files", "-s").Output()
+	if err != nil {
+		t.Fatalf("git ls-files -s: %v", err)
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		// <mode> <object> <stage>\t<path>
+		meta, path, ok := strings.Cut(line, "\t")
+		fields := strings.Fields(meta)
+		if !ok || len(fields) != 3 {
+			t.Fatalf("unexpected git ls-files -s line %q", line)
+		}
+		if !isScript(t, root, path) {
+			continue
+		}
+		checked++
+		if mode := fields[0]; mode != "100755" {
+			t.Errorf("%s is committed with mode %s; run `git update-index --chmod=+x %s`", path, mode, path)
+		}
+	}
+	if checked < 2 {
+		t.Errorf("found %d scripts; expected at least .ci/run and scripts/test", checked)
+	}
+}
+
+// isScript: everything in .ci/ and scripts/ but Go files, and any file that
+// starts with a #! line.
+func isScript(t *testing.T, root, path string) bool {
+	t.Helper()
+	if strings.HasSuffix(path, ".go") {
+		return false
+	}
+	if strings.HasPrefix(path, ".ci/") || strings.HasPrefix(path, "scripts/") {
+		return true
+	}
+	f, err := os.Open(filepath.Join(root, path))
+	if err != nil {
+		return false // deleted in the work tree, or a submodule
+	}
+	defer f.Close()
+	head := make([]byte, 2)
+	n, _ := f.Read(head)
+	return bytes.Equal(head[:n], []byte("#!"))
+}
