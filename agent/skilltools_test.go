@@ -371,3 +371,38 @@ func TestWebAccessNeedsAWebTool(t *testing.T) {
 		}
 	}
 }
+
+// Issue 12, item 12 (fences): load_skill(file=…) refuses dot-files and
+// dot-folders, as listings already hide them; the refusal is the same
+// whether the file exists or not.
+func TestLoadSkillRefusesDotFilesAndDotFolders(t *testing.T) {
+	st := newSkillTree(t)
+	dir := filepath.Join(skills.UserSkillsDir(st.home), "web-access")
+	for rel, content := range map[string]string{".env": "API_KEY=TOPSECRET\n", ".git/config": "[remote] TOPSECRET\n", "references/.hidden.md": "TOPSECRET\n"} {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := newSkillHarness(t, st, 16384)
+	refusal := func(file string) string {
+		t.Helper()
+		h.srv.Script(openaitest.Tools(openaitest.Call("load_skill", `{"name":"web-access","file":`+quote(file)+`}`)), openaitest.Text("ok"))
+		return h.run(t, TurnRequest{UserText: "read", Skills: st.set()}).Messages[2].Content
+	}
+	for _, file := range []string{".env", ".git/config", "./.git/config", ".git", ".git/", "references/.hidden.md", "references/../.env"} {
+		out := refusal(file)
+		if strings.Contains(out, "TOPSECRET") || !strings.Contains(out, "error") {
+			t.Errorf("load_skill(file=%q) was not refused: %q", file, out)
+		}
+	}
+	// An absent dot-file is refused in the same words: no existence oracle.
+	if a, b := refusal(".env"), refusal(".absent"); strings.ReplaceAll(a, ".env", "X") != strings.ReplaceAll(b, ".absent", "X") {
+		t.Errorf("existing and absent dot-files are refused differently:\n%q\n%q", a, b)
+	}
+	// Ordinary files still read.
+	if out := refusal("references/sites.md"); !strings.Contains(out, "example.com needs the browser") {
+		t.Errorf("ordinary read = %q", out)
+	}
+}

@@ -49,6 +49,9 @@ func ReadFile(s *Skill, home, rel string, offset int) (string, error) {
 	if display == "" {
 		display = "."
 	}
+	if err := refuseHidden(parts, rel); err != nil {
+		return "", fmt.Errorf("skill %s: %w", s.Name, err)
+	}
 	if display == skillFileName {
 		return SkillFileChunk(s, offset)
 	}
@@ -78,6 +81,19 @@ func ReadFile(s *Skill, home, rel string, offset int) (string, error) {
 		return "", fmt.Errorf("skill %s: file %q: %w", s.Name, display, err)
 	}
 	return out, nil
+}
+
+// refuseHidden refuses a path with a dot-file or dot-folder anywhere in it
+// (.git/config, .env, .version): listings already hide them, and they hold
+// bookkeeping or secrets, never instructions. The refusal comes before any
+// lookup, so it says nothing about whether such a file exists.
+func refuseHidden(parts []string, rel string) error {
+	for _, p := range parts {
+		if strings.HasPrefix(p, ".") {
+			return fmt.Errorf("path %q: hidden files and folders cannot be read: %w", rel, ErrNotAllowed)
+		}
+	}
+	return nil
 }
 
 type entryKind int
