@@ -152,3 +152,76 @@ func TestSkillFileChunkFollowsHints(t *testing.T) {
 		}
 	}
 }
+
+// fenceLines counts the lines of text that open or close a code block.
+func fenceLines(text string) int {
+	n := 0
+	for _, l := range strings.Split(text, "\n") {
+		if t := strings.TrimSpace(l); strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~") {
+			n++
+		}
+	}
+	return n
+}
+
+// pages follows the continue hints of a skill body from offset 0 and
+// returns each page without its hint.
+func pages(t *testing.T, s *Skill) []string {
+	t.Helper()
+	var out []string
+	for off := 0; ; {
+		p, err := SkillFileChunk(s, off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := hintRe.FindStringSubmatch(p)
+		if m == nil {
+			return append(out, p)
+		}
+		out = append(out, strings.TrimSuffix(p, m[0]))
+		fmt.Sscan(m[3], &off)
+	}
+}
+
+func TestPageCutNeverLandsInsideACodeBlock(t *testing.T) {
+	prose := strings.Repeat("Some prose about the deployment steps.\n", 100) // 3900 bytes
+	block := "```bash\n" + strings.Repeat("kubectl apply -f deploy/ --namespace production\n", 40) + "```\n"
+	huge := "  ~~~~python\n" + strings.Repeat("print('a line of a very long script')\n", 400) + "  ~~~~\n"
+	tests := []struct {
+		name string
+		body string
+	}{
+		{"block straddling the 5 KiB mark", prose + block + prose},
+		{"two blocks", prose + "```\nshort\n```\n" + block + prose + block},
+		{"inline triple backticks are no fence", strings.Repeat("use ```x``` inline\n", 400) + block},
+		{"block longer than a page", "Intro.\n" + huge + prose},
+		{"unclosed block at the end", prose + "```sh\n" + strings.Repeat("echo never closed\n", 400)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Skill{Name: "fenced", Body: tc.body}
+			ps := pages(t, s)
+			if len(ps) < 2 {
+				t.Fatalf("body of %d bytes fit one page", len(tc.body))
+			}
+			for i, p := range ps[:len(ps)-1] {
+				if n := fenceLines(p); n%2 != 0 {
+					t.Errorf("page %d ends inside a code block (%d fence lines):\n…%s", i, n, p[max(0, len(p)-200):])
+				}
+				if len(p) > BodyChunkBytes+200 {
+					t.Errorf("page %d is %d bytes", i, len(p))
+				}
+			}
+			// The raw pages still reassemble the body exactly.
+			if got := strings.Join(readAll(t, tc.body), ""); got != tc.body {
+				t.Error("raw pages do not reassemble the body")
+			}
+		})
+	}
+	// A block cut because it alone is longer than a page reopens with its
+	// language on the next page.
+	ps := pages(t, &Skill{Name: "fenced", Body: huge + prose})
+	if !strings.HasPrefix(ps[1], "  ~~~~python\n") || !strings.HasSuffix(ps[0], "~~~~\n") {
+		t.Errorf("long block not closed and reopened:\n…%s\n---\n%s…", ps[0][len(ps[0])-80:], ps[1][:80])
+	}
+}
