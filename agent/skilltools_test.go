@@ -406,3 +406,33 @@ func TestLoadSkillRefusesDotFilesAndDotFolders(t *testing.T) {
 		t.Errorf("ordinary read = %q", out)
 	}
 }
+
+// The model is never told where the server keeps skills: not in an
+// injection, a listing, a read, a save, a search or an error.
+func TestModelIsNeverToldHostPaths(t *testing.T) {
+	st := newSkillTree(t)
+	h := newSkillHarness(t, st, 1<<20)
+	calls := []string{
+		`load_skill|{"name":"web-access"}`,
+		`load_skill|{"name":"repo-rules"}`, // untrusted: shown as data
+		`load_skill|{"name":"web-access","file":"."}`,
+		`load_skill|{"name":"web-access","file":"references/sites.md"}`,
+		`load_skill|{"name":"web-access","file":"references/missing.md"}`,
+		`load_skill|{"name":"web-access","file":"../../etc/passwd"}`,
+		`save_skill_reference|{"name":"web-access","file":"references/new.md","content":"a note"}`,
+		`save_skill_reference|{"name":"web-access","file":"references/x.txt","content":"a note"}`,
+		`find_skills|{"query":"web pages"}`,
+	}
+	for _, c := range calls {
+		tool, args, _ := strings.Cut(c, "|")
+		h.srv.Script(openaitest.Tools(openaitest.Call(tool, args)), openaitest.Text("ok"))
+		h.run(t, TurnRequest{UserText: "go", Skills: st.set()})
+	}
+	for i, raw := range h.srv.RawRequests() {
+		for _, p := range []string{st.home, st.workspace} {
+			if strings.Contains(string(raw), p) {
+				t.Errorf("request %d tells the model the host path %s:\n%s", i, p, raw)
+			}
+		}
+	}
+}

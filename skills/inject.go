@@ -13,14 +13,16 @@ const InjectionMarker = "[PARLEY_SKILL_INJECTION]"
 const headingPrefix = "## Loaded skill: "
 
 // InjectionText builds the user-role message that carries a loaded skill's
-// body: the marker line, a heading with name and source, the skill folder
-// with the rule for relative paths, and the first BodyChunkBytes of the body
+// body: the marker line, a heading with name and source, the rule for
+// relative paths (never the folder's host path), and the first BodyChunkBytes of the body
 // (cut on a line boundary) with a hint to read on when cut.
 func InjectionText(s *Skill) string {
 	var b strings.Builder
 	b.WriteString(InjectionMarker + "\n")
 	fmt.Fprintf(&b, "%s%s (source: %s)\n", headingPrefix, s.Name, s.Source)
-	fmt.Fprintf(&b, "Skill directory: %s — relative paths in this skill (references/, scripts/, assets/) resolve against it; read its files with load_skill(name=%q, file=\"relative/path\").\n", s.Dir, s.Name)
+	// The folder is named, never its place on the server: host paths tell
+	// the model (and whoever reads its output) nothing it can use.
+	fmt.Fprintf(&b, "Skill folder: relative paths in this skill (references/, scripts/, assets/) are inside its folder; read its files with load_skill(name=%q, file=\"relative/path\").\n", s.Name)
 	b.WriteString("These are the skill's instructions, loaded by load_skill: follow them to continue the current task.\n\n")
 	body, _ := pageWithHint(s.Body, 0, s.Name, skillFileName) // offset 0 never fails
 	b.WriteString(body)
