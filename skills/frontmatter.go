@@ -23,6 +23,8 @@ type frontmatter struct {
 	body     string
 	bodyLine int
 	fixed    []int // SKILL.md lines rewritten by the lenient retry
+	// leadingBlank counts blank lines before the opening "---".
+	leadingBlank int
 }
 
 // normalise strips a UTF-8 BOM and turns CRLF into LF so that the rest of
@@ -38,17 +40,23 @@ func isFence(line string) bool {
 	return strings.TrimRight(line, " \t") == "---"
 }
 
-// splitFrontmatter separates the YAML block (between "---" lines at the very
-// start) from the body. fmLine is the SKILL.md line of the first YAML line.
-func splitFrontmatter(text string) (yamlText string, fmLine int, body string, bodyLine int, err error) {
+// splitFrontmatter separates the YAML block (between "---" lines at the
+// start) from the body. fmLine is the SKILL.md line of the first YAML line;
+// lead counts blank lines before the opening "---", which are tolerated
+// (and reported) because they are an easy slip that loses a whole skill.
+func splitFrontmatter(text string) (yamlText string, fmLine int, body string, bodyLine int, lead int, err error) {
 	first, rest, ok := strings.Cut(text, "\n")
+	for ok && strings.TrimSpace(first) == "" {
+		lead++
+		first, rest, ok = strings.Cut(rest, "\n")
+	}
 	if !isFence(first) {
-		return "", 0, "", 0, fmt.Errorf("SKILL.md must start with a %q line: %w", "---", ErrNoFrontmatter)
+		return "", 0, "", 0, 0, fmt.Errorf("SKILL.md must start with a %q line: %w", "---", ErrNoFrontmatter)
 	}
 	if !ok {
-		return "", 0, "", 0, fmt.Errorf("frontmatter is not closed by a %q line: %w", "---", ErrNoFrontmatter)
+		return "", 0, "", 0, 0, fmt.Errorf("frontmatter is not closed by a %q line: %w", "---", ErrNoFrontmatter)
 	}
-	line := 2
+	line := 2 + lead
 	var yamlLines []string
 	for {
 		cur, next, more := strings.Cut(rest, "\n")
@@ -67,10 +75,10 @@ func splitFrontmatter(text string) (yamlText string, fmLine int, body string, bo
 				next = after
 				bodyLine++
 			}
-			return strings.Join(yamlLines, "\n"), 2, next, bodyLine, nil
+			return strings.Join(yamlLines, "\n"), 2 + lead, next, bodyLine, lead, nil
 		}
 		if !more {
-			return "", 0, "", 0, fmt.Errorf("frontmatter is not closed by a %q line: %w", "---", ErrNoFrontmatter)
+			return "", 0, "", 0, 0, fmt.Errorf("frontmatter is not closed by a %q line: %w", "---", ErrNoFrontmatter)
 		}
 		yamlLines = append(yamlLines, cur)
 		rest = next
@@ -82,11 +90,11 @@ func splitFrontmatter(text string) (yamlText string, fmLine int, body string, bo
 // scalars keep their original text. When the YAML is invalid it retries once
 // with lenientFix; only if that fails too is the file rejected.
 func parseFrontmatter(text string) (*frontmatter, int, error) {
-	yamlText, fmLine, body, bodyLine, err := splitFrontmatter(text)
+	yamlText, fmLine, body, bodyLine, lead, err := splitFrontmatter(text)
 	if err != nil {
 		return nil, 1, err
 	}
-	fm := &frontmatter{lineOff: fmLine - 1, body: body, bodyLine: bodyLine}
+	fm := &frontmatter{lineOff: fmLine - 1, body: body, bodyLine: bodyLine, leadingBlank: lead}
 	doc, err := decodeYAML(yamlText)
 	if err != nil {
 		// One lenient retry; report the original error if it does not help,

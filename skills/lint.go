@@ -9,7 +9,7 @@ import (
 )
 
 // Lint checks every SKILL.md under root (found with the loader's scan rules;
-// root may itself be a skill folder) strictly against the Agent Skills spec
+// root may itself be a skill folder or a SKILL.md file) strictly against the Agent Skills spec
 // plus Parley's fields, and returns one warning per departure, sorted by
 // file and line: invalid name, name differing from its folder, missing or
 // empty description, description over 1024 or compatibility over 500
@@ -21,11 +21,23 @@ func Lint(root string) []Warning {
 	if err != nil {
 		return []Warning{{File: root, Msg: fmt.Sprintf("cannot resolve path: %v", err)}}
 	}
-	if _, err := os.Stat(root); err != nil {
+	fi, err := os.Stat(root)
+	if err != nil {
 		// Unlike a missing layer, a missing lint target is a mistake.
 		return []Warning{{File: root, Msg: fmt.Sprintf("cannot lint: %v", cleanPathErr(err))}}
 	}
-	paths, warns := scanRoot(root, true)
+	var paths []string
+	var warns []Warning
+	if fi.IsDir() {
+		paths, warns = scanRoot(root, true)
+	} else {
+		// A file named on the command line is linted as a SKILL.md, so an
+		// editor or a pre-commit hook can pass the file it has.
+		paths = []string{root}
+		if base := filepath.Base(root); base != skillFileName {
+			warns = append(warns, Warning{File: root, Msg: fmt.Sprintf("the file must be named %s; the loader skips %s", skillFileName, base)})
+		}
+	}
 	names := map[string]string{}
 	for _, p := range paths {
 		data, err := readSkillFile(p)

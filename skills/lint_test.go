@@ -30,6 +30,9 @@ func TestLint(t *testing.T) {
 		{name: "oversize", folder: "good", data: "---\nname: good\ndescription: d\n---\n" + strings.Repeat("x", MaxSkillFileBytes), want: []string{"over the"}},
 		{name: "no frontmatter", folder: "good", data: "# Title\n", want: []string{"frontmatter"}, lines: []int{1}},
 		{name: "broken yaml", folder: "good", data: "---\nname: good\ndescription: [x\n---\n", want: []string{"invalid frontmatter YAML"}},
+		{name: "underscore name", folder: "my_skill", data: "---\nname: my_skill\ndescription: d\n---\n", want: []string{`loaded as "my-skill"`}, lines: []int{2}},
+		{name: "leading hyphen", folder: "x", data: "---\nname: -x\ndescription: d\n---\n", want: []string{`loaded as "x"`}, lines: []int{2}},
+		{name: "blank line before frontmatter", folder: "good", data: "\n---\nname: good\ndescription: d\n---\n", want: []string{"blank line(s) before the opening ---"}, lines: []int{1}},
 		{name: "duplicate key", folder: "good", data: "---\nname: good\ndescription: a\ndescription: b\n---\n", want: []string{"duplicate key"}, lines: []int{4}},
 	}
 	for _, tc := range tests {
@@ -73,5 +76,28 @@ func TestLintTree(t *testing.T) {
 	// A skill folder itself can be linted.
 	if got := Lint(filepath.Join(root, "a")); len(got) != 0 {
 		t.Errorf("single skill: %v", got)
+	}
+}
+
+func TestLintSkillFileAndMisnamedFiles(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{
+		"good/SKILL.md":  skillMD("good", "Good.", ""),
+		"bad/SKILL.md":   "---\nname: bad\ndescription: d\nfoo: 1\n---\n",
+		"lower/skill.md": skillMD("lower", "Lower.", ""),
+	})
+	if got := Lint(filepath.Join(root, "good", "SKILL.md")); len(got) != 0 {
+		t.Errorf("a clean SKILL.md path: %v", got)
+	}
+	if got := Lint(filepath.Join(root, "bad", "SKILL.md")); len(got) != 1 || got[0].Line != 4 {
+		t.Errorf("a SKILL.md path with an unknown key: %v", got)
+	}
+	got := Lint(filepath.Join(root, "lower", "skill.md"))
+	if !hasWarning(got, "must be named SKILL.md") {
+		t.Errorf("a lowercase skill.md path: %v", got)
+	}
+	// Scanning a tree reports the lowercase file instead of skipping it.
+	if got := Lint(root); !hasWarning(got, "must be named SKILL.md (in capitals), not skill.md") {
+		t.Errorf("tree with a lowercase skill.md: %v", got)
 	}
 }

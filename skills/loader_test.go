@@ -266,3 +266,30 @@ func TestRegistryReload(t *testing.T) {
 		t.Errorf("reload not published: %d", r.Catalog().Len())
 	}
 }
+
+// Slips that used to lose a skill without a word: a lowercase skill.md is
+// reported; an underscore or a leading hyphen in the name is normalised.
+func TestLoadReportsMisnamedFilesAndNormalisesNames(t *testing.T) {
+	home := t.TempDir()
+	writeTree(t, UserSkillsDir(home), map[string]string{
+		"lower/skill.md":       skillMD("lower", "Lower.", ""),
+		"my_tool/SKILL.md":     skillMD("my_tool", "Tool.", ""),
+		"draft/SKILL.md":       skillMD("-draft", "Draft.", ""),
+		"blank-first/SKILL.md": "\n" + skillMD("blank-first", "Blank.", ""),
+	})
+	c, err := Load(Layers{Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"my-tool", "draft", "blank-first"} {
+		if _, ok := c.Get(name); !ok {
+			t.Errorf("%s not loaded; warnings %v", name, c.Warnings())
+		}
+	}
+	if _, ok := c.Get("lower"); ok || !hasWarning(c.Warnings(), "must be named SKILL.md") {
+		t.Errorf("lowercase skill.md: loaded=%v warnings %v", ok, c.Warnings())
+	}
+	if n := len(c.Warnings()); n != 4 {
+		t.Errorf("%d warnings, want one per slip: %v", n, c.Warnings())
+	}
+}

@@ -1,5 +1,7 @@
 package skills
 
+import "strings"
+
 // MaxNameLen is the longest valid skill name, from the Agent Skills spec.
 const MaxNameLen = 64
 
@@ -26,4 +28,12 @@ func ValidName(name string) bool {
 		}
 	}
 	return !prevHyphen
+}
+
+// normaliseName repairs the two slips that most often make a name invalid:
+// underscores (my_skill → my-skill) and hyphens at either end (-draft →
+// draft). It does nothing else, so a name that needs more stays invalid
+// and its skill is reported instead of guessed at.
+func normaliseName(name string) string {
+	return strings.Trim(strings.ReplaceAll(name, "_", "-"), "-")
 }

@@ -38,6 +38,10 @@ func analyze(path string, data []byte, strict bool) (*Skill, []Warning, error) {
 	if err != nil {
 		return fail(line, err)
 	}
+	if fm.leadingBlank > 0 {
+		warns = append(warns, Warning{File: path, Line: 1,
+			Msg: fmt.Sprintf("%d blank line(s) before the opening ---; the file must start with ---, and other tools skip it: remove them", fm.leadingBlank)})
+	}
 	for _, l := range fm.fixed {
 		warns = append(warns, Warning{File: path, Line: l,
 			Msg: `frontmatter is not valid YAML and only parsed after quoting a value containing ": " or replacing tab indentation; quote the value and indent with spaces`})
@@ -63,6 +67,10 @@ func analyze(path string, data []byte, strict bool) (*Skill, []Warning, error) {
 			d.warnf(raw.node, "name %q differs from its folder name %q", raw.value, folder)
 			warns = append(warns, d.warns...)
 		}
+	case ValidName(normaliseName(raw.value)):
+		s.Name = normaliseName(raw.value)
+		warns = append(warns, Warning{File: path, Line: raw.node.Line + fm.lineOff,
+			Msg: fmt.Sprintf("name %q is not valid (1-64 of a-z, 0-9 and single hyphens, no leading hyphen); loaded as %q", raw.value, s.Name)})
 	case ValidName(folder):
 		s.Name = folder
 		w := Warning{File: path, Line: 1, Msg: fmt.Sprintf("frontmatter has no name; using the folder name %q", folder)}
@@ -71,6 +79,10 @@ func analyze(path string, data []byte, strict bool) (*Skill, []Warning, error) {
 			w.Msg = fmt.Sprintf("name %q is not valid (1-64 of a-z, 0-9 and single hyphens); using the folder name %q", raw.value, folder)
 		}
 		warns = append(warns, w)
+	case ValidName(normaliseName(folder)):
+		s.Name = normaliseName(folder)
+		warns = append(warns, Warning{File: path, Line: 1,
+			Msg: fmt.Sprintf("frontmatter has no valid name and the folder name %q is not valid; loaded as %q", folder, s.Name)})
 	default:
 		line := 1
 		if raw.node != nil {

@@ -143,6 +143,36 @@ func TestParseSkillFile(t *testing.T) {
 			}}},
 		{"missing name uses folder", "my-skill", "---\ndescription: d\n---\n",
 			want{name: "my-skill", desc: "d"}},
+		{"underscores normalised", "my_skill", "---\nname: my_skill\ndescription: d\n---\n",
+			want{name: "my-skill", desc: "d", check: func(t *testing.T, _ *Skill, ws []Warning) {
+				if len(ws) != 1 || ws[0].Line != 2 || !strings.Contains(ws[0].Msg, `loaded as "my-skill"`) {
+					t.Errorf("warnings %v", ws)
+				}
+			}}},
+		{"leading hyphen normalised", "x", "---\nname: -draft-notes\ndescription: d\n---\n",
+			want{name: "draft-notes", desc: "d", check: func(t *testing.T, _ *Skill, ws []Warning) {
+				if !hasWarning(ws, `loaded as "draft-notes"`) {
+					t.Errorf("warnings %v", ws)
+				}
+			}}},
+		{"folder with underscores normalised", "_my_tool_", "---\ndescription: d\n---\n",
+			want{name: "my-tool", desc: "d", check: func(t *testing.T, _ *Skill, ws []Warning) {
+				if !hasWarning(ws, `loaded as "my-tool"`) {
+					t.Errorf("warnings %v", ws)
+				}
+			}}},
+		{"blank lines before the frontmatter are reported", "demo", "\n  \n---\nname: demo\ndescription: d\nversion: [1]\n---\n# Title\n",
+			want{name: "demo", desc: "d", check: func(t *testing.T, s *Skill, ws []Warning) {
+				if len(ws) != 2 || ws[0].Line != 1 || !strings.Contains(ws[0].Msg, "2 blank line(s) before the opening ---") {
+					t.Fatalf("warnings %v", ws)
+				}
+				if ws[1].Line != 6 { // line numbers still count the blank lines
+					t.Errorf("version warning at line %d, want 6", ws[1].Line)
+				}
+				if s.Body != "# Title\n" || s.BodyLine != 8 {
+					t.Errorf("body %q line %d", s.Body, s.BodyLine)
+				}
+			}}},
 		{"no valid identity", "Bad Folder", "---\nname: ../etc\ndescription: d\n---\n",
 			want{err: ErrInvalidName}},
 		{"double hyphen invalid", "x--y", "---\nname: a--b\ndescription: d\n---\n",

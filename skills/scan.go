@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // maxScanDepth bounds how far below a layer root a skill folder may sit
@@ -47,8 +48,12 @@ func (sc *scanner) walk(dir string, depth int, mayBeSkill bool) {
 		return
 	}
 	if mayBeSkill {
+		variant := ""
 		for _, e := range entries {
 			if e.Name() != skillFileName {
+				if strings.EqualFold(e.Name(), skillFileName) {
+					variant = e.Name()
+				}
 				continue
 			}
 			p := filepath.Join(dir, e.Name())
@@ -58,6 +63,12 @@ func (sc *scanner) walk(dir string, depth int, mayBeSkill bool) {
 			}
 			sc.paths = append(sc.paths, p)
 			return // a skill's own subfolders are its resources, not skills
+		}
+		if variant != "" {
+			// Almost certainly meant as a skill: say why it is not one
+			// rather than skip it without a word.
+			sc.warn(filepath.Join(dir, variant), fmt.Sprintf("skill skipped: the file must be named %s (in capitals), not %s", skillFileName, variant))
+			return
 		}
 	}
 	if depth >= maxScanDepth {
