@@ -441,6 +441,24 @@ func (c Config) Format(f fmt.State, _ rune) {
 
 // MarshalYAML implements yaml.Marshaler: the core keys, the tool
 // sections under tools:, then each platform's section under its name.
+// Every string that is a URL is shown through MaskURL, whatever its field's
+// type: a base URL, an MCP server's URL or one of its arguments may carry a
+// password or token in its userinfo or query as well as REDIS_URL does.
 func (c Config) MarshalYAML() (any, error) {
-	return c.document().Interface(), nil
+	var doc yaml.Node
+	if err := doc.Encode(c.document().Interface()); err != nil {
+		return nil, err
+	}
+	maskURLs(&doc)
+	return &doc, nil
+}
+
+// maskURLs masks the credentials of every URL among the scalars of n.
+func maskURLs(n *yaml.Node) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
+		n.Value = MaskURL(n.Value)
+	}
+	for _, c := range n.Content {
+		maskURLs(c)
+	}
 }

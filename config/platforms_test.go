@@ -214,7 +214,7 @@ func plantSecrets(t *testing.T, v reflect.Value, path string, found *[]secretFie
 			*found = append(*found, secretField{p, val})
 		case f.Type == secretURLType:
 			val := fmt.Sprintf("planted-password-%d", len(*found))
-			fv.SetString("redis://user:" + val + "@redis:6379/0")
+			fv.SetString("redis://user:" + val + "@redis:6379/0?master_name=m&sentinel_password=" + val + "&password=" + val)
 			*found = append(*found, secretField{p, val})
 		case f.Type.Kind() == reflect.String && (credentialName.MatchString(f.Name) || credentialName.MatchString(key)):
 			t.Errorf("%s (%s) looks like a credential but is a %s, not a config.Secret: config check and the logs would print it", p, key, f.Type)
@@ -407,6 +407,49 @@ func plantInMap(t *testing.T, m reflect.Value, path string, found *[]secretField
 			m.SetMapIndex(key, v.Elem())
 		default:
 			plantSecrets(t, m.MapIndex(key), p, found)
+		}
+	}
+}
+
+// TestConfigCheckMasksURLPasswords: a URL in any field of the file or the
+// environment — REDIS_URL with ?password= or ?sentinel_password=, an MCP
+// server or search URL with a token in its query, a base URL with userinfo —
+// is shown by `parley config check` with its credentials masked.
+func TestConfigCheckMasksURLPasswords(t *testing.T) {
+	const file = `tools:
+  mcp:
+    servers:
+      gh:
+        url: https://mcp.example.com/mcp?token=planted-mcp-token&x=1
+  web_search:
+    provider: searxng
+    url: https://searcher:planted-search-pw@searx.example.com/?api_key=planted-search-key
+feishu:
+  base_url: https://u:planted-feishu-pw@open.feishu.example/
+`
+	for _, redisURL := range []string{
+		"redis://redis:6379/0?password=planted-redis-pw",
+		"redis://s1:26379/0?master_name=m&sentinel_password=planted-redis-pw&addr=s2:26379",
+		"redis://u:planted-redis-pw@s1:26379/0?master_name=m&sentinel_password=planted-redis-pw",
+		"unix:///run/redis.sock?password=planted-redis-pw",
+	} {
+		cfg, err := config.Load(writeFile(t, file), env(map[string]string{"REDIS_URL": redisURL}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := cfg.YAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for how, text := range map[string]string{"config check": string(out), "fmt": fmt.Sprintf("%v", cfg)} {
+			if strings.Contains(text, "planted") {
+				t.Errorf("REDIS_URL %s: %s shows a credential:\n%s", redisURL, how, text)
+			}
+			for _, want := range []string{"xxxxx", "https://mcp.example.com/mcp?token=xxxxx&x=1", "searx.example.com"} {
+				if !strings.Contains(text, want) {
+					t.Errorf("%s does not show %q:\n%s", how, want, text)
+				}
+			}
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"regexp"
+	"strings"
 )
 
 // Redacted is what a Secret prints instead of its value.
@@ -69,23 +70,108 @@ type SecretURL string
 // Reveal returns the URL with its password, for the one call that dials.
 func (u SecretURL) Reveal() string { return string(u) }
 
-func (u SecretURL) redacted() string {
-	parsed, err := url.Parse(string(u))
+func (u SecretURL) redacted() string { return MaskURL(string(u)) }
+
+// maskedValue replaces a password in a URL: short enough to keep the URL
+// readable, never a credential.
+const maskedValue = "xxxxx"
+
+// secretParam is what a URL query parameter (or fragment parameter)
+// carrying a credential is called: Redis' password= and
+// sentinel_password=, an MCP server's ?token= or ?api_key=, OAuth's
+// access_token=, a signed URL's sig=.
+var secretParam = regexp.MustCompile(`(?i)(pass|pwd|secret|token|key|auth|sig|credential|session)`)
+
+// MaskURL returns s with every credential it may carry replaced by
+// "xxxxx": the password of the userinfo, and the value of every query or
+// fragment parameter named like a credential (password=,
+// sentinel_password=, token=, api_key= …). The scheme, user, host, path
+// and the other parameters stay readable, since they are what an operator
+// checks. A value that is only a ${NAME} reference stays, as it names a
+// variable, not a secret. Text that is not a URL with a scheme is returned
+// as is; a URL that cannot be parsed is Redacted whole.
+func MaskURL(s string) string {
+	if s == "" {
+		return ""
+	}
+	// Only text that starts like a URL is one: "scheme://…", or
+	// "scheme:…" carrying a query, fragment or userinfo (unix:/path?password=x).
+	scheme, rest, ok := strings.Cut(s, ":")
+	if !ok || strings.ContainsAny(s, " \t\r\n") || !validScheme(scheme) || !(strings.HasPrefix(rest, "//") || strings.ContainsAny(rest, "?#@")) {
+		return s
+	}
+	parsed, err := url.Parse(s)
 	if err != nil {
-		// Unparseable: it cannot be shown without risking the password.
-		if u == "" {
-			return ""
-		}
 		return Redacted
 	}
-	if parsed.User == nil {
-		return string(u)
+	if parsed.User != nil {
+		if p, has := parsed.User.Password(); has && !envRef.MatchString(p) {
+			parsed.User = url.UserPassword(parsed.User.Username(), maskedValue)
+		}
 	}
-	if _, has := parsed.User.Password(); !has {
-		return string(u)
+	parsed.RawQuery = maskParams(parsed.RawQuery)
+	if parsed.Fragment != "" && strings.Contains(parsed.Fragment, "=") {
+		parsed.RawFragment = maskParams(parsed.EscapedFragment())
+		frag, err := url.PathUnescape(parsed.RawFragment)
+		if err != nil {
+			return Redacted
+		}
+		parsed.Fragment = frag
 	}
-	parsed.User = url.UserPassword(parsed.User.Username(), "xxxxx")
 	return parsed.String()
+}
+
+func validScheme(s string) bool {
+	if s == "" || !(s[0] >= 'a' && s[0] <= 'z' || s[0] >= 'A' && s[0] <= 'Z') {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// maskParams masks the credential values of a raw query, keeping the
+// order and the escaping of everything else. Both "&" and ";" separate
+// parameters, since some parsers accept either.
+func maskParams(raw string) string {
+	if raw == "" {
+		return raw
+	}
+	var b strings.Builder
+	for i := 0; i < len(raw); {
+		j := strings.IndexAny(raw[i:], "&;")
+		end := len(raw)
+		if j >= 0 {
+			end = i + j
+		}
+		pair := raw[i:end]
+		key, val, hasVal := strings.Cut(pair, "=")
+		name, err := url.QueryUnescape(key)
+		if err != nil {
+			name = key
+		}
+		b.WriteString(key)
+		if hasVal {
+			b.WriteByte('=')
+			plain, err := url.QueryUnescape(val)
+			switch {
+			case val == "", err == nil && envRef.MatchString(plain):
+				b.WriteString(val)
+			case secretParam.MatchString(name):
+				b.WriteString(maskedValue)
+			default:
+				b.WriteString(val)
+			}
+		}
+		if end < len(raw) {
+			b.WriteByte(raw[end])
+		}
+		i = end + 1
+	}
+	return b.String()
 }
 
 // String implements fmt.Stringer.

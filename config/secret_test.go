@@ -121,3 +121,42 @@ func TestEnvRefs(t *testing.T) {
 		t.Fatal("a malformed reference is a literal value, not a reference")
 	}
 }
+
+// TestSecretsMaskedEverywhereURLForms: a password can sit in a URL's
+// userinfo, in a query parameter (Redis' ?password= and
+// ?sentinel_password=, a token= of an HTTP API) or in a fragment; every
+// form is masked, and what an operator checks (host, user, options) stays.
+func TestSecretsMaskedEverywhereURLForms(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"redis://user:hunter2@redis:6379/0", "redis://user:xxxxx@redis:6379/0"},
+		{"redis://:hunter2@redis:6379/0", "redis://:xxxxx@redis:6379/0"},
+		{"redis://redis:6379/0?password=hunter2", "redis://redis:6379/0?password=xxxxx"},
+		{"redis://redis:6379/0?db=1&password=hunter2&protocol=3", "redis://redis:6379/0?db=1&password=xxxxx&protocol=3"},
+		{"redis://s1:26379/0?master_name=m&sentinel_password=hunter2&addr=s2:26379", "redis://s1:26379/0?master_name=m&sentinel_password=xxxxx&addr=s2:26379"},
+		{"redis://s1:26379?master_name=m&sentinel_username=u&sentinel_password=hunter2&password=hunter2", "redis://s1:26379?master_name=m&sentinel_username=u&sentinel_password=xxxxx&password=xxxxx"},
+		{"rediss://u:hunter2@r:6380?password=hunter2", "rediss://u:xxxxx@r:6380?password=xxxxx"},
+		{"redis://r:6379?PASSWORD=hunter2", "redis://r:6379?PASSWORD=xxxxx"},
+		{"redis://r:6379?pass%77ord=hunter2", "redis://r:6379?pass%77ord=xxxxx"},
+		{"redis://r:6379?db=0;password=hunter2", "redis://r:6379?db=0;password=xxxxx"},
+		{"unix:///run/redis.sock?password=hunter2&db=2", "unix:///run/redis.sock?password=xxxxx&db=2"},
+		{"unix:/run/redis.sock?password=hunter2", "unix:/run/redis.sock?password=xxxxx"},
+		{"https://mcp.example.com/mcp?token=hunter2", "https://mcp.example.com/mcp?token=xxxxx"},
+		{"https://api.example.com/v1?api_key=hunter2&q=1", "https://api.example.com/v1?api_key=xxxxx&q=1"},
+		{"https://app.example.com/cb#access_token=hunter2&state=s", "https://app.example.com/cb#access_token=xxxxx&state=s"},
+		{"https://user:hunter2@search.example.com/", "https://user:xxxxx@search.example.com/"},
+		{"redis://r:6379?password=${REDIS_PASSWORD}", "redis://r:6379?password=${REDIS_PASSWORD}"},
+		{"redis://redis:6379/0", "redis://redis:6379/0"},
+		{"https://slack.com/api/", "https://slack.com/api/"},
+		{"not a url: password=hunter2?", "not a url: password=hunter2?"},
+		{"", ""},
+		{"redis://%zz:hunter2@x", Redacted},
+	}
+	for _, tt := range tests {
+		if got := MaskURL(tt.in); got != tt.want {
+			t.Errorf("MaskURL(%q) = %q; want %q", tt.in, got, tt.want)
+		}
+		if tt.want != tt.in && strings.Contains(SecretURL(tt.in).String(), "hunter2") {
+			t.Errorf("SecretURL(%q) prints the password: %q", tt.in, SecretURL(tt.in).String())
+		}
+	}
+}

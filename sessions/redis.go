@@ -53,14 +53,36 @@ func OpenRedis(ctx context.Context, rawURL string) (redis.UniversalClient, error
 	return client, nil
 }
 
-// scrub keeps a parse error from carrying the URL (and its password).
+// scrub keeps a parse error from carrying the URL's credentials: the
+// password of its userinfo and of its password= and sentinel_password=
+// parameters.
 func scrub(err error, rawURL string) error {
-	if u, perr := url.Parse(rawURL); perr == nil && u.User != nil {
-		if p, ok := u.User.Password(); ok && p != "" {
-			return errors.New(strings.ReplaceAll(err.Error(), p, "xxxxx"))
+	u, perr := url.Parse(rawURL)
+	if perr != nil {
+		return err
+	}
+	msg := err.Error()
+	var secrets []string
+	if u.User != nil {
+		if p, ok := u.User.Password(); ok {
+			secrets = append(secrets, p)
 		}
 	}
-	return err
+	for name, vals := range u.Query() {
+		if strings.Contains(strings.ToLower(name), "pass") {
+			secrets = append(secrets, vals...)
+		}
+	}
+	for _, p := range secrets {
+		if p != "" {
+			msg = strings.ReplaceAll(msg, p, "xxxxx")
+			msg = strings.ReplaceAll(msg, url.QueryEscape(p), "xxxxx")
+		}
+	}
+	if msg == err.Error() {
+		return err
+	}
+	return errors.New(msg)
 }
 
 // RedisStore implements Store on any go-redis client: a single server,
