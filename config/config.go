@@ -258,7 +258,7 @@ func (c *Config) env() []EnvVar {
 		Env("OPENAI_BASE_URL", &c.Model.BaseURL),
 		Env("PARLEY_MODEL", &c.Model.Name),
 		Env("REDIS_URL", &c.Redis.URL),
-		{Name: "PARLEY_SKILL_BODY_BUDGET", set: func(v string) error {
+		{Name: "PARLEY_SKILL_BODY_BUDGET", field: &c.Skills.BodyBudget, set: func(v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil {
 				return fmt.Errorf("PARLEY_SKILL_BODY_BUDGET: %q is not a whole number of bytes", v)

@@ -133,3 +133,23 @@ func TestRequireModelKey(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvBindingsNameTheirKeys: every variable of the core keys is named
+// with the key it overrides, from the field it binds.
+func TestEnvBindingsNameTheirKeys(t *testing.T) {
+	got := map[string]string{}
+	for _, b := range EnvBindings() {
+		got[b.Name] = b.Key
+	}
+	want := map[string]string{
+		"PARLEY_CONFIG": "", "PARLEY_LISTEN": "listen", "PARLEY_HOME": "home", "PARLEY_WORKSPACE": "workspace",
+		"PARLEY_LOG_FORMAT": "log.format", "PARLEY_LOG_LEVEL": "log.level", "OPENAI_API_KEY": "model.api_key",
+		"OPENAI_BASE_URL": "model.base_url", "PARLEY_MODEL": "model.name", "REDIS_URL": "redis.url",
+		"PARLEY_SKILL_BODY_BUDGET": "skills.body_budget",
+	}
+	for name, key := range want {
+		if k, ok := got[name]; !ok || k != key {
+			t.Errorf("%s binds %q (present %v), want %q", name, k, ok, key)
+		}
+	}
+}

@@ -64,12 +64,16 @@ type PlatformConfig interface {
 type EnvVar struct {
 	Name string
 	set  func(string) error
+	// field points at the field the variable overrides, so that the
+	// variable can be named with its key (see EnvBindings): in
+	// docs/configuration.md, and when it overrides a key the file sets.
+	field any
 }
 
 // Env binds the variable name to field, a string, Secret or SecretURL:
 // a non-empty value replaces the field.
 func Env[T ~string](name string, field *T) EnvVar {
-	return EnvVar{Name: name, set: func(v string) error { *field = T(v); return nil }}
+	return EnvVar{Name: name, field: field, set: func(v string) error { *field = T(v); return nil }}
 }
 
 // platforms holds the registered platforms.

@@ -45,11 +45,13 @@ const (
 // …_TIMEOUT, the traces-specific variable winning, as the OTLP exporters
 // do.
 func newExporter(getenv func(string) string) (*exporter, error) {
-	either := func(name string) string {
-		if v := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_" + name)); v != "" {
+	// Each name is spelled out, so that the configuration reference can
+	// be checked against the source.
+	either := func(traces, general string) string {
+		if v := strings.TrimSpace(getenv(traces)); v != "" {
 			return v
 		}
-		return strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_" + name))
+		return strings.TrimSpace(getenv(general))
 	}
 	// The traces endpoint is used as given; the general one gets the
 	// signal's path appended.
@@ -67,7 +69,7 @@ func newExporter(getenv func(string) string) (*exporter, error) {
 	}
 	e := &exporter{url: u.String(), headers: http.Header{}, client: &http.Client{Timeout: defaultTimeout}}
 	e.headers.Set("Content-Type", "application/x-protobuf")
-	if v := either("HEADERS"); v != "" {
+	if v := either("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"); v != "" {
 		for pair := range strings.SplitSeq(v, ",") {
 			k, val, ok := strings.Cut(pair, "=")
 			k = strings.TrimSpace(k)
@@ -80,7 +82,7 @@ func newExporter(getenv func(string) string) (*exporter, error) {
 			e.headers.Set(k, strings.TrimSpace(val))
 		}
 	}
-	if v := either("TIMEOUT"); v != "" {
+	if v := either("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"); v != "" {
 		ms, err := strconv.Atoi(v)
 		if err != nil || ms <= 0 {
 			return nil, fmt.Errorf("tracing: OTEL_EXPORTER_OTLP_TIMEOUT=%q is not a positive number of milliseconds", v)

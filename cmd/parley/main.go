@@ -37,7 +37,7 @@ Usage:
   parley healthcheck [--addr HOST:PORT] [--ready]   exit 0 if the local server is healthy (for images without a shell)
   parley version                                    print the version
 
-Environment overrides the config file; see README.md.
+Environment variables override the config file; every key and variable: docs/configuration.md.
 `
 
 func main() {
