@@ -98,37 +98,42 @@ func lstatChain(root *os.Root, parts []string, display string) (fs.FileInfo, err
 	return fi, nil
 }
 
-// checkNoSymlinkBelow Lstats every folder from below root down to dir, so a
-// skill folder swapped for a symlink after loading is refused. root itself
-// may be a symlink (a user may link ~/.parley/skills to a dotfiles repo).
-func checkNoSymlinkBelow(root, dir string) error {
+// skillFolder resolves the skill folder dir for reading and checks that it
+// is still where loading found it: a folder inside its layer root, reached
+// through no symlink that leaves the root (a Kubernetes ConfigMap volume
+// links every entry into its ..data/ folder, which stays inside), so a
+// skill folder swapped for a symlink to elsewhere after loading is refused.
+// root itself may be a symlink (a user may link ~/.parley/skills to a
+// dotfiles repo). It returns the resolved folder, which the caller opens,
+// so a symlink changed after this check cannot redirect the read.
+func skillFolder(root, dir string) (string, error) {
 	rel, err := filepath.Rel(root, dir)
 	if root == "" || err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		// Unknown layer root: at least the folder itself must be real.
 		fi, err := os.Lstat(dir)
 		if err != nil {
-			return fmt.Errorf("skill folder: %w", ErrNotFound)
+			return "", fmt.Errorf("skill folder: %w", ErrNotFound)
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 || !fi.IsDir() {
-			return fmt.Errorf("skill folder is a symlink or not a folder: %w", ErrPathEscape)
+			return "", fmt.Errorf("skill folder is a symlink or not a folder: %w", ErrPathEscape)
 		}
-		return nil
+		return dir, nil
 	}
-	cur := root
-	for _, p := range strings.Split(rel, string(filepath.Separator)) {
-		if p == "." {
-			continue
-		}
-		cur = filepath.Join(cur, p)
-		fi, err := os.Lstat(cur)
-		if err != nil {
-			return fmt.Errorf("skill folder: %w", ErrNotFound)
-		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			return fmt.Errorf("skill folder is reached through a symlink: %w", ErrPathEscape)
-		}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", fmt.Errorf("skill folder: %w", ErrNotFound)
 	}
-	return nil
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", fmt.Errorf("skill folder: %w", ErrNotFound)
+	}
+	if real != realRoot && !within(realRoot, real) {
+		return "", fmt.Errorf("skill folder is reached through a symlink leading outside its layer: %w", ErrPathEscape)
+	}
+	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("skill folder: %w", ErrNotFound)
+	}
+	return real, nil
 }
 
 // cleanPathErr drops the host path from an *fs.PathError so messages shown

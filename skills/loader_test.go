@@ -180,7 +180,7 @@ func TestLoadSymlinksIgnored(t *testing.T) {
 			t.Errorf("%s loaded through a symlink", n)
 		}
 	}
-	if !hasWarning(c.Warnings(), "symlinked folder ignored") || !hasWarning(c.Warnings(), "not a regular file") {
+	if !hasWarning(c.Warnings(), "symlinked folder leads outside the skills folder") || !hasWarning(c.Warnings(), "not a regular file") {
 		t.Errorf("warnings %v", c.Warnings())
 	}
 }

@@ -55,10 +55,11 @@ func ReadFile(s *Skill, home, rel string, offset int) (string, error) {
 	if display == skillFileName {
 		return SkillFileChunk(s, offset)
 	}
-	if err := checkNoSymlinkBelow(s.Root, s.Dir); err != nil {
+	dir, err := skillFolder(s.Root, s.Dir)
+	if err != nil {
 		return "", fmt.Errorf("skill %s: %w", s.Name, err)
 	}
-	own, err := inspect(s.Dir, parts, display)
+	own, err := inspect(dir, parts, display)
 	if err != nil {
 		return "", fmt.Errorf("skill %s: %w", s.Name, err)
 	}

@@ -16,25 +16,70 @@ const maxScanDepth = 4
 const skillFileName = "SKILL.md"
 
 // scanRoot returns the SKILL.md files under root in lexical order. It skips
-// dot-folders (including .git) and node_modules, never follows symlinked
-// folders, stops descending below a skill folder and below maxScanDepth.
+// dot-folders (including .git) and node_modules, follows a symlinked folder
+// only when it resolves to a folder inside root (a Kubernetes ConfigMap
+// volume presents each entry as a symlink into its hidden ..data/ folder),
+// never one that leaves root, visits each real folder once, and stops
+// descending below a skill folder and below maxScanDepth.
 // When rootIsSkill is set, root itself may be a skill folder (Lint accepts a
 // single skill); layer roots never are. A missing root yields nothing.
 func scanRoot(root string, rootIsSkill bool) ([]string, []Warning) {
-	sc := &scanner{}
+	sc := &scanner{seen: map[string]bool{}}
 	if _, err := os.Stat(root); err != nil {
 		if !os.IsNotExist(err) {
 			sc.warn(root, fmt.Sprintf("cannot scan skills folder: %v", err))
 		}
 		return nil, sc.warns
 	}
+	real, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		sc.warn(root, fmt.Sprintf("cannot scan skills folder: %v", err))
+		return nil, sc.warns
+	}
+	sc.realRoot = real
+	sc.seen[real] = true
 	sc.walk(root, 0, rootIsSkill)
 	return sc.paths, sc.warns
 }
 
 type scanner struct {
-	paths []string
-	warns []Warning
+	realRoot string          // root with its symlinks resolved
+	seen     map[string]bool // real folders already walked
+	paths    []string
+	warns    []Warning
+}
+
+// enter reports whether the folder p (a symlink or a real folder) is to be
+// walked: it must resolve inside the root and not have been walked yet
+// under another name.
+func (sc *scanner) enter(p string, link bool) bool {
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		if link {
+			sc.warn(p, "symlink that cannot be resolved; ignored")
+		}
+		return false
+	}
+	if link {
+		if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+			return false // a symlinked file: not a skill folder
+		}
+		if !within(sc.realRoot, real) {
+			sc.warn(p, "symlinked folder leads outside the skills folder; ignored")
+			return false
+		}
+	}
+	if sc.seen[real] {
+		return false
+	}
+	sc.seen[real] = true
+	return true
+}
+
+// within reports whether path is strictly below root (both resolved).
+func within(root, path string) bool {
+	rel, err := filepath.Rel(root, path)
+	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
 }
 
 func (sc *scanner) warn(file, msg string) {
@@ -78,13 +123,16 @@ func (sc *scanner) walk(dir string, depth int, mayBeSkill bool) {
 		name := e.Name()
 		p := filepath.Join(dir, name)
 		switch {
+		case skipFolder(name):
 		case e.Type()&os.ModeSymlink != 0:
-			if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-				sc.warn(p, "symlinked folder ignored (skills are never loaded through symlinks)")
+			if sc.enter(p, true) {
+				sc.walk(p, depth+1, true)
 			}
-		case !e.IsDir(), skipFolder(name):
+		case !e.IsDir():
 		default:
-			sc.walk(p, depth+1, true)
+			if sc.enter(p, false) {
+				sc.walk(p, depth+1, true)
+			}
 		}
 	}
 }
