@@ -81,8 +81,14 @@ type Config struct {
 	// config.DefaultMaxRetries.
 	MaxRetries int
 	// MaxTokens caps the completion tokens of each request (sent as
-	// max_completion_tokens); zero leaves it to the server.
+	// max_completion_tokens).
 	MaxTokens int
+	// MaxToolCallsPerAnswer caps the tool calls run for one model
+	// answer, MaxToolCallsPerTurn those of the whole turn. A call past a
+	// cap is not run: its result tells the model why, and once the turn's
+	// calls are spent the next request offers no tools.
+	MaxToolCallsPerAnswer int
+	MaxToolCallsPerTurn   int
 	// SystemPrompt replaces DefaultSystemPrompt.
 	SystemPrompt string
 	// BackoffBase and BackoffMax shape the exponential backoff between
@@ -106,8 +112,14 @@ func (c Config) withDefaults() Config {
 		c.Timeout = config.DefaultModelTimeout
 	}
 	c.MaxRetries = max(c.MaxRetries, 0)
-	if c.MaxTokens < 0 {
-		c.MaxTokens = 0
+	if c.MaxTokens <= 0 {
+		c.MaxTokens = config.DefaultMaxTokens
+	}
+	if c.MaxToolCallsPerAnswer <= 0 {
+		c.MaxToolCallsPerAnswer = config.DefaultMaxToolCallsPerAnswer
+	}
+	if c.MaxToolCallsPerTurn <= 0 {
+		c.MaxToolCallsPerTurn = config.DefaultMaxToolCallsPerTurn
 	}
 	if c.SystemPrompt == "" {
 		c.SystemPrompt = DefaultSystemPrompt
@@ -287,8 +299,9 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 	system := a.systemMessage(req.SystemExtra)
 
 	var res TurnResult
+	calls := 0 // tool calls of this turn that were not capped
 	for {
-		last := res.Iterations >= a.cfg.MaxToolIterations
+		last := res.Iterations >= a.cfg.MaxToolIterations || calls >= a.cfg.MaxToolCallsPerTurn
 		// Recomputed each iteration: a skill loaded by the previous batch
 		// may narrow the tools with its allowed-tools.
 		allow := narrowed(req.Allow, req.Skills, injected, turn)
@@ -339,7 +352,9 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 			seen = hist.messages()
 		}
 		tc.History = append(seen[:len(seen):len(seen)], turn...)
-		outcomes := a.runTools(ctx, log, &tc, call.ToolCalls, allow)
+		limit := a.toolCallLimit(len(call.ToolCalls), calls)
+		outcomes := a.runTools(ctx, log, &tc, call.ToolCalls, allow, limit)
+		calls += limit.n
 		for i, o := range outcomes {
 			turn = append(turn, sessions.Message{
 				Role:       openai.ChatMessageRoleTool,

@@ -33,6 +33,28 @@ type outcome struct {
 	result  string // one of metrics.ToolOutcomes
 }
 
+// callLimit is how many calls of one answer may run, and what the model
+// is told about the calls past that.
+type callLimit struct {
+	n      int
+	reason string // the error result of a capped call
+}
+
+// toolCallLimit applies the per-answer and per-turn caps to an answer of
+// n calls when used calls of the turn have run.
+func (a *Agent) toolCallLimit(n, used int) callLimit {
+	left := max(a.cfg.MaxToolCallsPerTurn-used, 0)
+	switch {
+	case n <= min(a.cfg.MaxToolCallsPerAnswer, left):
+		return callLimit{n: n}
+	case a.cfg.MaxToolCallsPerAnswer < left:
+		return callLimit{n: a.cfg.MaxToolCallsPerAnswer, reason: fmt.Sprintf(
+			"error: not run: one answer may call at most %d tools; call this one again in your next answer if you still need it", a.cfg.MaxToolCallsPerAnswer)}
+	}
+	return callLimit{n: left, reason: fmt.Sprintf(
+		"error: not run: this turn may call at most %d tools and they are spent; answer the user with what you have", a.cfg.MaxToolCallsPerTurn)}
+}
+
 // normaliseCalls converts the model's tool calls to the stored form. Calls
 // without an id, or repeating one, get a fresh id so every result pairs with
 // exactly one call; empty arguments become "{}" (some models send nothing
@@ -58,9 +80,10 @@ func normaliseCalls(calls []openai.ToolCall) []sessions.ToolCall {
 // runTools executes one batch of calls and returns their outcomes in call
 // order. Read-only tools run concurrently; write tools then run one at a
 // time in call order, so a write never races another write and never
-// changes what a read of the same batch sees. Calls that cannot run (unknown,
-// not allowed, bad arguments) are answered without running anything.
-func (a *Agent) runTools(ctx context.Context, log *slog.Logger, tc *TurnContext, calls []sessions.ToolCall, allow func(string) bool) []outcome {
+// changes what a read of the same batch sees. Calls that cannot run (past
+// limit, unknown, not allowed, bad arguments) are answered without running
+// anything.
+func (a *Agent) runTools(ctx context.Context, log *slog.Logger, tc *TurnContext, calls []sessions.ToolCall, allow func(string) bool, limit callLimit) []outcome {
 	type job struct {
 		i    int
 		tool Tool
@@ -76,6 +99,8 @@ func (a *Agent) runTools(ctx context.Context, log *slog.Logger, tc *TurnContext,
 			labels[i] = unknownToolLabel
 		}
 		switch {
+		case i >= limit.n:
+			out[i] = outcome{content: limit.reason, result: metrics.OutcomeCapped}
 		case !ok:
 			out[i] = outcome{content: fmt.Sprintf("error: unknown tool %s; call only the tools you are offered", c.Name), result: metrics.OutcomeError}
 		case allow != nil && !allow(c.Name):

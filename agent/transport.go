@@ -20,8 +20,33 @@ import (
 const maxRetryAfter = 30 * time.Second
 
 // maxResponseBytes bounds the body of a model response that is read: an
-// answer is a few kilobytes, and a server must not make Parley hold more.
-const maxResponseBytes = 16 << 20
+// answer of config.DefaultMaxTokens tokens is a few tens of kilobytes, and
+// a server must not make Parley hold (or wait for) more.
+const maxResponseBytes = 4 << 20
+
+// errResponseTooLarge is a response body past maxResponseBytes. It is not
+// retried: a server that sent one will send another, and each costs.
+var errResponseTooLarge = fmt.Errorf("agent: model response larger than %d bytes", maxResponseBytes)
+
+// limitedReader is io.LimitReader that fails with errResponseTooLarge
+// instead of ending quietly, so that a cut body is not mistaken for a
+// malformed one.
+type limitedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		return 0, errResponseTooLarge
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
+}
 
 // Client sends chat completion requests to an OpenAI-compatible endpoint.
 // The Agent writes the request bodies itself (see wire.go) and reads the
@@ -69,7 +94,7 @@ func (c *Client) send(ctx context.Context, body []byte) (resp openai.ChatComplet
 	if hr.StatusCode < 200 || hr.StatusCode >= 400 {
 		return resp, after, statusError(hr)
 	}
-	if err := json.NewDecoder(io.LimitReader(hr.Body, maxResponseBytes)).Decode(&resp); err != nil {
+	if err := json.NewDecoder(&limitedReader{r: hr.Body, left: maxResponseBytes}).Decode(&resp); err != nil {
 		return resp, after, fmt.Errorf("decode the answer: %w", err)
 	}
 	return resp, after, nil

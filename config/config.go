@@ -75,6 +75,12 @@ type Model struct {
 	MaxToolIterations int    `yaml:"max_tool_iterations"`
 	MaxTokens         int    `yaml:"max_tokens"`
 	SystemPrompt      string `yaml:"system_prompt"`
+
+	// MaxToolCallsPerAnswer and MaxToolCallsPerTurn cap the tool calls
+	// run for one model answer and for a whole turn; calls past a cap
+	// are answered with an error result instead of running.
+	MaxToolCallsPerAnswer int `yaml:"max_tool_calls_per_answer"`
+	MaxToolCallsPerTurn   int `yaml:"max_tool_calls_per_turn"`
 }
 
 // Redis is the shared store. An empty URL means the in-memory store.
@@ -130,6 +136,18 @@ const (
 	DefaultSkillBodyBudget   = 16 * 1024
 )
 
+// Defaults of the limits a public bot needs (see the Security model in
+// docs/operations.md).
+const (
+	// DefaultMaxTokens bounds what one model answer may cost; a chat
+	// reply rarely needs a tenth of it.
+	DefaultMaxTokens = 4096
+	// DefaultMaxToolCallsPerAnswer matches the read-only calls the agent
+	// runs at once; DefaultMaxToolCallsPerTurn is four such answers.
+	DefaultMaxToolCallsPerAnswer = 16
+	DefaultMaxToolCallsPerTurn   = 64
+)
+
 // Default returns the configuration used when no file and no environment
 // say otherwise, with the default section of every registered platform
 // and tool section.
@@ -150,6 +168,10 @@ func Default() Config {
 			Timeout:           DefaultModelTimeout,
 			MaxRetries:        DefaultMaxRetries,
 			MaxToolIterations: DefaultMaxToolIterations,
+			MaxTokens:         DefaultMaxTokens,
+
+			MaxToolCallsPerAnswer: DefaultMaxToolCallsPerAnswer,
+			MaxToolCallsPerTurn:   DefaultMaxToolCallsPerTurn,
 		},
 		Redis: Redis{Prefix: DefaultRedisPrefix},
 		Sessions: Sessions{
@@ -340,6 +362,9 @@ func (c Config) Validate() error {
 		v   int
 	}{
 		{"model.max_tool_iterations", c.Model.MaxToolIterations},
+		{"model.max_tool_calls_per_answer", c.Model.MaxToolCallsPerAnswer},
+		{"model.max_tool_calls_per_turn", c.Model.MaxToolCallsPerTurn},
+		{"model.max_tokens", c.Model.MaxTokens},
 		{"sessions.max_messages", c.Sessions.MaxMessages},
 		{"sessions.max_message_chars", c.Sessions.MaxMessageChars},
 		{"sessions.queue_limit", c.Sessions.QueueLimit},
@@ -355,9 +380,6 @@ func (c Config) Validate() error {
 	}
 	if c.Model.MaxRetries < 0 {
 		bad("model.max_retries", "must not be negative")
-	}
-	if c.Model.MaxTokens < 0 {
-		bad("model.max_tokens", "must not be negative")
 	}
 	durations := []struct {
 		key string

@@ -22,10 +22,13 @@ const (
 	// OutcomeUnavailable is a call to a tool that exists but cannot run
 	// now (its MCP server is down): it was not offered, and is not run.
 	OutcomeUnavailable = "unavailable"
+	// OutcomeCapped is a tool call past the cap of calls per answer or
+	// per turn: it was not run.
+	OutcomeCapped = "capped"
 )
 
 // ToolOutcomes are the outcomes of parley_tool_calls_total.
-var ToolOutcomes = []string{OutcomeOK, OutcomeError, OutcomeTimeout, OutcomeDenied, OutcomeUnavailable}
+var ToolOutcomes = []string{OutcomeOK, OutcomeError, OutcomeTimeout, OutcomeDenied, OutcomeUnavailable, OutcomeCapped}
 
 // Skill load outcomes.
 const (
@@ -104,7 +107,7 @@ func New() *Metrics {
 	m.LLMTokens = f.counter("parley_llm_tokens_total", "Tokens reported by the model, by kind (prompt, completion, cached).", "channel", "kind")
 	m.LLMRetries = f.plainCounter("parley_llm_retries_total", "Chat completion requests retried after 429, 5xx or a timeout.")
 
-	m.ToolCalls = f.counter("parley_tool_calls_total", "Tool calls by outcome: ok, error, timeout (the tool's own deadline), denied (by the channel's policy), unavailable (its MCP server is down).", "channel", "tool", "outcome")
+	m.ToolCalls = f.counter("parley_tool_calls_total", "Tool calls by outcome: ok, error, timeout (the tool's own deadline), denied (by the channel's policy), unavailable (its MCP server is down), capped (past the calls allowed per answer or turn, not run).", "channel", "tool", "outcome")
 	m.ToolCallDuration = f.histogram("parley_tool_call_duration_seconds", "Time one tool call ran, for the calls that ran (ok, error, timeout).", prometheus.ExponentialBuckets(0.005, 4, 9), "tool")
 	m.MCPServerUp = f.gaugeVec("parley_mcp_server_up", "1 while this replica is connected to the configured MCP server, else 0.", "server")
 	m.PolicyDenials = f.counter("parley_policy_denials_total", "Requests refused by a channel policy, by kind (tool, skill, access, admin).", "channel", "kind")

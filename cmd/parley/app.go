@@ -169,6 +169,9 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 		MaxTokens:         cfg.Model.MaxTokens,
 		SystemPrompt:      cfg.Model.SystemPrompt,
 		Tracer:            tracer,
+
+		MaxToolCallsPerAnswer: cfg.Model.MaxToolCallsPerAnswer,
+		MaxToolCallsPerTurn:   cfg.Model.MaxToolCallsPerTurn,
 	}, client, a.tools, m, log)
 	a.policy = policy.New(cfg.Policies)
 
