@@ -267,7 +267,6 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 	if len(omitted) > 0 {
 		g.log.DebugContext(ctx, "skills left out of the index; find_skills still reaches them", "omitted", omitted)
 	}
-	g.metrics.SkillIndexBytes.Set(float64(len(index)))
 	res, err := g.agent.Run(ctx, agent.TurnRequest{
 		Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat, Conversation: c.Lock.Conversation(), User: m.User,
 		History: history, UserText: text, SystemExtra: index, Skills: set, Preface: preface,

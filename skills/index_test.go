@@ -123,14 +123,6 @@ func TestIndex(t *testing.T) {
 	}
 }
 
-func names(ss []*Skill) []string {
-	var out []string
-	for _, s := range ss {
-		out = append(out, s.Name)
-	}
-	return out
-}
-
 func entryLine(text, name string) string {
 	for _, l := range strings.Split(text, "\n") {
 		if strings.HasPrefix(l, "- "+name+": ") {

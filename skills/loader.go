@@ -104,7 +104,7 @@ func (c *Catalog) addLayer(src Source, root string, paths []string) {
 	for _, p := range paths {
 		data, err := readSkillFile(p)
 		if err != nil {
-			c.warnings = append(c.warnings, Warning{File: p, Msg: "skill skipped: " + err.Error()})
+			c.warnings = append(c.warnings, Warning{File: p, Msg: SkippedPrefix + err.Error()})
 			continue
 		}
 		s, warns, err := ParseSkillFile(p, data)
@@ -114,7 +114,7 @@ func (c *Catalog) addLayer(src Source, root string, paths []string) {
 		}
 		if first, dup := inLayer[s.Name]; dup {
 			c.warnings = append(c.warnings, Warning{File: p,
-				Msg: fmt.Sprintf("skill skipped: name %q is already used by %s in the same layer", s.Name, first)})
+				Msg: fmt.Sprintf(SkippedPrefix+"name %q is already used by %s in the same layer", s.Name, first)})
 			continue
 		}
 		inLayer[s.Name] = p
@@ -156,3 +156,14 @@ func (c *Catalog) Len() int { return len(c.sorted) }
 
 // Warnings returns every problem found while loading, in scan order.
 func (c *Catalog) Warnings() []Warning { return slices.Clone(c.warnings) }
+
+// Skipped returns the warnings about skills that were not loaded at all.
+func (c *Catalog) Skipped() []Warning {
+	var out []Warning
+	for _, w := range c.warnings {
+		if w.Skipped() {
+			out = append(out, w)
+		}
+	}
+	return out
+}

@@ -25,7 +25,7 @@ func ParseSkillFile(path string, data []byte) (*Skill, []Warning, error) {
 func analyze(path string, data []byte, strict bool) (*Skill, []Warning, error) {
 	var warns []Warning
 	fail := func(line int, err error) (*Skill, []Warning, error) {
-		warns = append(warns, Warning{File: path, Line: line, Msg: "skill skipped: " + err.Error()})
+		warns = append(warns, Warning{File: path, Line: line, Msg: SkippedPrefix + err.Error()})
 		return nil, warns, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(data) > MaxSkillFileBytes {

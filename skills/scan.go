@@ -103,7 +103,7 @@ func (sc *scanner) walk(dir string, depth int, mayBeSkill bool) {
 			}
 			p := filepath.Join(dir, e.Name())
 			if !e.Type().IsRegular() {
-				sc.warn(p, "SKILL.md is not a regular file (symlink?); folder ignored")
+				sc.warn(p, SkippedPrefix+"SKILL.md is not a regular file (symlink?)")
 				return
 			}
 			sc.paths = append(sc.paths, p)
@@ -112,7 +112,7 @@ func (sc *scanner) walk(dir string, depth int, mayBeSkill bool) {
 		if variant != "" {
 			// Almost certainly meant as a skill: say why it is not one
 			// rather than skip it without a word.
-			sc.warn(filepath.Join(dir, variant), fmt.Sprintf("skill skipped: the file must be named %s (in capitals), not %s", skillFileName, variant))
+			sc.warn(filepath.Join(dir, variant), fmt.Sprintf(SkippedPrefix+"the file must be named %s (in capitals), not %s", skillFileName, variant))
 			return
 		}
 	}

@@ -1,6 +1,9 @@
 package skills
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Source tells which layer a skill came from. Later layers replace earlier
 // ones: builtin < user < workspace.
@@ -52,6 +55,16 @@ type Warning struct {
 	Line int
 	Msg  string
 }
+
+// SkippedPrefix starts the message of every warning about a skill that was
+// not loaded at all, as opposed to a field dropped from a loaded one.
+const SkippedPrefix = "skill skipped: "
+
+// Skipped reports whether the warning is about a skill that was not loaded.
+func (w Warning) Skipped() bool { return strings.HasPrefix(w.Msg, SkippedPrefix) }
+
+// Reason is the message without SkippedPrefix.
+func (w Warning) Reason() string { return strings.TrimPrefix(w.Msg, SkippedPrefix) }
 
 // String formats the warning as "file:line: msg" (line omitted when 0).
 func (w Warning) String() string {

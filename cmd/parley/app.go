@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ import (
 	"github.com/parleyhq/parley/skills"
 	"github.com/parleyhq/parley/skills/builtin"
 	"github.com/parleyhq/parley/tracing"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -85,15 +87,38 @@ func (e *environment) openStore(cfg config.Config, log *slog.Logger) (*sessions.
 	return sessions.NewRedis(client, opts), true, nil
 }
 
+// logSkillWarnings reports the problems found loading the skills: one line
+// counting them (a large library has hundreds, and a chat run is no place
+// to list them), or each one when verbose.
+func logSkillWarnings(log *slog.Logger, c *skills.Catalog, verbose bool) {
+	warns := c.Warnings()
+	if len(warns) == 0 {
+		return
+	}
+	if verbose {
+		for _, w := range warns {
+			log.Warn("skills: " + w.String())
+		}
+		return
+	}
+	log.Warn(fmt.Sprintf("skills: %s while loading (%s); `parley skills list --verbose` shows them",
+		plural(len(warns), "warning"), plural(len(c.Skipped()), "skill")+" skipped"))
+}
+
+// plural renders "1 skill", "2 skills".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 // openSkills loads the three skill layers and the skill state: in Redis
 // when Redis is configured, else $PARLEY_HOME/skills.json.
 func openSkills(cfg config.Config, client redis.UniversalClient, log *slog.Logger) (*skills.Registry, skills.State, error) {
 	reg, err := skills.NewRegistry(skills.Layers{Builtin: builtin.FS, Home: cfg.Home, Workspace: cfg.Workspace})
 	if err != nil {
 		return nil, nil, fmt.Errorf("skills: %w", err)
-	}
-	for _, w := range reg.Catalog().Warnings() {
-		log.Warn("skills: " + w.String())
 	}
 	if client != nil {
 		return reg, skills.NewRedisState(client, cfg.Redis.Prefix), nil
@@ -136,6 +161,7 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 	if err != nil {
 		return nil, err
 	}
+	logSkillWarnings(log, a.skills.Catalog(), e.verbose)
 
 	// Traces go out over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set;
 	// otherwise the tracer is off and costs nothing.
@@ -288,33 +314,83 @@ func (a *app) watchRedis(every time.Duration) {
 	})
 }
 
-// observeSkills sets the skill gauges from the current catalog and state.
-func (a *app) observeSkills(ctx context.Context) {
-	disabled, _ := a.state.Disabled(ctx)
-	a.metrics.SkillsKnown.Reset()
-	for _, s := range a.skills.Catalog().All() {
+// skillCounts is what the skill gauges and the start-up line report.
+type skillCounts struct {
+	known      map[[2]string]int // (source, state) → skills
+	total      int
+	enabled    int
+	indexed    int // skills listed in the bot-wide index
+	leftOut    int // enabled, model-invocable skills the index has no room for
+	indexBytes int
+}
+
+// countSkills reads the current catalog and state. The index counted is
+// the bot-wide one: every enabled skill, before channel policies and the
+// tools of a conversation narrow it (those only make it smaller).
+func (a *app) countSkills(ctx context.Context) skillCounts {
+	c := a.skills.Catalog()
+	disabled, err := a.state.Disabled(ctx)
+	if err != nil {
+		a.log.Debug("skills: cannot read the disabled list for the metrics", "err", err)
+	}
+	n := skillCounts{known: map[[2]string]int{}, total: c.Len()}
+	for _, s := range c.All() {
 		state := "enabled"
 		if disabled[s.Name] {
 			state = "disabled"
+		} else {
+			n.enabled++
 		}
-		a.metrics.SkillsKnown.WithLabelValues(string(s.Source), state).Inc()
+		n.known[[2]string{string(s.Source), state}]++
 	}
+	set := &agent.SkillSet{Catalog: c, Disabled: disabled}
+	index, _ := set.Index()
+	n.indexBytes = len(index)
+	listed, leftOut := c.IndexListing(set.Visible)
+	n.indexed, n.leftOut = len(listed), len(leftOut)
+	return n
 }
 
-// skillSummary is the start-up report of the skills.
-func (a *app) skillSummary(ctx context.Context) string {
-	c := a.skills.Catalog()
-	disabled, _ := a.state.Disabled(ctx)
-	set := &agent.SkillSet{Catalog: c, Disabled: disabled}
-	index, omitted := set.Index()
-	out := c.Summary(disabled, func(s *skills.Skill) bool {
-		ok, _ := a.state.Trusted(ctx, s.Path, s.SHA256)
-		return ok
-	}, len(index))
-	if len(omitted) > 0 {
-		out += fmt.Sprintf("\nLeft out of the index (still reachable with find_skills): %v", omitted)
+// skillSources and skillStates bound the labels of parley_skills; every
+// pair is set, to 0 when no skill has it, so a series never lingers.
+var (
+	skillSources = []skills.Source{skills.SourceBuiltin, skills.SourceUser, skills.SourceWorkspace}
+	skillStates  = []string{"enabled", "disabled"}
+)
+
+// observeSkills sets the skill gauges from the current catalog and state.
+// It runs at start, after each reload and before each scrape, so the
+// gauges are right before the first turn and after `skills off` from
+// anywhere. Each series is set, never reset, so a scrape running at the
+// same time never sees a half-counted state.
+func (a *app) observeSkills(ctx context.Context) {
+	n := a.countSkills(ctx)
+	for _, src := range skillSources {
+		for _, state := range skillStates {
+			a.metrics.SkillsKnown.WithLabelValues(string(src), state).Set(float64(n.known[[2]string{string(src), state}]))
+		}
 	}
-	return out
+	a.metrics.SkillIndexBytes.Set(float64(n.indexBytes))
+}
+
+// metricsHandler serves the registry, with the skill gauges brought up to
+// date before each scrape.
+func (a *app) metricsHandler() http.Handler {
+	h := promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{Registry: a.metrics.Registry, EnableOpenMetrics: true})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.observeSkills(r.Context())
+		h.ServeHTTP(w, r)
+	})
+}
+
+// logSkillsLoaded is the start-up report of the skills: one line of
+// counts, however large the library (`parley skills list` shows each).
+func (a *app) logSkillsLoaded(ctx context.Context) {
+	n := a.countSkills(ctx)
+	c := a.skills.Catalog()
+	a.log.Info("skills loaded", "skills", n.total, "enabled", n.enabled, "indexed", n.indexed,
+		"left_out_of_index", n.leftOut, "index_bytes", n.indexBytes,
+		"warnings", len(c.Warnings()), "skipped", len(c.Skipped()), "details", "parley skills list")
 }
 
 // close runs the teardown of everything set up, in reverse: the channel

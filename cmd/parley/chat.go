@@ -13,6 +13,7 @@ func (e *environment) chat(args []string) error {
 	path := configFlag(fs)
 	message := fs.String("m", "", "send one message, print the reply and exit")
 	conversation := fs.String("conversation", "", "continue the conversation with this id (default: a new one)")
+	fs.BoolVar(&e.verbose, "verbose", false, "log every skill warning instead of one line counting them")
 	cfg, err := e.parseAndLoad(fs, path, args)
 	if err != nil {
 		return err

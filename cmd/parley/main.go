@@ -99,4 +99,6 @@ type environment struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	// verbose logs every skill warning instead of one line counting them.
+	verbose bool
 }

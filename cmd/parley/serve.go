@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func (e *environment) serve(args []string) (err error) {
@@ -40,11 +38,7 @@ func (e *environment) serve(args []string) (err error) {
 	}()
 	a.gateway.Start()
 	a.watchRedis(5 * time.Second)
-	if cfg.Log.Format == "json" {
-		log.Info("skills loaded", "summary", a.skillSummary(e.ctx))
-	} else {
-		fmt.Fprintln(e.stderr, a.skillSummary(e.ctx))
-	}
+	a.logSkillsLoaded(e.ctx)
 
 	var draining atomic.Bool
 	mux := a.routes(&draining)
@@ -114,6 +108,6 @@ func (a *app) routes(draining *atomic.Bool) *http.ServeMux {
 	})
 	// OpenMetrics when the scraper asks for it: the exemplars (trace ids on
 	// the latency histograms) are only shown in that format.
-	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{Registry: a.metrics.Registry, EnableOpenMetrics: true}))
+	mux.Handle("GET /metrics", a.metricsHandler())
 	return mux
 }

@@ -2,9 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/parleyhq/parley/config"
@@ -17,12 +20,13 @@ import (
 // running bot, without a model.
 func (e *environment) skills(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("%w: parley skills list [--json] | show NAME | lint [DIR] | on NAME | off NAME | trust NAME", errUsage)
+		return fmt.Errorf("%w: parley skills list [--json] [--verbose] | show NAME | lint [DIR|SKILL.md] | on NAME | off NAME | trust NAME", errUsage)
 	}
 	sub := args[0]
 	fs := newFlagSet("skills "+sub, e.stderr)
 	path := configFlag(fs)
 	asJSON := fs.Bool("json", false, "list as JSON")
+	verbose := fs.Bool("verbose", false, "show every warning found while loading, not only the skipped skills")
 	if err := fs.Parse(args[1:]); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -70,9 +74,7 @@ func (e *environment) skills(args []string) error {
 		}
 		index, _ := c.Index(func(s *skills.Skill) bool { return !disabled[s.Name] })
 		fmt.Fprintln(e.stdout, c.Summary(disabled, trusted, len(index)))
-		for _, w := range c.Warnings() {
-			fmt.Fprintln(e.stderr, "warning: "+w.String())
-		}
+		e.reportLoadProblems(c, *verbose)
 		return nil
 	case "show":
 		s, err := needName()
@@ -119,21 +121,51 @@ func (e *environment) skills(args []string) error {
 	return fmt.Errorf("%w: unknown skills command %q", errUsage, sub)
 }
 
-// lintSkills checks DIR, or every layer of the configuration, strictly.
+// reportLoadProblems writes to stderr the skills that were not loaded, each
+// with its reason, then either every other warning (verbose) or their count.
+func (e *environment) reportLoadProblems(c *skills.Catalog, verbose bool) {
+	skipped := c.Skipped()
+	if len(skipped) > 0 {
+		fmt.Fprintf(e.stderr, "%s skipped:\n", plural(len(skipped), "skill"))
+		for _, w := range skipped {
+			fmt.Fprintln(e.stderr, "  "+skills.Warning{File: w.File, Line: w.Line, Msg: w.Reason()}.String())
+		}
+	}
+	others := len(c.Warnings()) - len(skipped)
+	switch {
+	case others == 0:
+	case verbose:
+		for _, w := range c.Warnings() {
+			if !w.Skipped() {
+				fmt.Fprintln(e.stderr, "warning: "+w.String())
+			}
+		}
+	default:
+		fmt.Fprintf(e.stderr, "%s in loaded skills (--verbose shows them; parley skills lint explains them)\n", plural(others, "warning"))
+	}
+}
+
+// lintSkills checks the given folders or SKILL.md files, or else the user
+// and workspace layers of the configuration, strictly. A layer folder that
+// does not exist holds no skills and is not a problem: a fresh install has
+// neither.
 func (e *environment) lintSkills(path string, dirs []string) error {
 	if len(dirs) == 0 {
 		cfg, err := config.Load(path, e.getenv)
 		if err != nil {
 			return err
 		}
-		dirs = []string{skills.UserSkillsDir(cfg.Home), skills.WorkspaceSkillsDir(cfg.Workspace)}
+		for _, d := range []string{skills.UserSkillsDir(cfg.Home), skills.WorkspaceSkillsDir(cfg.Workspace)} {
+			if _, err := os.Stat(d); errors.Is(err, fs.ErrNotExist) {
+				fmt.Fprintf(e.stdout, "skills lint: %s does not exist (no skills there)\n", d)
+				continue
+			}
+			dirs = append(dirs, d)
+		}
 	}
 	var n int
 	for _, d := range dirs {
 		for _, w := range skills.Lint(d) {
-			if len(dirs) > 1 && strings.Contains(w.Msg, "does not exist") {
-				continue // an absent layer is not a lint error when linting the defaults
-			}
 			fmt.Fprintln(e.stdout, w.String())
 			n++
 		}
@@ -157,14 +189,36 @@ type skillJSON struct {
 	BodyBytes   int    `json:"body_bytes"`
 }
 
+// problemJSON is a file that was skipped, or a warning about a loaded one.
+type problemJSON struct {
+	File    string `json:"file"`
+	Line    int    `json:"line,omitempty"`
+	Message string `json:"message"`
+}
+
+// skillsListJSON is `parley skills list --json`: the loaded skills, the
+// files skipped with the reason, and the warnings about loaded skills.
+type skillsListJSON struct {
+	Skills   []skillJSON   `json:"skills"`
+	Skipped  []problemJSON `json:"skipped"`
+	Warnings []problemJSON `json:"warnings"`
+}
+
 func writeSkillsJSON(w io.Writer, c *skills.Catalog, disabled map[string]bool, trusted func(*skills.Skill) bool) error {
-	out := []skillJSON{}
+	out := skillsListJSON{Skills: []skillJSON{}, Skipped: []problemJSON{}, Warnings: []problemJSON{}}
 	for _, s := range c.All() {
-		out = append(out, skillJSON{
+		out.Skills = append(out.Skills, skillJSON{
 			Name: s.Name, Description: s.Description, Source: string(s.Source), Replaced: string(s.Replaced),
 			Path: s.Path, Enabled: !disabled[s.Name], Trusted: !s.NeedsTrust() || trusted(s),
 			Invocable: !s.DisableModelInvocation, BodyBytes: len(s.Body),
 		})
+	}
+	for _, wn := range c.Warnings() {
+		if wn.Skipped() {
+			out.Skipped = append(out.Skipped, problemJSON{File: wn.File, Line: wn.Line, Message: wn.Reason()})
+		} else {
+			out.Warnings = append(out.Warnings, problemJSON{File: wn.File, Line: wn.Line, Message: wn.Msg})
+		}
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,10 +14,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/channels/console"
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/internal/redistest"
+	"github.com/parleyhq/parley/skills"
 )
 
 func skillFile(t *testing.T, dir, name, extra string) {
@@ -41,12 +45,12 @@ func TestSkillsListShowsLayersAndOverrides(t *testing.T) {
 	if code := run(context.Background(), []string{"skills", "list", "--json"}, nil, &stdout, &stderr, env); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	var list []skillJSON
+	var list skillsListJSON
 	if err := json.Unmarshal(stdout.Bytes(), &list); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, stdout.String())
 	}
 	got := map[string]string{}
-	for _, s := range list {
+	for _, s := range list.Skills {
 		got[s.Name] = s.Source + "<" + s.Replaced
 	}
 	want := map[string]string{"skill-authoring": "user<builtin", "notes": "workspace<user", "repo": "workspace<"}
@@ -158,18 +162,245 @@ func TestMetricsShowSkillUsageWithChannelLabels(t *testing.T) {
 	}
 }
 
-func TestServePrintsTheSkillSummary(t *testing.T) {
+// brokenLibrary writes n skills to the user layer of home, every third one
+// without a description (skipped) and every other one with a field of the
+// wrong shape (a warning), as a large downloaded library has.
+func brokenLibrary(t *testing.T, home string, n int) (skipped, warned int) {
+	t.Helper()
+	for i := range n {
+		name := fmt.Sprintf("library-skill-%03d", i)
+		extra := ""
+		if i%2 == 0 {
+			extra = "version: [1]\n"
+		}
+		switch {
+		case i%3 == 0:
+			dir := filepath.Join(home, "skills", name)
+			os.MkdirAll(dir, 0o755)
+			os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\nname: "+name+"\n---\nNo description.\n"), 0o644)
+			skipped++
+		default:
+			skillFile(t, filepath.Join(home, "skills"), name, extra)
+			if extra != "" {
+				warned++
+			}
+		}
+	}
+	return skipped, warned
+}
+
+// Serve reports the skills in one line of counts, however large the
+// library: the per-skill table (and the list of skills left out of the
+// index) made a line of hundreds of kilobytes.
+func TestServeLogsOneSkillSummaryLine(t *testing.T) {
+	for _, format := range []string{"text", "json"} {
+		t.Run(format, func(t *testing.T) {
+			model := openaitest.New(t)
+			addr := freeAddr(t)
+			home := t.TempDir()
+			skipped, _ := brokenLibrary(t, home, 300)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan int, 1)
+			env := mapEnv(map[string]string{"OPENAI_BASE_URL": model.URL(), "PARLEY_LISTEN": addr, "PARLEY_HOME": home,
+				"PARLEY_WORKSPACE": t.TempDir(), "PARLEY_LOG_FORMAT": format})
+			var stderr syncBuffer
+			go func() { done <- run(ctx, []string{"serve"}, nil, io.Discard, &stderr, env) }()
+			waitFor(t, "http://"+addr+"/healthz", &stderr)
+			cancel()
+			<-done
+			out := stderr.String()
+			var line string
+			for _, l := range strings.Split(out, "\n") {
+				if strings.Contains(l, "skills loaded") {
+					if line != "" {
+						t.Fatalf("two summary lines:\n%s", out)
+					}
+					line = l
+				}
+				if len(l) > 1024 {
+					t.Errorf("a %d-byte log line: %.200s…", len(l), l)
+				}
+			}
+			total := 300 - skipped + 2 // and the two builtins
+			for _, want := range []string{fmt.Sprint(total), "indexed", "20", "left_out_of_index", fmt.Sprint(total - 20), "skipped", fmt.Sprint(skipped), "index_bytes"} {
+				if !strings.Contains(line, want) {
+					t.Errorf("summary line lacks %q: %s", want, line)
+				}
+			}
+			if strings.Contains(out, "library-skill-150") {
+				t.Errorf("serve listed skills one by one:\n%.2000s", out)
+			}
+		})
+	}
+}
+
+// A chat run says in one line that the skills had warnings; --verbose
+// lists them all.
+func TestChatSummarisesSkillWarnings(t *testing.T) {
 	model := openaitest.New(t)
-	addr := freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	env := mapEnv(map[string]string{"OPENAI_BASE_URL": model.URL(), "PARLEY_LISTEN": addr, "PARLEY_HOME": t.TempDir(), "PARLEY_WORKSPACE": t.TempDir()})
-	var stderr syncBuffer
-	go func() { done <- run(ctx, []string{"serve"}, nil, io.Discard, &stderr, env) }()
-	waitFor(t, "http://"+addr+"/healthz", &stderr)
-	cancel()
-	<-done
-	if out := stderr.String(); !strings.Contains(out, "skill-authoring") || !strings.Contains(out, "index") {
-		t.Errorf("no start-up skill summary:\n%s", out)
+	home := t.TempDir()
+	skipped, warned := brokenLibrary(t, home, 60)
+	env := mapEnv(map[string]string{"OPENAI_BASE_URL": model.URL(), "PARLEY_HOME": home, "PARLEY_WORKSPACE": t.TempDir()})
+	skillLines := func(args ...string) []string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), append([]string{"chat", "-m", "hello"}, args...), nil, &stdout, &stderr, env); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+		var out []string
+		for _, l := range strings.Split(stderr.String(), "\n") {
+			if strings.Contains(l, "skills: ") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	lines := skillLines()
+	if len(lines) != 1 || !strings.Contains(lines[0], fmt.Sprintf("%d warnings", skipped+warned)) ||
+		!strings.Contains(lines[0], fmt.Sprintf("%d skills skipped", skipped)) || !strings.Contains(lines[0], "--verbose") {
+		t.Errorf("want one summary line, got %d:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	if lines := skillLines("--verbose"); len(lines) != skipped+warned {
+		t.Errorf("--verbose: %d lines, want %d", len(lines), skipped+warned)
+	}
+}
+
+// skills list names every skipped skill with its reason, on stderr and in
+// --json, and counts the other warnings unless --verbose.
+func TestSkillsListReportsSkippedSkills(t *testing.T) {
+	home := t.TempDir()
+	skillFile(t, filepath.Join(home, "skills"), "fine", "")
+	skillFile(t, filepath.Join(home, "skills"), "shaky", "version: [1]\n")
+	os.MkdirAll(filepath.Join(home, "skills", "nodesc"), 0o755)
+	os.WriteFile(filepath.Join(home, "skills", "nodesc", "SKILL.md"), []byte("---\nname: nodesc\n---\n"), 0o644)
+	os.MkdirAll(filepath.Join(home, "skills", "lower"), 0o755)
+	os.WriteFile(filepath.Join(home, "skills", "lower", "skill.md"), []byte("---\nname: lower\ndescription: d\n---\n"), 0o644)
+	env := mapEnv(map[string]string{"PARLEY_HOME": home, "PARLEY_WORKSPACE": t.TempDir()})
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"skills", "list"}, nil, &stdout, &stderr, env); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	errOut := stderr.String()
+	for _, want := range []string{"2 skills skipped:", "nodesc", "missing description", "lower", "must be named SKILL.md", "1 warning in loaded skills", "--verbose"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	stderr.Reset()
+	run(context.Background(), []string{"skills", "list", "--verbose"}, nil, io.Discard, &stderr, env)
+	if !strings.Contains(stderr.String(), "version: expected a string") {
+		t.Errorf("--verbose does not show the warning:\n%s", stderr.String())
+	}
+	stdout.Reset()
+	if code := run(context.Background(), []string{"skills", "list", "--json"}, nil, &stdout, io.Discard, env); code != 0 {
+		t.Fatal("list --json failed")
+	}
+	var list skillsListJSON
+	if err := json.Unmarshal(stdout.Bytes(), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Skipped) != 2 || len(list.Warnings) != 1 || list.Skipped[0].Message == "" || strings.HasPrefix(list.Skipped[0].Message, "skill skipped") {
+		t.Errorf("json skipped %+v warnings %+v", list.Skipped, list.Warnings)
+	}
+}
+
+// skills lint with no argument lints the user and workspace layers; on a
+// fresh install neither folder exists, and that is not a problem.
+func TestSkillsLintPassesOnACleanInstall(t *testing.T) {
+	env := mapEnv(map[string]string{"PARLEY_HOME": filepath.Join(t.TempDir(), "fresh"), "PARLEY_WORKSPACE": t.TempDir()})
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"skills", "lint"}, nil, &stdout, &stderr, env); code != 0 {
+		t.Fatalf("lint on a clean install: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "no problems") {
+		t.Errorf("stdout:\n%s", stdout.String())
+	}
+	// A path to a SKILL.md is accepted too.
+	dir := t.TempDir()
+	skillFile(t, dir, "good", "")
+	skillFile(t, dir, "bad", "colour: blue\n")
+	stdout.Reset()
+	if code := run(context.Background(), []string{"skills", "lint", filepath.Join(dir, "good", "SKILL.md")}, nil, &stdout, &stderr, env); code != 0 {
+		t.Errorf("lint good/SKILL.md: exit %d\n%s", code, stdout.String())
+	}
+	stdout.Reset()
+	if code := run(context.Background(), []string{"skills", "lint", filepath.Join(dir, "bad", "SKILL.md")}, nil, &stdout, &stderr, env); code == 0 || !strings.Contains(stdout.String(), "bad/SKILL.md:4:") {
+		t.Errorf("lint bad/SKILL.md: exit %d\n%s", code, stdout.String())
+	}
+}
+
+// scrape returns the value of the series named exactly by series.
+func scrape(t *testing.T, url, series string) (float64, bool) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
+			var f float64
+			fmt.Sscan(v, &f)
+			return f, true
+		}
+	}
+	return 0, false
+}
+
+// parley_skills and parley_skill_index_bytes are right before the first
+// turn, and after `parley skills off` run from another process, with the
+// skill state in a file and in Redis.
+func TestSkillMetricsRightFromStartAndAfterSkillsOff(t *testing.T) {
+	for _, store := range []string{"file", "redis"} {
+		t.Run(store, func(t *testing.T) {
+			model := openaitest.New(t)
+			vars := map[string]string{"OPENAI_BASE_URL": model.URL(), "PARLEY_HOME": t.TempDir(), "PARLEY_WORKSPACE": t.TempDir()}
+			if store == "redis" {
+				r := redistest.New(t)
+				vars["REDIS_URL"], vars["PARLEY_CONFIG"] = r.URL, writeConfig(t, fmt.Sprintf("redis:\n  prefix: %q\n", r.Prefix))
+			}
+			skillFile(t, filepath.Join(vars["PARLEY_HOME"], "skills"), "notes", "")
+			env := &environment{ctx: context.Background(), stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, getenv: mapEnv(vars)}
+			cfg, err := config.Load("", env.getenv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := env.newApp(cfg, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { a.close(context.Background()) })
+			srv := httptest.NewServer(a.routes(new(atomic.Bool)))
+			defer srv.Close()
+			indexOf := func(disabled map[string]bool) float64 {
+				text, _ := a.skills.Catalog().Index(func(s *skills.Skill) bool { return !disabled[s.Name] })
+				return float64(len(text))
+			}
+			// Before any turn.
+			if v, _ := scrape(t, srv.URL+"/metrics", "parley_skill_index_bytes"); v == 0 || v != indexOf(nil) {
+				t.Errorf("index bytes at start = %v, want %v", v, indexOf(nil))
+			}
+			if v, _ := scrape(t, srv.URL+"/metrics", `parley_skills{source="user",state="enabled"}`); v != 1 {
+				t.Errorf("user enabled at start = %v", v)
+			}
+			if code := run(context.Background(), []string{"skills", "off", "notes"}, nil, io.Discard, io.Discard, mapEnv(vars)); code != 0 {
+				t.Fatal("skills off failed")
+			}
+			want := indexOf(map[string]bool{"notes": true})
+			deadline := time.Now().Add(10 * time.Second) // the Redis state arrives by pub/sub
+			for {
+				idx, _ := scrape(t, srv.URL+"/metrics", "parley_skill_index_bytes")
+				off, _ := scrape(t, srv.URL+"/metrics", `parley_skills{source="user",state="disabled"}`)
+				on, _ := scrape(t, srv.URL+"/metrics", `parley_skills{source="user",state="enabled"}`)
+				if idx == want && off == 1 && on == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("after skills off: index bytes %v (want %v), user disabled %v, enabled %v", idx, want, off, on)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
 	}
 }
