@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -38,14 +39,40 @@ func ReadBody(r *http.Request, limit int64) ([]byte, error) {
 // is never split while it fits in one chunk; one that does not fit is split
 // on its lines and each part is closed and reopened with the same fence, so
 // every chunk renders on its own.
+//
+// No chunk is blank: whitespace and invisible runes alone (a form feed, a
+// no-break or zero-width space) are never a chunk, since the platforms
+// refuse or show nothing for them.
 func Split(text string, limit int) []string {
 	text = strings.TrimSpace(text)
+	if blank(text) {
+		return nil
+	}
 	if limit <= 0 || len(text) <= limit {
-		if text == "" {
-			return nil
-		}
 		return []string{text}
 	}
+	chunks := split(text, limit)
+	kept := chunks[:0]
+	for _, c := range chunks {
+		if !blank(c) {
+			kept = append(kept, c)
+		}
+	}
+	return kept
+}
+
+// blank reports text with nothing visible: only white space and format
+// characters (zero-width spaces and joiners, the byte-order mark).
+func blank(s string) bool {
+	for _, r := range s {
+		if !unicode.IsSpace(r) && !unicode.Is(unicode.Cf, r) {
+			return false
+		}
+	}
+	return true
+}
+
+func split(text string, limit int) []string {
 	var chunks []string
 	var cur strings.Builder
 	flush := func() {

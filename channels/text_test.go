@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -62,6 +63,21 @@ func TestReadBody(t *testing.T) {
 		b, err := ReadBody(r, tt.limit)
 		if (err != nil) != tt.wantErr || (err == nil && string(b) != tt.body) {
 			t.Errorf("ReadBody(%q, %d) = %q, %v", tt.body, tt.limit, b, err)
+		}
+	}
+}
+
+// TestSplitNeverEmitsBlankChunks: whitespace the trimming does not know
+// (a no-break or ideographic space, a form feed between paragraphs) is
+// never sent on its own — Slack and Feishu refuse an empty message.
+func TestSplitNeverEmitsBlankChunks(t *testing.T) {
+	for _, text := range []string{"\f   ", "\u00a0\u00a0", "\u3000", "\u200b", "a\n\n\f   \n\nb", "```\n\n```", strings.Repeat("x", 20) + "\n\n\u00a0\u00a0\u00a0\n\n" + strings.Repeat("y", 20)} {
+		for _, limit := range []int{0, 1, 3, 8, 20, 100} {
+			for i, c := range Split(text, limit) {
+				if strings.TrimFunc(c, func(r rune) bool { return unicode.IsSpace(r) || r == '\u200b' || r == '\ufeff' }) == "" {
+					t.Errorf("Split(%q, %d) chunk %d is blank: %q", text, limit, i, c)
+				}
+			}
 		}
 	}
 }

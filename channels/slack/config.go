@@ -34,6 +34,11 @@ type Config struct {
 	FollowThreads bool `yaml:"follow_threads"`
 	// Command is the registered slash command, e.g. /parley.
 	Command string `yaml:"command"`
+	// AllowMentions keeps the user, channel and group mentions and the
+	// broadcasts (<!here>, <!channel>, <!everyone>) the model writes in
+	// its answers. Off by default: a prompt-injected model could otherwise
+	// page a whole workspace.
+	AllowMentions bool `yaml:"allow_mentions"`
 }
 
 func init() {

@@ -11,17 +11,22 @@ import (
 // ToMrkdwn converts the Markdown a model writes into Slack's mrkdwn:
 // **bold** → *bold*, *italic* → _italic_, ~~strike~~ → ~strike~,
 // [text](url) → <url|text>, headings → bold lines, bullets → •, tables →
-// code blocks. Fenced code blocks and inline code pass through untouched
-// (a fence's language tag is dropped: mrkdwn would show it as code); &, <
-// and > are escaped everywhere else, so model text can never form a Slack
-// control sequence except the user and channel mentions <@U…> and <#C…>,
-// which are kept so the model can address people. Broadcasts (<!here>) are
-// escaped.
+// code blocks. Fenced code blocks and inline code keep their text (a
+// fence's language tag is dropped: mrkdwn would show it as code).
+//
+// &, < and > are escaped everywhere — in code spans, code blocks and
+// tables too, since Slack reads control sequences there as well and shows
+// the escapes as the characters — so model text can never form a Slack
+// control sequence: no broadcast (<!here>, <!channel>, <!everyone>), no user,
+// group or channel mention (<@U…>, <!subteam^…>, <#C…>). Only when
+// allowMentions is set (an operator's slack.allow_mentions) are the
+// mentions and broadcasts the model writes in running text kept, so it can
+// address people; inside code they stay text.
 //
 // Slack only formats a marker next to a space or punctuation, so where a
 // converted marker touches a letter (common in Chinese and Japanese, which
 // have no spaces) a zero-width space is put between them.
-func ToMrkdwn(md string) string {
+func ToMrkdwn(md string, allowMentions bool) string {
 	md = strings.ReplaceAll(md, "\r\n", "\n")
 	lines := strings.Split(md, "\n")
 	out := make([]string, 0, len(lines))
@@ -35,7 +40,7 @@ func ToMrkdwn(md string) string {
 				fence = ""
 				continue
 			}
-			out = append(out, line)
+			out = append(out, escaper.Replace(line))
 			continue
 		}
 		if f := openingFence(trimmed); f != "" {
@@ -46,13 +51,13 @@ func ToMrkdwn(md string) string {
 		if isTableStart(lines, i) {
 			out = append(out, "```")
 			for ; i < len(lines) && strings.Contains(lines[i], "|") && strings.TrimSpace(lines[i]) != ""; i++ {
-				out = append(out, lines[i])
+				out = append(out, escaper.Replace(lines[i]))
 			}
 			out = append(out, "```")
 			i--
 			continue
 		}
-		out = append(out, convertLine(line))
+		out = append(out, convertLine(line, allowMentions))
 	}
 	if fence != "" { // an unclosed block still renders as code
 		out = append(out, "```")
@@ -101,19 +106,19 @@ var (
 	taskRe    = regexp.MustCompile(`^\[([ xX])\]\s+`)
 )
 
-func convertLine(line string) string {
+func convertLine(line string, allowMentions bool) string {
 	if m := headingRe.FindStringSubmatch(line); m != nil {
 		text := strings.NewReplacer("**", "", "__", "").Replace(m[1])
 		if strings.TrimSpace(text) == "" {
 			return ""
 		}
-		return "*" + inline(text) + "*"
+		return "*" + inline(text, allowMentions) + "*"
 	}
 	if m := hrRe.FindStringSubmatch(line); m != nil && !strings.ContainsFunc(strings.TrimSpace(line), func(r rune) bool { return r != rune(m[1][0]) && r != ' ' }) {
 		return "──────────"
 	}
 	if m := quoteRe.FindStringSubmatch(line); m != nil {
-		return ">" + " " + convertLine(m[1])
+		return ">" + " " + convertLine(m[1], allowMentions)
 	}
 	if m := bulletRe.FindStringSubmatch(line); m != nil {
 		bullet := "•"
@@ -128,12 +133,12 @@ func convertLine(line string) string {
 			}
 			rest = box + " " + rest[len(t[0]):]
 		}
-		return m[1] + bullet + " " + inline(rest)
+		return m[1] + bullet + " " + inline(rest, allowMentions)
 	}
 	if m := orderedRe.FindStringSubmatch(line); m != nil {
-		return m[1] + m[2] + ". " + inline(m[3])
+		return m[1] + m[2] + ". " + inline(m[3], allowMentions)
 	}
-	return inline(line)
+	return inline(line, allowMentions)
 }
 
 // Placeholders stand for finished pieces (code spans, links) while the rest
@@ -167,7 +172,7 @@ func (p placeholders) restore(s string) string {
 }
 
 // inline converts one line of running text.
-func inline(s string) string {
+func inline(s string, allowMentions bool) string {
 	s = strings.Map(func(r rune) rune {
 		if r == phOpen || r == phClose {
 			return -1
@@ -193,10 +198,10 @@ func inline(s string) string {
 			continue
 		}
 		b.WriteString(s[:i])
-		b.WriteString(ph.add(s[i : i+n+end+n]))
+		b.WriteString(ph.add(escaper.Replace(s[i : i+n+end+n])))
 		s = s[i+n+end+n:]
 	}
-	return ph.restore(formatText(b.String(), &ph))
+	return ph.restore(formatText(b.String(), &ph, allowMentions))
 }
 
 // closingTicks finds a run of exactly n backticks in s.
@@ -221,7 +226,7 @@ func closingTicks(s string, n int) int {
 var (
 	linkRe     = regexp.MustCompile(`!?\[([^\]]*)\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)`)
 	autolinkRe = regexp.MustCompile(`<((?:https?://|mailto:)[^>\s]+)>`)
-	mentionRe  = regexp.MustCompile(`<(?:@[UW][A-Z0-9]+|#C[A-Z0-9]+)(?:\|[^<>]*)?>`)
+	mentionRe  = regexp.MustCompile(`<(?:@[UW][A-Z0-9]+|#C[A-Z0-9]+|!(?:here|channel|everyone|subteam\^[A-Z0-9]+))(?:\|[^<>]*)?>`)
 	bareURLRe  = regexp.MustCompile(`https?://[^\s<>` + "`" + `]+`)
 
 	boldItalicRe = regexp.MustCompile(`\*\*\*(\S(?:.*?\S)?)\*\*\*`)
@@ -234,7 +239,7 @@ var (
 var escaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // formatText escapes and formats text that holds no code.
-func formatText(s string, ph *placeholders) string {
+func formatText(s string, ph *placeholders, allowMentions bool) string {
 	s = linkRe.ReplaceAllStringFunc(s, func(m string) string {
 		sub := linkRe.FindStringSubmatch(m)
 		label, target := sub[1], sub[2]
@@ -242,17 +247,19 @@ func formatText(s string, ph *placeholders) string {
 			if label == "" {
 				return ph.add(escaper.Replace(target))
 			}
-			return ph.add(formatText(label, ph) + " (" + escaper.Replace(target) + ")")
+			return ph.add(formatText(label, ph, allowMentions) + " (" + escaper.Replace(target) + ")")
 		}
 		if strings.TrimSpace(label) == "" {
 			return ph.add("<" + escapeURL(target) + ">")
 		}
-		return ph.add("<" + escapeURL(target) + "|" + formatText(label, ph) + ">")
+		return ph.add("<" + escapeURL(target) + "|" + formatText(label, ph, allowMentions) + ">")
 	})
 	s = autolinkRe.ReplaceAllStringFunc(s, func(m string) string {
 		return ph.add("<" + escapeURL(m[1:len(m)-1]) + ">")
 	})
-	s = mentionRe.ReplaceAllStringFunc(s, ph.add)
+	if allowMentions {
+		s = mentionRe.ReplaceAllStringFunc(s, ph.add)
+	}
 	s = bareURLRe.ReplaceAllStringFunc(s, func(m string) string {
 		url, tail := trimURL(m)
 		return ph.add(escaper.Replace(url)) + tail

@@ -33,8 +33,8 @@ func TestToMrkdwn(t *testing.T) {
 		{"bare url in parens", "(https://example.com/x)", "(https://example.com/x)"},
 		{"escaping", "a < b && c > d", "a &lt; b &amp;&amp; c &gt; d"},
 		{"html is escaped", "<b>hi</b> <!here>", "&lt;b&gt;hi&lt;/b&gt; &lt;!here&gt;"},
-		{"user and channel mentions kept", "ask <@U123ABC> in <#C999|general>", "ask <@U123ABC> in <#C999|general>"},
-		{"inline code untouched", "run `a < b && **c**` now", "run `a < b && **c**` now"},
+		{"user and channel mentions escaped", "ask <@U123ABC> in <#C999|general>", "ask &lt;@U123ABC&gt; in &lt;#C999|general&gt;"},
+		{"inline code keeps its text", "run `a < b && **c**` now", "run `a &lt; b &amp;&amp; **c**` now"},
 		{"double backtick code", "``a ` b`` and **x**", "``a ` b`` and *x*"},
 		{"unclosed backtick", "a ` b **c**", "a ` b *c*"},
 		{"emphasis across code", "**see `x` now**", "*see `x` now*"},
@@ -47,26 +47,67 @@ func TestToMrkdwn(t *testing.T) {
 		{"ordered", "1. first\n2) second", "1. first\n2. second"},
 		{"quote", "> quoted **text**", "> quoted *text*"},
 		{"rule", "above\n\n---\n\nbelow", "above\n\n──────────\n\nbelow"},
-		{"code block untouched", "```go\nif a < b && c {\n\t**x**\n}\n```", "```\nif a < b && c {\n\t**x**\n}\n```"},
-		{"tilde fence", "~~~\n<tag>\n~~~", "```\n<tag>\n```"},
-		{"unclosed fence closed", "```\ncode <", "```\ncode <\n```"},
-		{"text around code block", "**Before**\n```\nx & y\n```\n*after*", "*Before*\n```\nx & y\n```\n_after_"},
-		{"one-line fence is inline code", "```a < b```", "```a < b```"},
-		{"table becomes code", "| a | b |\n|---|---|\n| 1 & 2 | **3** |\n\nafter", "```\n| a | b |\n|---|---|\n| 1 & 2 | **3** |\n```\n\nafter"},
+		{"code block keeps its text", "```go\nif a < b && c {\n\t**x**\n}\n```", "```\nif a &lt; b &amp;&amp; c {\n\t**x**\n}\n```"},
+		{"tilde fence", "~~~\n<tag>\n~~~", "```\n&lt;tag&gt;\n```"},
+		{"unclosed fence closed", "```\ncode <", "```\ncode &lt;\n```"},
+		{"text around code block", "**Before**\n```\nx & y\n```\n*after*", "*Before*\n```\nx &amp; y\n```\n_after_"},
+		{"one-line fence is inline code", "```a < b```", "```a &lt; b```"},
+		{"table becomes code", "| a | b |\n|---|---|\n| 1 & 2 | **3** |\n\nafter", "```\n| a | b |\n|---|---|\n| 1 &amp; 2 | **3** |\n```\n\nafter"},
 		{"CJK bold needs separators", "这是**重要**的内容", "这是" + zwsp + "*重要*" + zwsp + "的内容"},
 		{"CJK bold before punctuation", "**注意**：请看", "*注意*：请看"},
 		{"CJK italic and strike", "日本語の*強調*と~~削除~~です", "日本語の" + zwsp + "_強調_" + zwsp + "と" + zwsp + "~削除~" + zwsp + "です"},
 		{"CJK heading list link", "# 标题\n- 项目一\n[文档](https://example.com/文档)", "*标题*\n• 项目一\n<https://example.com/文档|文档>"},
-		{"CJK code untouched", "`代码 <x>`", "`代码 <x>`"},
+		{"CJK code keeps its text", "`代码 <x>`", "`代码 &lt;x&gt;`"},
 		{"latin intraword", "foo**bar**baz", "foo" + zwsp + "*bar*" + zwsp + "baz"},
 		{"crlf", "a\r\n**b**", "a\n*b*"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := ToMrkdwn(tt.in); got != tt.want {
+			if got := ToMrkdwn(tt.in, false); got != tt.want {
 				t.Errorf("ToMrkdwn(%q)\n got %q\nwant %q", tt.in, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestSlackOutputNeutralisesMentions: a broadcast or a mention the model
+// writes — in running text, a code span, a fenced block, a table, a link
+// label or a heading — never reaches Slack as a control sequence unless the
+// operator allows mentions; then only running text keeps them.
+func TestSlackOutputNeutralisesMentions(t *testing.T) {
+	seqs := []string{"<!channel>", "<!here>", "<!everyone>", "<!here|here>", "<@U123ABC>", "<@W1|ana>", "<#C999|general>", "<!subteam^S1|@ops>"}
+	forms := map[string]string{
+		"text":         "hey %s look",
+		"code span":    "run `%s` now",
+		"double ticks": "run ``%s`` now",
+		"fenced block": "```\n%s\n```",
+		"tilde block":  "~~~\n%s\n~~~",
+		"one-line":     "```%s```",
+		"table":        "| a | b |\n|---|---|\n| %s | 2 |",
+		"link label":   "[%s](https://example.com)",
+		"heading":      "# %s",
+		"bullet":       "- %s",
+		"quote":        "> %s",
+		"bold":         "**%s**",
+		"unclosed":     "```\n%s",
+	}
+	for name, form := range forms {
+		for _, seq := range seqs {
+			in := strings.ReplaceAll(form, "%s", seq)
+			out := ToMrkdwn(in, false)
+			if strings.Contains(out, "<@") || strings.Contains(out, "<!") || strings.Contains(out, "<#") {
+				t.Errorf("%s: ToMrkdwn(%q) = %q still mentions", name, in, out)
+			}
+			for i, chunk := range channels.Split(out, 8) {
+				if strings.Contains(chunk, "<@") || strings.Contains(chunk, "<!") || strings.Contains(chunk, "<#") {
+					t.Errorf("%s: chunk %d of %q mentions: %q", name, i, in, chunk)
+				}
+			}
+		}
+	}
+	allowed := ToMrkdwn("ask <@U123ABC> and <!here>, not `<!channel>`", true)
+	if want := "ask <@U123ABC> and <!here>, not `&lt;!channel&gt;`"; allowed != want {
+		t.Errorf("with mentions allowed: %q, want %q", allowed, want)
 	}
 }
 
@@ -80,7 +121,7 @@ func TestLongRepliesSplitOutsideCodeBlocks(t *testing.T) {
 		b.WriteString("code line <keep> & untouched\n")
 	}
 	b.WriteString("```\n\nThe end.")
-	chunks := channels.Split(ToMrkdwn(b.String()), MaxMessageBytes)
+	chunks := channels.Split(ToMrkdwn(b.String(), false), MaxMessageBytes)
 	if len(chunks) < 2 {
 		t.Fatalf("got %d chunks, want several", len(chunks))
 	}
@@ -95,7 +136,7 @@ func TestLongRepliesSplitOutsideCodeBlocks(t *testing.T) {
 			t.Errorf("chunk %d still has Markdown bold", i)
 		}
 	}
-	if all := strings.Join(chunks, "\n"); !strings.Contains(all, "code line <keep> & untouched") {
+	if all := strings.Join(chunks, "\n"); !strings.Contains(all, "code line &lt;keep&gt; &amp; untouched") {
 		t.Error("code block content was changed")
 	}
 }

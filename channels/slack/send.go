@@ -29,7 +29,7 @@ const TypingReaction = "eyes"
 // (after Retry-After), 5xx and network errors, up to Options.MaxAttempts
 // tries.
 func (a *Adapter) Send(ctx context.Context, m channels.Message, r channels.Reply) error {
-	chunks := channels.Split(ToMrkdwn(r.Text), MaxMessageBytes)
+	chunks := channels.Split(ToMrkdwn(r.Text, a.cfg.AllowMentions), MaxMessageBytes)
 	for i, chunk := range chunks {
 		opts := []slackapi.MsgOption{slackapi.MsgOptionText(chunk, false), slackapi.MsgOptionDisableLinkUnfurl()}
 		method := "chat.postMessage"
