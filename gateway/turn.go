@@ -192,6 +192,14 @@ func (g *Gateway) handle(ctx context.Context, c *sessions.Claim, m channels.Mess
 	if d := eff.Access(m.User, m.Chat, m.DM); !d.Allowed && !eff.IsAdmin(m.User) {
 		return g.refuseAccess(ctx, c.Lock, m, d)
 	}
+	// The limit comes before every path a text can take (a /skill:NAME
+	// request and the commands too), so that no prefix reaches the model
+	// with more than it.
+	if n := utf8.RuneCountInString(text); n > g.cfg.MaxMessageChars {
+		g.metrics.MessagesRejected.WithLabelValues(m.Channel, "message_too_long").Inc()
+		return result{reply: &channels.Reply{Notice: true, Text: fmt.Sprintf(
+			"Sorry, that message is too long for me (%d characters; the limit is %d). Please shorten it or split it up.", n, g.cfg.MaxMessageChars)}}, nil
+	}
 	if strings.HasPrefix(strings.ToLower(text), "/skill:") {
 		return g.turn(ctx, c, m, eff, text)
 	}
@@ -200,11 +208,6 @@ func (g *Gateway) handle(ctx context.Context, c *sessions.Claim, m channels.Mess
 			return result{}, storeError{err}
 		}
 		return result{reply: &channels.Reply{Text: reply, Notice: true}}, nil
-	}
-	if n := utf8.RuneCountInString(text); n > g.cfg.MaxMessageChars {
-		g.metrics.MessagesRejected.WithLabelValues(m.Channel, "message_too_long").Inc()
-		return result{reply: &channels.Reply{Notice: true, Text: fmt.Sprintf(
-			"Sorry, that message is too long for me (%d characters; the limit is %d). Please shorten it or split it up.", n, g.cfg.MaxMessageChars)}}, nil
 	}
 	if text == "" {
 		return result{}, nil
