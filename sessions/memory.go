@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"crypto/rand"
 	"fmt"
 	"sync"
 	"time"
@@ -12,8 +13,14 @@ import (
 // NewMemory returns a Store on an embedded, in-process Redis. It keeps
 // everything in this process's memory: one replica only, and a restart
 // forgets every conversation.
+//
+// The embedded server listens on a loopback port, which any local process
+// (another container in the pod, a user on the host) can reach; so it asks
+// for a password drawn at random here and known only to this process.
 func NewMemory(opts Options) (*RedisStore, error) {
 	srv := miniredis.NewMiniRedis()
+	password := rand.Text()
+	srv.RequireAuth(password)
 	if err := srv.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("sessions: start in-memory store: %w", err)
 	}
@@ -37,7 +44,7 @@ func NewMemory(opts Options) (*RedisStore, error) {
 			}
 		}
 	}()
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), Password: password})
 	s := NewRedis(client, opts)
 	s.onStop = func() {
 		close(stop)

@@ -1,15 +1,19 @@
 package sessions_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/parleyhq/parley/internal/redistest"
 	"github.com/parleyhq/parley/sessions"
+	"github.com/redis/go-redis/v9"
 )
 
 func newStore(t *testing.T, opts sessions.Options) (*sessions.RedisStore, *redistest.Redis) {
@@ -310,5 +314,81 @@ func TestOrphansAreQueuesWithoutAHolder(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[slack:T:C:1]" {
 		t.Fatalf("Orphans = %v; want only the unheld queue", got)
+	}
+}
+
+// TestTheEmbeddedStoreIsNotAnOpenDoor (issue 12, item 10): the in-memory
+// store's server listens on loopback only and refuses a client without its
+// random password, whatever the client asks first.
+func TestTheEmbeddedStoreIsNotAnOpenDoor(t *testing.T) {
+	ctx := context.Background()
+	s, err := sessions.NewMemory(sessions.Options{LockTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("the store cannot reach its own server: %v", err)
+	}
+	own, ok := s.Client().(*redis.Client)
+	if !ok {
+		t.Fatalf("client is %T", s.Client())
+	}
+	addr := own.Options().Addr
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		t.Fatalf("the embedded server listens on %s; want a loopback address", addr)
+	}
+	if own.Options().Password == "" {
+		t.Fatal("the embedded server has no password")
+	}
+	other, err := sessions.NewMemory(sessions.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	if other.Client().(*redis.Client).Options().Password == own.Options().Password {
+		t.Fatal("two embedded servers share a password: it is not random")
+	}
+	s.Client().Set(ctx, "parley:secret", "history", 0)
+
+	for _, tt := range []struct {
+		name, password string
+	}{{"no password", ""}, {"wrong password", "parley"}, {"empty-ish password", " "}} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := redis.NewClient(&redis.Options{Addr: addr, Password: tt.password, MaxRetries: -1})
+			defer c.Close()
+			if err := c.Ping(ctx).Err(); err == nil {
+				t.Fatal("PING answered without the password")
+			}
+			if v, err := c.Get(ctx, "parley:secret").Result(); err == nil || v != "" {
+				t.Fatalf("GET = %q, %v; want a refusal", v, err)
+			}
+		})
+	}
+	// Raw RESP, as a scanner would speak it: every command is refused.
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	rd := bufio.NewReader(conn)
+	for _, cmd := range []string{"PING", "KEYS *", "GET parley:secret", "CONFIG GET *", "AUTH default guess"} {
+		args := strings.Fields(cmd)
+		fmt.Fprintf(conn, "*%d\r\n", len(args))
+		for _, a := range args {
+			fmt.Fprintf(conn, "$%d\r\n%s\r\n", len(a), a)
+		}
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
+		if !strings.HasPrefix(line, "-") {
+			t.Errorf("%s answered %q without the password; want an error", cmd, strings.TrimSpace(line))
+		}
 	}
 }
