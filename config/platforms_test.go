@@ -453,3 +453,32 @@ feishu:
 		}
 	}
 }
+
+// TestAdminScopeMatchesBlastRadius_Config (issue 12, item 3): a global
+// admin names the platform of its id, and a platform's section names none
+// of another platform's users.
+func TestAdminScopeMatchesBlastRadius_Config(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		want       string // substring of the error; "" = valid
+	}{
+		{"qualified global admin", "policies:\n  default:\n    admins: ['testchat:u1']\n", ""},
+		{"bare global admin", "policies:\n  default:\n    admins: [u1]\n", `policies.default.admins: "u1" must name its platform`},
+		{"unknown platform prefix", "policies:\n  default:\n    admins: ['irc:u1']\n", `"irc:u1" must name its platform`},
+		{"empty id", "policies:\n  default:\n    admins: ['testchat:']\n", `"testchat:" must name its platform`},
+		{"another platform's user in a section", "policies:\n  platforms:\n    slack:\n      admins: ['feishu:ou_1']\n", `policies.platforms.slack.admins: "feishu:ou_1" names platform feishu`},
+		{"bare id in a platform section", "policies:\n  platforms:\n    testchat:\n      admins: [u1]\n", ""},
+		{"own platform named in its section", "policies:\n  platforms:\n    testchat:\n      workspaces:\n        w:\n          chats:\n            c:\n              admins: ['testchat:u1']\n", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := config.Load(writeFile(t, tt.yaml), env(nil))
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Load = %v; want valid", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("Load = %v; want an error with %q", err, tt.want)
+			}
+		})
+	}
+}

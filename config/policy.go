@@ -72,6 +72,14 @@ func (p Policies) validate() error {
 		}
 	}
 	check("policies.default", p.Default)
+	// A user id is unique only within its platform (a WeCom user id is
+	// whatever its tenant's admin typed), so a global admin names the
+	// platform its id belongs to.
+	for _, a := range p.Default.Admins {
+		if platform, id := SplitAdmin(a); platform == "" || id == "" {
+			errs = append(errs, fmt.Sprintf("policies.default.admins: %q must name its platform, as PLATFORM:ID (one of %s), since a user id is only unique within one platform", a, strings.Join(PlatformNames(), ", ")))
+		}
+	}
 	names := make([]string, 0, len(p.Platforms))
 	for name := range p.Platforms {
 		names = append(names, name)
@@ -85,11 +93,14 @@ func (p Policies) validate() error {
 			continue
 		}
 		check(key, pp.Level)
+		checkAdmins(&errs, key, name, pp.Admins)
 		for ws, wp := range pp.Workspaces {
 			wkey := key + ".workspaces." + ws
 			check(wkey, wp.Level)
+			checkAdmins(&errs, wkey, name, wp.Admins)
 			for chat, cl := range wp.Chats {
 				check(wkey+".chats."+chat, cl)
+				checkAdmins(&errs, wkey+".chats."+chat, name, cl.Admins)
 			}
 		}
 	}
@@ -98,4 +109,26 @@ func (p Policies) validate() error {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// SplitAdmin splits an admin entry written PLATFORM:ID, where PLATFORM is a
+// registered platform, into its parts. Any other entry is a bare id: the
+// platform is empty and id is the entry.
+func SplitAdmin(entry string) (platform, id string) {
+	if p, rest, ok := strings.Cut(entry, ":"); ok {
+		if _, known := LookupPlatform(p); known {
+			return p, rest
+		}
+	}
+	return "", entry
+}
+
+// checkAdmins refuses, under platform's section, an admin entry that names
+// another platform: it could never match, and was surely meant elsewhere.
+func checkAdmins(errs *[]string, key, platform string, admins []string) {
+	for _, a := range admins {
+		if p, _ := SplitAdmin(a); p != "" && p != platform {
+			*errs = append(*errs, fmt.Sprintf("%s.admins: %q names platform %s, but this is %s's section", key, a, p, platform))
+		}
+	}
 }

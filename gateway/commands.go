@@ -35,7 +35,8 @@ const helpText = "Commands:\n" +
 	"- `/reset` — forget this conversation\n" +
 	"- `/compact` — summarise the older part of this conversation to make room\n" +
 	"- `/skill:NAME [request]` — use a skill for this message\n" +
-	"- `/skill list | show NAME | on NAME | off NAME | trust NAME | reload` — manage skills (administrators)\n" +
+	"- `/skill list | show NAME` — the skills of this conversation (administrators)\n" +
+	"- `/skill on NAME | off NAME | trust NAME | reload` — change the skills of every chat (global administrators)\n" +
 	"- `/help` — this list"
 
 func (g *Gateway) forceCompact(ctx context.Context, lock *sessions.Lock, channel string) string {

@@ -52,8 +52,15 @@ func (g *Gateway) skillSet(ctx context.Context, eff *policy.Effective) *agent.Sk
 }
 
 // skillCommand handles /skill … (admins) and reports whether text was one.
+//
+// Who may run what follows the reach of the change: listing and showing
+// the skills this conversation sees is for the conversation's admins (or a
+// global one); turning a skill on or off, trusting one and reloading change
+// the skills of every platform, chat and replica, so they need an admin
+// named in policies.default.admins.
 func (g *Gateway) skillCommand(ctx context.Context, m channels.Message, eff *policy.Effective, args string) string {
-	if !eff.IsAdmin(m.User) {
+	global := eff.IsGlobalAdmin(m.User)
+	if !global && !eff.IsAdmin(m.User) {
 		g.metrics.PolicyDenials.WithLabelValues(m.Channel, "admin").Inc()
 		return "Sorry, only an administrator of this bot can manage skills here. `/skill:NAME` to use a skill works for everyone."
 	}
@@ -63,6 +70,14 @@ func (g *Gateway) skillCommand(ctx context.Context, m channels.Message, eff *pol
 	}
 	sub, rest := splitWord(args)
 	name, _ := splitWord(rest)
+	switch sub {
+	case "on", "off", "trust", "reload":
+		if !global {
+			g.metrics.PolicyDenials.WithLabelValues(m.Channel, "admin").Inc()
+			g.log.Info("audit: global skill command refused to a conversation admin", "command", sub, "user", m.User, "channel", m.Channel)
+			return fmt.Sprintf("Sorry, `/skill %s` changes the skills of every chat on every platform, so only a global administrator (policies.default.admins) can run it. `/skill list` and `/skill show` work for you here.", sub)
+		}
+	}
 	set := g.skillSet(ctx, eff)
 	switch sub {
 	case "", "list":

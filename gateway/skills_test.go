@@ -29,6 +29,7 @@ type skillRig struct {
 	*rig
 	home  string
 	chans map[string]*recorder
+	state skills.State
 }
 
 func writeSkillFile(t *testing.T, dir, content string) {
@@ -76,7 +77,7 @@ func newSkillRig(t *testing.T, pol config.Policies, cfg gateway.Config) *skillRi
 	}
 	gw.Start()
 	t.Cleanup(func() { gw.Shutdown(context.Background()) })
-	return &skillRig{rig: &rig{gw: gw, store: store, model: model, metrics: m, redis: r}, home: home, chans: chans}
+	return &skillRig{rig: &rig{gw: gw, store: store, model: model, metrics: m, redis: r}, home: home, chans: chans, state: state}
 }
 
 func (s *skillRig) say(t *testing.T, channel, user, text string) channels.Reply {
@@ -117,7 +118,7 @@ func TestPlatformDefaultsDecideTheWriteTool(t *testing.T) {
 // write tool, which WeChat's policy drops, so only Slack's index lists it;
 // each channel's prompt stays the same from turn to turn.
 func TestSkillsNeedingUnavailableToolsAreHidden(t *testing.T) {
-	s := newSkillRig(t, config.Policies{Default: config.Level{Admins: []string{"boss"}}}, gateway.Config{})
+	s := newSkillRig(t, config.Policies{Default: config.Level{Admins: []string{"wechat:boss"}}}, gateway.Config{})
 	for _, ch := range []string{"slack", "wechat", "slack", "wechat"} {
 		s.say(t, ch, "U1", "hello")
 	}
@@ -192,7 +193,7 @@ func TestAccessRefusalsNeverReachTheModel(t *testing.T) {
 }
 
 func TestSkillAdminCommands(t *testing.T) {
-	pol := config.Policies{Default: config.Level{Admins: []string{"boss"}}}
+	pol := config.Policies{Default: config.Level{Admins: []string{"console:boss"}}}
 	s := newSkillRig(t, pol, gateway.Config{})
 	if r := s.say(t, "console", "intern", "/skill off deploy"); !strings.Contains(r.Text, "only an administrator") {
 		t.Fatalf("non-admin got %q", r.Text)
@@ -311,5 +312,109 @@ func TestAutomaticCompactionWhenTheHistoryOutgrowsItsBudget(t *testing.T) {
 	turn := reqs[len(reqs)-1].Messages
 	if !strings.Contains(turn[1].Content, "summary of the long message") || len(turn) != 5 {
 		t.Fatalf("the turn after compaction saw %+v", turn)
+	}
+}
+
+// TestEveryMessageObeysTheSizeLimit (issue 12, item 4): the size limit
+// comes before every path a message can take, /skill:NAME requests and
+// commands included; none reaches the model or the history.
+func TestEveryMessageObeysTheSizeLimit(t *testing.T) {
+	s := newSkillRig(t, config.Policies{}, gateway.Config{MaxMessageChars: 40})
+	long := strings.Repeat("部署", 30)
+	for _, text := range []string{
+		long,
+		"/skill:deploy " + long,
+		"/SKILL:Deploy " + long,
+		"/skill:deploy\t" + long,
+		"/skill:" + long,
+		"/help " + long,
+		"/compact " + long,
+		"/skill show deploy " + long,
+	} {
+		r := s.say(t, "console", "u", text)
+		if !strings.Contains(r.Text, "too long") || !r.Notice {
+			t.Errorf("%.20q… got %q; want the size refusal", text, r.Text)
+		}
+	}
+	if n := s.model.RequestCount(); n != 0 {
+		t.Fatalf("the model saw %d requests; want 0", n)
+	}
+	if h, _ := s.store.History(context.Background(), "console:W:C:"); len(h) != 0 {
+		t.Fatalf("history = %+v; want nothing stored", h)
+	}
+	if v := testutil.ToFloat64(s.metrics.MessagesRejected.WithLabelValues("console", "message_too_long")); v != 8 {
+		t.Fatalf("rejected{message_too_long} = %v; want 8", v)
+	}
+}
+
+// TestAdminScopeMatchesBlastRadius (issue 12, item 3): a conversation's
+// admin may look at its skills but not change the skills of every chat;
+// that needs a global admin (policies.default.admins), matched on the
+// platform the entry names; a list of one platform grants nothing on
+// another.
+func TestAdminScopeMatchesBlastRadius(t *testing.T) {
+	pol := config.Policies{
+		Default: config.Level{Admins: []string{"slack:U-GLOBAL", "U-BARE"}},
+		Platforms: map[string]config.PlatformPolicy{
+			"slack": {Workspaces: map[string]config.WorkspacePolicy{
+				"W": {Chats: map[string]config.Level{"C": {Admins: []string{"U-CHAT"}}}},
+			}},
+			// The WeChat list names a Slack user, bare and qualified.
+			"wechat": {Level: config.Level{Admins: []string{"U-SLACKER", "slack:U-CHAT"}}},
+		},
+	}
+	s := newSkillRig(t, pol, gateway.Config{})
+	disabled := func() bool {
+		t.Helper()
+		d, err := s.state.Disabled(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d["deploy"]
+	}
+	const globalOnly = "only a global administrator (policies.default.admins)"
+	const noAdmin = "only an administrator of this bot"
+	tests := []struct {
+		channel, user, text string
+		want                string
+	}{
+		// The chat's admin: its view, not everyone's state.
+		{"slack", "U-CHAT", "/skill list", "deploy (user, enabled)"},
+		{"slack", "U-CHAT", "/skill show deploy", "deploy — How to deploy"},
+		{"slack", "U-CHAT", "/skill off deploy", globalOnly},
+		{"slack", "U-CHAT", "/skill trust repo-conventions", globalOnly},
+		{"slack", "U-CHAT", "/skill reload", globalOnly},
+		{"slack", "U-CHAT", "/compact", "Nothing to compact yet"},
+		// The Slack user named in WeChat's list is nobody on Slack, and
+		// slack:U-CHAT in WeChat's list adds nothing either.
+		{"slack", "U-SLACKER", "/skill list", noAdmin},
+		{"wechat", "U-CHAT", "/skill list", noAdmin},
+		// A bare id in policies.default names no platform's user.
+		{"console", "U-BARE", "/skill off deploy", noAdmin},
+		{"slack", "U-BARE", "/skill list", noAdmin},
+		// The global admin, named for Slack, changes global state from a
+		// chat that has admins of its own; on WeChat the same id is nobody.
+		{"wechat", "U-GLOBAL", "/skill off deploy", noAdmin},
+		{"slack", "U-GLOBAL", "/skill off deploy", "Skill deploy is now disabled"},
+		{"slack", "U-GLOBAL", "/skill trust repo-conventions", "is trusted"},
+		{"slack", "U-GLOBAL", "/skill reload", "Reloaded: 4 skills"},
+	}
+	for _, tt := range tests {
+		wasDisabled := disabled()
+		r := s.say(t, tt.channel, tt.user, tt.text)
+		if !strings.Contains(r.Text, tt.want) {
+			t.Errorf("%s %s %q = %q; want %q", tt.channel, tt.user, tt.text, r.Text, tt.want)
+		}
+		if tt.want == globalOnly || tt.want == noAdmin {
+			if disabled() != wasDisabled {
+				t.Fatalf("%s %s %q changed the skill state", tt.channel, tt.user, tt.text)
+			}
+		}
+	}
+	if !disabled() {
+		t.Fatal("the global admin's /skill off did not take")
+	}
+	if v := testutil.ToFloat64(s.metrics.PolicyDenials.WithLabelValues("slack", "admin")); v != 5 {
+		t.Errorf("policy denials{slack,admin} = %v; want 5", v)
 	}
 }

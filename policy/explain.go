@@ -3,6 +3,7 @@ package policy
 import (
 	"cmp"
 	"fmt"
+	"github.com/parleyhq/parley/config"
 	"io"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 func (r *Resolver) Explain(w io.Writer, s Scope, tools []ToolInfo, skills []string) error {
 	levels, missing := r.chain(s)
 	e := resolve(levels)
+	e.channel, e.global = s.Channel, r.p.Default.Admins
 
 	// tabwriter reports write errors only through the calls that happen to
 	// flush; remembering the first one here means no Fprintf result needs
@@ -81,6 +83,19 @@ func (r *Resolver) Explain(w io.Writer, s Scope, tools []ToolInfo, skills []stri
 		admins = strings.Join(e.admins.val, ", ")
 	}
 	p("  %s\t%s\n", admins, e.admins.level)
+	// The global admins of this platform: those IsGlobalAdmin accepts.
+	var global []string
+	for _, a := range e.global {
+		if platform, id := config.SplitAdmin(a); platform == e.channel && id != "" {
+			global = append(global, id)
+		}
+	}
+	globals := "none"
+	if len(global) > 0 {
+		globals = strings.Join(global, ", ")
+	}
+	p("\nGLOBAL ADMINS (skills on, off, trust, reload)\n")
+	p("  %s\t%s\n", globals, levelConfigDefault)
 
 	if err := tw.Flush(); err != nil && ew.err == nil {
 		return fmt.Errorf("policy explain: %w", err)

@@ -86,7 +86,7 @@ func TestExplainWechatDefault(t *testing.T) {
 
 func TestExplainOperatorLevels(t *testing.T) {
 	pol := config.Policies{
-		Default: config.Level{Admins: []string{"root"}, Skills: config.SkillRules{Deny: []string{"danger-*"}}},
+		Default: config.Level{Admins: []string{"wechat:root", "slack:U1"}, Skills: config.SkillRules{Deny: []string{"danger-*"}}},
 		Platforms: map[string]config.PlatformPolicy{
 			"wechat": {
 				Level: config.Level{
@@ -112,7 +112,7 @@ func TestExplainOperatorLevels(t *testing.T) {
 		wantAll(t, line(t, out, "danger-zone"), "DENIED", `skills.deny "danger-*"`, "policies.default")
 		wantAll(t, line(t, out, "users"), "wx1, wx2", "policies.platforms.wechat")
 		wantAll(t, line(t, out, "dms"), "on", "policies.platforms.wechat")
-		wantAll(t, out, "ADMINS\n  root  policies.default")
+		wantAll(t, out, "ADMINS\n  wechat:root, slack:U1  policies.default", "GLOBAL ADMINS (skills on, off, trust, reload)\n  root  policies.default")
 		wantAll(t, line(t, out, "Not"), "policies.platforms.wechat.workspaces.acct.chats.other")
 	})
 	t.Run("chat re-enables writes", func(t *testing.T) {
@@ -123,7 +123,7 @@ func TestExplainOperatorLevels(t *testing.T) {
 		}
 		wantAll(t, line(t, out, "save_skill_reference"), "allowed", "tools.write: true", chat)
 		wantAll(t, line(t, out, "find_skills"), "DENIED", `tools.deny "find_*"`, chat)
-		wantAll(t, out, "(no skills given)", "ADMINS\n  wx1  "+chat)
+		wantAll(t, out, "(no skills given)", "ADMINS\n  wx1  "+chat, "GLOBAL ADMINS (skills on, off, trust, reload)\n  root  policies.default")
 	})
 }
 

@@ -176,7 +176,9 @@ func (r *Resolver) chain(s Scope) (levels []level, missing []string) {
 // cached and a config reload is just a new Resolver.
 func (r *Resolver) Resolve(s Scope) *Effective {
 	levels, _ := r.chain(s)
-	return resolve(levels)
+	e := resolve(levels)
+	e.channel, e.global = s.Channel, r.p.Default.Admins
+	return e
 }
 
 // setting is one field's effective value and the level it came from. set is
@@ -210,6 +212,11 @@ type Effective struct {
 	users, chats          setting[[]string]
 	dms                   setting[bool]
 	admins                setting[[]string]
+	// channel is the scope's platform: admin ids are matched on it.
+	channel string
+	// global is policies.default.admins, the admins of state shared by
+	// every platform and chat.
+	global []string
 }
 
 func resolve(levels []level) *Effective {
@@ -320,11 +327,45 @@ func (e *Effective) Access(user, chat string, dm bool) Decision {
 	return Decision{Allowed: true, Rule: RuleDefaultEveryone, Level: LevelBuiltin}
 }
 
-// IsAdmin reports whether user is an admin here. Admin ids are matched
-// exactly, never as globs: a pattern that grants admin rights by accident is
-// worse than a typo that grants none. The empty id is never an admin.
+// IsAdmin reports whether user is an admin of this conversation: named in
+// the admins list in effect here, the most specific level that sets one.
+// That grants the powers whose effect stays within the conversation's
+// scope; state shared beyond it needs IsGlobalAdmin.
+//
+// Admin ids are matched exactly, never as globs: a pattern that grants
+// admin rights by accident is worse than a typo that grants none. They
+// are matched per platform: an entry written PLATFORM:ID matches only
+// that platform's user ID; a bare ID, under policies.platforms.P, only
+// P's user; and a bare ID in policies.default matches nobody, since it
+// does not say which platform's user it means. The empty id is never an
+// admin.
 func (e *Effective) IsAdmin(user string) bool {
-	return user != "" && slices.Contains(e.admins.val, user)
+	return matchAdmin(e.admins.val, e.admins.level != levelConfigDefault, e.channel, user)
+}
+
+// IsGlobalAdmin reports whether user is named in policies.default.admins
+// for this conversation's platform: the admins of state shared by every
+// platform, chat and replica, such as which skills are on and trusted.
+func (e *Effective) IsGlobalAdmin(user string) bool {
+	return matchAdmin(e.global, false, e.channel, user)
+}
+
+// matchAdmin matches user of platform channel against entries; bare
+// entries match only when bare is true (a platform's own list).
+func matchAdmin(entries []string, bare bool, channel, user string) bool {
+	if user == "" || channel == "" {
+		return false
+	}
+	for _, entry := range entries {
+		platform, id := config.SplitAdmin(entry)
+		if id != user {
+			continue
+		}
+		if platform == channel || platform == "" && bare {
+			return true
+		}
+	}
+	return false
 }
 
 // Admins returns a copy of the admin ids in effect; it is empty when there

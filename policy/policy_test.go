@@ -170,6 +170,14 @@ func TestOverridePerField(t *testing.T) {
 			set:   func(l *config.Level, i int) { l.Admins = []string{name("a", i)} },
 			check: func(t *testing.T, e *Effective, d int, _ string) {
 				t.Helper()
+				if d == 0 {
+					// A bare id at policies.default names no platform's
+					// user; the validation of the file refuses it.
+					if e.IsAdmin(name("a", d)) {
+						t.Errorf("IsAdmin(%s) = true for a bare id in policies.default", name("a", d))
+					}
+					return
+				}
 				if !e.IsAdmin(name("a", d)) {
 					t.Errorf("IsAdmin(%s) = false, want true", name("a", d))
 				}
@@ -591,10 +599,10 @@ func TestAccess(t *testing.T) {
 
 func TestAdmins(t *testing.T) {
 	pol := config.Policies{
-		Default: config.Level{Admins: []string{"root"}},
+		Default: config.Level{Admins: []string{"console:root", "root"}},
 		Platforms: map[string]config.PlatformPolicy{
 			"slack": {
-				Level: config.Level{Admins: []string{"U_OPS", "U_LEAD"}},
+				Level: config.Level{Admins: []string{"U_OPS", "U_LEAD", "feishu:ou_lead"}},
 				Workspaces: map[string]config.WorkspacePolicy{
 					"T1": {Chats: map[string]config.Level{
 						"C_NOADMIN": {Admins: []string{}},
@@ -613,13 +621,14 @@ func TestAdmins(t *testing.T) {
 		admin     []string
 		notAdmins []string
 	}{
-		{"global default", Scope{Channel: "console"}, []string{"root"}, []string{"root"}, []string{"U_OPS", ""}},
-		{"platform replaces default", Scope{Channel: "slack"}, []string{"U_OPS", "U_LEAD"}, []string{"U_OPS", "U_LEAD"}, []string{"root"}},
-		{"inherited by unconfigured chat", Scope{Channel: "slack", Workspace: "T1", Chat: "C9"}, []string{"U_OPS", "U_LEAD"}, []string{"U_LEAD"}, []string{"root"}},
+		{"global default, matched on its platform", Scope{Channel: "console"}, []string{"console:root", "root"}, []string{"root"}, []string{"U_OPS", "", "console:root"}},
+		{"platform replaces default", Scope{Channel: "slack"}, []string{"U_OPS", "U_LEAD", "feishu:ou_lead"}, []string{"U_OPS", "U_LEAD"}, []string{"root", "ou_lead"}},
+		{"inherited by unconfigured chat", Scope{Channel: "slack", Workspace: "T1", Chat: "C9"}, []string{"U_OPS", "U_LEAD", "feishu:ou_lead"}, []string{"U_LEAD"}, []string{"root"}},
 		{"chat replaces platform", Scope{Channel: "slack", Workspace: "T1", Chat: "C_OWN"}, []string{"U_OWNER"}, []string{"U_OWNER"}, []string{"U_OPS"}},
 		{"empty list at chat means no admins", Scope{Channel: "slack", Workspace: "T1", Chat: "C_NOADMIN"}, []string{}, nil, []string{"U_OPS", "root"}},
 		{"admin ids are not globs", Scope{Channel: "feishu"}, []string{"ou_*"}, []string{"ou_*"}, []string{"ou_123"}},
-		{"unknown platform gets the default", Scope{Channel: "irc"}, []string{"root"}, []string{"root"}, nil},
+		{"unknown platform gets the default, which names no user of it", Scope{Channel: "irc"}, []string{"console:root", "root"}, nil, []string{"root"}},
+		{"a global entry names its platform", Scope{Channel: "feishu"}, []string{"ou_*"}, nil, []string{"root"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -645,11 +654,11 @@ func TestAdmins(t *testing.T) {
 // modifying Admins() can change later decisions.
 func TestIsolation(t *testing.T) {
 	pol := config.Policies{Default: config.Level{
-		Admins: []string{"root"},
+		Admins: []string{"slack:root"},
 		Tools:  config.ToolRules{Deny: []string{"shell"}},
 	}}
 	r := New(pol)
-	pol.Default.Admins[0] = "mallory"
+	pol.Default.Admins[0] = "slack:mallory"
 	pol.Default.Tools.Deny[0] = "other"
 	pol.Platforms = map[string]config.PlatformPolicy{"slack": {Level: config.Level{Admins: []string{"eve"}}}}
 

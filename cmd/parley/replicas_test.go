@@ -103,7 +103,7 @@ gateway:
   shutdown_timeout: 20s
 policies:
   default:
-    admins: [UADMIN]
+    admins: [slack:UADMIN]
 `, r.Prefix))
 	return c
 }
