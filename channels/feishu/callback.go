@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/parleyhq/parley/channels"
@@ -50,8 +49,21 @@ func (a *Adapter) Mount(mux *http.ServeMux) {
 	mux.Handle("POST "+EventsPath, a)
 }
 
+// refusedBody is the one answer to every request refused before it is
+// authenticated: whatever failed (size, signature, timestamp, decryption,
+// JSON, token), the status and body are the same, so the answers reveal
+// nothing about a ciphertext or a key.
+const refusedBody = "request refused"
+
 // ServeHTTP is the HTTP callback. Everything is checked before the body is
 // parsed as an event; a refusal is counted by reason and reaches nothing.
+//
+// With an Encrypt Key, a request with signature headers is authenticated
+// (timestamp window, then signature) before anything is decrypted. Only
+// the URL-verification challenge comes unsigned: an unsigned body is
+// decrypted for it alone, and anything that is not a challenge with the
+// right verification token gets the same refusal as every other
+// unauthenticated request.
 func (a *Adapter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -61,30 +73,27 @@ func (a *Adapter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := channels.ReadBody(r, channels.MaxWebhookBody)
 	if err != nil {
 		if errors.Is(err, channels.ErrBodyTooLarge) {
-			a.reject(w, ReasonTooLarge, http.StatusRequestEntityTooLarge, "body too large")
+			a.refuse(w, ReasonTooLarge)
 			return
 		}
-		a.reject(w, ReasonBadRequest, http.StatusBadRequest, "cannot read body")
+		a.refuse(w, ReasonBadRequest)
 		return
 	}
 	if !a.cfg.VerificationToken.IsSet() && !a.cfg.EncryptKey.IsSet() {
-		a.reject(w, ReasonBadToken, http.StatusForbidden, "callbacks are not configured")
+		a.refuse(w, ReasonBadToken)
 		return
 	}
 
-	// With an Encrypt Key every event is signed; only the challenge comes
-	// unsigned (its authenticity is the key that decrypts it).
 	signed := false
 	if a.cfg.EncryptKey.IsSet() {
-		sig := r.Header.Get(HeaderSignature)
-		ts := r.Header.Get(HeaderTimestamp)
-		if sig != "" || ts != "" {
-			if reason, ok := a.fresh(ts); !ok {
-				a.reject(w, reason, http.StatusUnauthorized, "stale or missing timestamp")
+		sig, ts, nonce := r.Header.Get(HeaderSignature), r.Header.Get(HeaderTimestamp), r.Header.Get(HeaderNonce)
+		if sig != "" || ts != "" || nonce != "" {
+			if !a.fresh(ts) {
+				a.refuse(w, ReasonStaleTimestamp)
 				return
 			}
-			if !validSignature(sig, ts, r.Header.Get(HeaderNonce), a.cfg.EncryptKey.Reveal(), body) {
-				a.reject(w, ReasonBadSignature, http.StatusUnauthorized, "bad signature")
+			if !validSignature(sig, ts, nonce, a.cfg.EncryptKey.Reveal(), body) {
+				a.refuse(w, ReasonBadSignature)
 				return
 			}
 			signed = true
@@ -96,28 +105,24 @@ func (a *Adapter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var enc struct {
 			Encrypt *string `json:"encrypt"`
 		}
-		if err := json.Unmarshal(body, &enc); err != nil {
-			a.reject(w, ReasonBadRequest, http.StatusBadRequest, "malformed JSON")
-			return
-		}
-		if enc.Encrypt == nil {
-			a.reject(w, ReasonBadRequest, http.StatusBadRequest, "an encrypt key is configured but the body is not encrypted")
+		if err := json.Unmarshal(body, &enc); err != nil || enc.Encrypt == nil {
+			a.refuseAfter(w, signed, ReasonBadRequest, http.StatusBadRequest, "the body is not an encrypted event")
 			return
 		}
 		plain, err = Decrypt(*enc.Encrypt, a.cfg.EncryptKey.Reveal())
 		if err != nil {
-			a.reject(w, ReasonDecryptFailed, http.StatusBadRequest, "cannot decrypt")
+			a.refuseAfter(w, signed, ReasonDecryptFailed, http.StatusBadRequest, "cannot decrypt")
 			return
 		}
 	}
 	var env envelope
 	if err := json.Unmarshal(plain, &env); err != nil {
-		a.reject(w, ReasonBadRequest, http.StatusBadRequest, "malformed JSON")
+		a.refuseAfter(w, signed, ReasonBadRequest, http.StatusBadRequest, "malformed JSON")
 		return
 	}
 	if env.Encrypt != nil {
 		// Encrypted although no key is configured here (or twice).
-		a.reject(w, ReasonDecryptFailed, http.StatusBadRequest, "encrypted event but no encrypt key is configured")
+		a.refuseAfter(w, signed, ReasonDecryptFailed, http.StatusBadRequest, "encrypted event but no encrypt key is configured")
 		return
 	}
 	token := env.Token
@@ -125,7 +130,7 @@ func (a *Adapter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		token = env.Header.Token
 	}
 	if a.cfg.VerificationToken.IsSet() && !sameSecret(token, a.cfg.VerificationToken.Reveal()) {
-		a.reject(w, ReasonBadToken, http.StatusUnauthorized, "bad verification token")
+		a.refuse(w, ReasonBadToken)
 		return
 	}
 
@@ -136,7 +141,7 @@ func (a *Adapter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if a.cfg.EncryptKey.IsSet() && !signed {
-		a.reject(w, ReasonBadSignature, http.StatusUnauthorized, "missing signature")
+		a.refuse(w, ReasonBadSignature)
 		return
 	}
 	if env.Header == nil || env.Header.EventType == "" {
@@ -165,17 +170,55 @@ func (a *Adapter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeOK(w)
 }
 
-// fresh checks X-Lark-Request-Timestamp (seconds) against the clock.
-func (a *Adapter) fresh(ts string) (string, bool) {
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil {
-		return ReasonStaleTimestamp, false
+// maxTimestampDigits bounds X-Lark-Request-Timestamp: seconds since 1970
+// have 10 digits until the year 2286.
+const maxTimestampDigits = 10
+
+// fresh checks X-Lark-Request-Timestamp (seconds) against the clock: only
+// plain decimal digits, no sign, no leading zero, at most
+// maxTimestampDigits, and within MaxSkew of now in either direction. The
+// bounds keep the arithmetic far from overflow, and since the signature
+// concatenates timestamp and nonce without a separator, moving a digit
+// between them changes the timestamp's length and so its value tenfold,
+// far outside the window.
+func (a *Adapter) fresh(ts string) bool {
+	if ts == "" || len(ts) > maxTimestampDigits || ts[0] == '0' {
+		return false
 	}
-	d := a.opts.Now().Sub(time.Unix(sec, 0))
-	if d < 0 {
-		d = -d
+	var sec int64
+	for i := 0; i < len(ts); i++ {
+		c := ts[i]
+		if c < '0' || c > '9' {
+			return false
+		}
+		sec = sec*10 + int64(c-'0')
 	}
-	return ReasonStaleTimestamp, d <= a.opts.MaxSkew
+	skew := int64(a.opts.MaxSkew / time.Second)
+	diff := a.opts.Now().Unix() - sec
+	return diff <= skew && diff >= -skew
+}
+
+// refuse answers a request refused before it is authenticated: counted by
+// reason, logged (rate-limited), always the same status and body.
+func (a *Adapter) refuse(w http.ResponseWriter, reason string) {
+	a.m.MessagesRejected.WithLabelValues(Name, reason).Inc()
+	a.log.Warn("callback refused", "reason", reason)
+	http.Error(w, refusedBody, http.StatusUnauthorized)
+}
+
+// refuseAfter refuses a request that failed after the signature check: a
+// signed one gets a precise answer (it comes from Feishu), an unsigned one
+// the refusal every unauthenticated request gets — counted as unsigned when
+// a key is set, since only a challenge may come without a signature.
+func (a *Adapter) refuseAfter(w http.ResponseWriter, signed bool, reason string, status int, msg string) {
+	if !signed {
+		if a.cfg.EncryptKey.IsSet() {
+			reason = ReasonBadSignature
+		}
+		a.refuse(w, reason)
+		return
+	}
+	a.reject(w, reason, status, msg)
 }
 
 func (a *Adapter) reject(w http.ResponseWriter, reason string, status int, msg string) {

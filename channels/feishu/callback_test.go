@@ -5,7 +5,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -124,7 +127,7 @@ func TestCallbacksThroughTheRealHandler(t *testing.T) {
 		}, wantStatus: 401, reason: ReasonBadToken},
 		{name: "malformed JSON (plain)", plain: true, req: func(f *fixture) *http.Request {
 			return feishutest.Request(f.srv.URL+EventsPath, []byte(`{"schema":"2.0",`), "", f.now)
-		}, wantStatus: 400, reason: ReasonBadRequest},
+		}, wantStatus: 401, reason: ReasonBadRequest},
 		{name: "malformed JSON (signed)", req: func(f *fixture) *http.Request {
 			return signed(f, []byte(`{"encrypt":`))
 		}, wantStatus: 400, reason: ReasonBadRequest},
@@ -140,7 +143,7 @@ func TestCallbacksThroughTheRealHandler(t *testing.T) {
 		{name: "oversized body", req: func(f *fixture) *http.Request {
 			big := bytes.Repeat([]byte("a"), channels.MaxWebhookBody+1)
 			return signed(f, big)
-		}, wantStatus: 413, reason: ReasonTooLarge},
+		}, wantStatus: 401, reason: ReasonTooLarge},
 		{name: "unknown event type is acked and ignored", req: func(f *fixture) *http.Request {
 			ev := []byte(`{"schema":"2.0","header":{"event_id":"e9","event_type":"im.chat.updated_v1","token":"` + testToken + `"},"event":{}}`)
 			return signed(f, feishutest.Encrypted(ev, testKey))
@@ -227,7 +230,7 @@ func TestRepushOfATakenMessageIsDroppedByMessageID(t *testing.T) {
 func TestCallbacksRefusedWithoutTokenOrKey(t *testing.T) {
 	f := newFixture(t, func(c *Config, o *Options) { c.EncryptKey, c.VerificationToken, c.Mode = "", "", "" })
 	status, _ := f.do(t, feishutest.Request(f.srv.URL+EventsPath, groupMention("om_1"), "", f.now))
-	if status != http.StatusForbidden || len(f.rec.messages()) != 0 {
+	if status != http.StatusUnauthorized || len(f.rec.messages()) != 0 {
 		t.Fatalf("unauthenticated callback: status %d, %d submitted", status, len(f.rec.messages()))
 	}
 	if _, err := New(Config{AppID: "a", AppSecret: "b", Mode: "webhook"}, Options{}, nil, nil); err == nil {
@@ -244,4 +247,123 @@ func mustB64(t *testing.T, s string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestFeishuCallbackNoDecryptionOracle: with an Encrypt Key, every request
+// refused before authentication — unsigned, badly signed, stale, oversized,
+// undecryptable, bad padding, JSON that is not an event — gets the same
+// status and body, and a request with signature headers that do not verify
+// is refused before its body is decrypted.
+func TestFeishuCallbackNoDecryptionOracle(t *testing.T) {
+	f := newFixture(t, nil)
+	unsigned := func(body []byte) *http.Request {
+		return feishutest.Request(f.srv.URL+EventsPath, body, "", f.now)
+	}
+	badSig := func(body []byte) *http.Request {
+		r := feishutest.Request(f.srv.URL+EventsPath, body, testKey, f.now)
+		r.Header.Set(HeaderSignature, strings.Repeat("a", 64))
+		return r
+	}
+	good := feishutest.Encrypted(groupMention("om_1"), testKey)
+	var flipped []byte
+	{
+		var enc struct{ Encrypt string }
+		if err := json.Unmarshal(good, &enc); err != nil {
+			t.Fatal(err)
+		}
+		raw := mustB64(t, enc.Encrypt)
+		raw[len(raw)-17] ^= 1 // the padding byte of the last block changes
+		flipped = []byte(`{"encrypt":"` + b64(raw) + `"}`)
+	}
+	reqs := map[string]*http.Request{
+		"unsigned event":                  unsigned(good),
+		"unsigned, bad padding":           unsigned(flipped),
+		"unsigned, not base64":            unsigned([]byte(`{"encrypt":"!!"}`)),
+		"unsigned, JSON inside":           unsigned(feishutest.Encrypted([]byte(`{"header":`), testKey)),
+		"unsigned, not encrypted":         unsigned(groupMention("om_1")),
+		"unsigned, not JSON":              unsigned([]byte(`{"encrypt":`)),
+		"unsigned, wrong-token challenge": unsigned(feishutest.Encrypted(feishutest.Challenge("wrong", "c"), testKey)),
+		"bad signature, good body":        badSig(good),
+		"bad signature, bad padding":      badSig(flipped),
+		"bad signature, not JSON":         badSig([]byte(`{"encrypt":`)),
+		"stale":                           feishutest.Request(f.srv.URL+EventsPath, good, testKey, f.now.Add(-time.Hour)),
+		"oversized":                       unsigned(bytes.Repeat([]byte("a"), channels.MaxWebhookBody+1)),
+	}
+	var first string
+	for name, req := range reqs {
+		status, body := f.do(t, req)
+		got := fmt.Sprintf("%d %q", status, body)
+		if first == "" {
+			first = got
+		}
+		if got != first || status != http.StatusUnauthorized {
+			t.Errorf("%s: answered %s; every unauthenticated request must get the same (%s)", name, got, first)
+		}
+	}
+	if v := testutil.ToFloat64(f.m.MessagesRejected.WithLabelValues(Name, ReasonDecryptFailed)); v != 0 {
+		t.Errorf("%v unauthenticated requests reached decryption failure", v)
+	}
+	if n := len(f.rec.messages()); n != 0 {
+		t.Errorf("%d messages submitted", n)
+	}
+	// The unsigned challenge still works.
+	status, body := f.do(t, unsigned(feishutest.Encrypted(feishutest.Challenge(testToken, "ok-1"), testKey)))
+	if status != 200 || !strings.Contains(body, "ok-1") {
+		t.Fatalf("challenge: %d %s", status, body)
+	}
+}
+
+// TestFeishuTimestampStrictAndBounded: X-Lark-Request-Timestamp is plain
+// decimal seconds within the window both ways. A timestamp ~292 years
+// ahead (where a time.Duration overflows) is stale, and a signature made
+// for one timestamp does not stay valid with digits moved between the
+// timestamp and the nonce (the signed string concatenates them).
+func TestFeishuTimestampStrictAndBounded(t *testing.T) {
+	f := newFixture(t, nil)
+	now := f.now.Unix()
+	body := feishutest.Encrypted(groupMention("om_ts"), testKey)
+	send := func(ts, nonce string) int {
+		req, _ := http.NewRequest(http.MethodPost, f.srv.URL+EventsPath, bytes.NewReader(body))
+		req.Header.Set(HeaderTimestamp, ts)
+		req.Header.Set(HeaderNonce, nonce)
+		req.Header.Set(HeaderSignature, feishutest.Signature(ts, nonce, testKey, body))
+		status, _ := f.do(t, req)
+		return status
+	}
+	nowS := strconv.FormatInt(now, 10)
+	for _, ts := range []string{
+		strconv.FormatInt(now+292*366*24*3600, 10), // past the time.Duration range
+		strconv.FormatInt(now+(math.MaxInt64/int64(time.Second))+now, 10),
+		strconv.FormatInt(math.MaxInt64, 10), "-" + strconv.FormatInt(math.MaxInt64, 10) + "8",
+		strconv.FormatInt(now+301, 10), strconv.FormatInt(now-301, 10),
+		"+" + nowS, " " + nowS, nowS + " ", "0" + nowS, nowS + ".0", "1e9", "0x" + strconv.FormatInt(now, 16), "",
+	} {
+		if status := send(ts, "n1"); status != http.StatusUnauthorized {
+			t.Errorf("timestamp %q accepted (%d)", ts, status)
+		}
+	}
+	// Digits moved across the boundary keep the signed string (ts+nonce)
+	// the same, so the signature verifies; the timestamp must not.
+	nonce := "7" + "123"
+	sig := feishutest.Signature(nowS, nonce, testKey, body)
+	for _, pair := range [][2]string{{nowS + "7", "123"}, {nowS[:9], nowS[9:] + nonce}} {
+		if feishutest.Signature(pair[0], pair[1], testKey, body) != sig {
+			t.Fatal("test setup: the signed string changed")
+		}
+		req, _ := http.NewRequest(http.MethodPost, f.srv.URL+EventsPath, bytes.NewReader(body))
+		req.Header.Set(HeaderTimestamp, pair[0])
+		req.Header.Set(HeaderNonce, pair[1])
+		req.Header.Set(HeaderSignature, sig)
+		if status, _ := f.do(t, req); status != http.StatusUnauthorized {
+			t.Errorf("timestamp %q nonce %q (digits moved) accepted: %d", pair[0], pair[1], status)
+		}
+	}
+	if n := len(f.rec.messages()); n != 0 {
+		t.Fatalf("%d messages submitted", n)
+	}
+	for _, ts := range []string{nowS, strconv.FormatInt(now-299, 10), strconv.FormatInt(now+299, 10)} {
+		if status := send(ts, "n-"+ts); status != 200 {
+			t.Errorf("fresh timestamp %q refused (%d)", ts, status)
+		}
+	}
 }
