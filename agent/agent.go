@@ -225,6 +225,13 @@ type TurnRequest struct {
 	// Preface holds messages placed before the user message and stored
 	// with the turn: the injection of a manual /skill:NAME.
 	Preface []sessions.Message
+	// Item identifies the inbox item (the queued message) the turn
+	// answers, the same on every attempt at it. With Calls it makes each
+	// write-tool call run at most once per message.
+	Item string
+	// Calls records write-tool calls (nil: none are recorded, and a
+	// message answered twice makes its writes twice).
+	Calls CallLedger
 }
 
 // Usage sums the tokens of every model request of a turn.
@@ -299,6 +306,7 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 	system := a.systemMessage(req.SystemExtra)
 
 	var res TurnResult
+	once := &onceGuard{ledger: req.Calls, conv: req.Conversation, item: req.Item}
 	calls := 0 // tool calls of this turn that were not capped
 	for {
 		last := res.Iterations >= a.cfg.MaxToolIterations || calls >= a.cfg.MaxToolCallsPerTurn
@@ -353,7 +361,7 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 		}
 		tc.History = append(seen[:len(seen):len(seen)], turn...)
 		limit := a.toolCallLimit(len(call.ToolCalls), calls)
-		outcomes := a.runTools(ctx, log, &tc, call.ToolCalls, allow, limit)
+		outcomes := a.runTools(ctx, log, &tc, call.ToolCalls, allow, limit, once)
 		calls += limit.n
 		for i, o := range outcomes {
 			turn = append(turn, sessions.Message{

@@ -83,7 +83,10 @@ func normaliseCalls(calls []openai.ToolCall) []sessions.ToolCall {
 // changes what a read of the same batch sees. Calls that cannot run (past
 // limit, unknown, not allowed, bad arguments) are answered without running
 // anything.
-func (a *Agent) runTools(ctx context.Context, log *slog.Logger, tc *TurnContext, calls []sessions.ToolCall, allow func(string) bool, limit callLimit) []outcome {
+//
+// Under an active once guard each write call runs at most once per message,
+// across every attempt at it (see onceGuard).
+func (a *Agent) runTools(ctx context.Context, log *slog.Logger, tc *TurnContext, calls []sessions.ToolCall, allow func(string) bool, limit callLimit, once *onceGuard) []outcome {
 	type job struct {
 		i    int
 		tool Tool
@@ -142,7 +145,14 @@ func (a *Agent) runTools(ctx context.Context, log *slog.Logger, tc *TurnContext,
 		wg.Wait()
 	}
 	for _, j := range writes {
-		run(j)
+		if j.tool.Writes() && once.active() {
+			start := time.Now()
+			var did bool
+			out[j.i], did = a.callOnce(ctx, log, tc, once, j.tool, j.args)
+			durations[j.i], ran[j.i] = time.Since(start), did
+		} else {
+			run(j)
+		}
 		if inj := out[j.i].inject; len(inj) > 0 {
 			// Later sequential calls decide on what this one injected; the
 			// concurrent reads are done, so nothing else reads tc now.

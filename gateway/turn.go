@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -274,6 +276,9 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 		Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat, Conversation: c.Lock.Conversation(), User: m.User,
 		History: history, UserText: text, SystemExtra: index, Skills: set, Preface: preface,
 		Allow: g.toolPolicy(eff),
+		// The queued item, nonce included, is the same on every attempt
+		// at this message and differs from every other message's.
+		Item: itemID(c.Item), Calls: g.store,
 	})
 	if err != nil {
 		g.observe(ctx, r, metrics.OutcomeError)
@@ -285,6 +290,12 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 	r.msgs, r.reply = res.Messages, &channels.Reply{Text: res.Reply}
 	handedOver = true // finish clears the indicator after the reply
 	return r, nil
+}
+
+// itemID names a queued item by its content.
+func itemID(item []byte) string {
+	sum := sha256.Sum256(item)
+	return hex.EncodeToString(sum[:16])
 }
 
 // observe records a model turn's duration, from its start to now.

@@ -161,6 +161,13 @@ type Store interface {
 	// (within 24 h).
 	Seen(ctx context.Context, scope, id string) (bool, error)
 
+	// BeginCall and EndCall record a write-tool call of conv under key, so
+	// that it runs at most once however often its message is answered:
+	// BeginCall claims it or says what an earlier attempt left, EndCall
+	// records the result of the claimed call. Each is one atomic step.
+	BeginCall(ctx context.Context, conv, key string) (CallRecord, error)
+	EndCall(ctx context.Context, conv, key, claim string, result []byte) error
+
 	// Ping checks that the backing Redis answers.
 	Ping(ctx context.Context) error
 	// Close releases connections (and stops an embedded server).
