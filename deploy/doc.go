@@ -6,6 +6,8 @@
 //
 //	prometheus/prometheus.yml                   scrape parley:8080/metrics, load alerts.yml
 //	prometheus/alerts.yml                       alerting rules
+//	prometheus/alerts_test.yaml                 promtool tests: every alert fires on its bad case
+//	prometheus/healthy_test.yaml                promtool tests: none fires on a fresh, healthy replica
 //	grafana/dashboards/parley.json              the Parley dashboard
 //	grafana/provisioning/datasources/*.yml      Prometheus at http://prometheus:9090
 //	grafana/provisioning/dashboards/*.yml       load dashboards from /var/lib/grafana/dashboards

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/internal/parleybin"
 	"github.com/parleyhq/parley/skills"
 )
 
@@ -261,24 +261,17 @@ func TestKubernetesManifests(t *testing.T) {
 
 // TestProbePathsExistInTheBinary runs the real binary and asks every path
 // the deployment files probe or scrape.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	parleybin.Remove()
+	os.Exit(code)
+}
+
 func TestProbePathsExistInTheBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "parley")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/parley")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := l.Addr().String()
-	l.Close()
-	cmd := exec.Command(bin, "serve")
-	cmd.Env = append(os.Environ(), "PARLEY_LISTEN="+addr, "PARLEY_HOME="+t.TempDir(), "OPENAI_BASE_URL=http://127.0.0.1:1/v1", "REDIS_URL=")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	base := startServe(t, "REDIS_URL=")
 
 	paths := []string{"/healthz", "/readyz"}
 	docs := kubeDocs(t)
@@ -292,21 +285,14 @@ func TestProbePathsExistInTheBinary(t *testing.T) {
 		paths = append(paths, mp)
 	}
 	slices.Sort(paths)
-	deadline := time.Now().Add(30 * time.Second)
 	for _, p := range slices.Compact(paths) {
-		for {
-			resp, err := http.Get("http://" + addr + p)
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					t.Errorf("GET %s = %d; the deployment probes a path the binary does not serve", p, resp.StatusCode)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("parley serve never answered: %v", err)
-			}
-			time.Sleep(50 * time.Millisecond)
+		resp, err := http.Get(base + p)
+		if err != nil {
+			t.Fatalf("GET %s: %v", p, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s = %d; the deployment probes a path the binary does not serve", p, resp.StatusCode)
 		}
 	}
 }
@@ -381,17 +367,17 @@ func TestDockerfile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	// Run the Dockerfile's own build line (less the image paths) and ask
-	// the result its version.
-	bin := filepath.Join(t.TempDir(), "parley")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version=v9.9.9-test", "-o", bin, "../cmd/parley")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	// The tests' binary is built with the Dockerfile's flags (parleybin):
+	// check the line still has them, then ask the result its version.
+	for _, flag := range []string{"CGO_ENABLED=0", "-trimpath", `-ldflags "-s -w -X main.version=${VERSION}"`, "./cmd/parley"} {
+		if !strings.Contains(build, flag) {
+			t.Errorf("the Dockerfile's build line lacks %s, which the tests' build (internal/parleybin) has: %s", flag, build)
+		}
 	}
+	bin := parleybin.Path(t)
 	out, err := exec.Command(bin, "version").Output()
-	if err != nil || strings.TrimSpace(string(out)) != "parley v9.9.9-test" {
-		t.Fatalf("parley version = %q, %v; want the stamped version", out, err)
+	if err != nil || strings.TrimSpace(string(out)) != "parley "+parleybin.Version {
+		t.Fatalf("parley version = %q, %v; want the stamped version %s", out, err, parleybin.Version)
 	}
 	elf, err := os.ReadFile(bin)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/parleyhq/parley/internal/parleybin"
 )
 
 // repoRoot is the top of the git checkout this package is in.
@@ -68,4 +70,34 @@ func isScript(t *testing.T, root, path string) bool {
 	head := make([]byte, 2)
 	n, _ := f.Read(head)
 	return bytes.Equal(head[:n], []byte("#!"))
+}
+
+// scripts/test builds the binary the tests share; it must be the build
+// internal/parleybin makes when run alone (the same flags, the same version
+// stamp), or a test passes under one and fails under the other.
+func TestScriptsTestBuildsLikeParleybin(t *testing.T) {
+	b, err := os.ReadFile("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := strings.ReplaceAll(string(b), "\\\n", " ")
+	var line string
+	for _, l := range strings.Split(script, "\n") {
+		if strings.Contains(l, "go build") {
+			line = strings.Join(strings.Fields(l), " ")
+		}
+	}
+	if line == "" {
+		t.Fatal("scripts/test builds no binary to share")
+	}
+	args := parleybin.Args(`"$bin_dir/parley"`)
+	args[2] = `"` + args[2] + `"` // the -ldflags value, quoted in the shell
+	want := "go " + strings.Join(args, " ")
+	want = strings.Replace(want, parleybin.Package, "./cmd/parley", 1)
+	if line != want {
+		t.Errorf("scripts/test builds with\n  %s\ninternal/parleybin with\n  %s", line, want)
+	}
+	if !strings.Contains(script, "export "+parleybin.Env+"=") {
+		t.Errorf("scripts/test does not export %s", parleybin.Env)
+	}
 }

@@ -20,19 +20,14 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/agent/openaitest"
+	"github.com/parleyhq/parley/internal/parleybin"
 	"github.com/parleyhq/parley/internal/redistest"
 )
 
-// buildParley compiles the binary once per test that needs real processes.
+// buildParley returns the parley binary, built once for the whole run.
 func buildParley(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "parley")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("go build: %v", err)
-	}
-	return bin
+	return parleybin.Path(t)
 }
 
 func writeConfig(t *testing.T, body string) string {

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/parleyhq/parley/agent/mcp/mcptest"
 	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/channels/slack/slacktest"
+	"github.com/parleyhq/parley/internal/parleybin"
 	"github.com/parleyhq/parley/internal/redistest"
 	"github.com/parleyhq/parley/sessions"
 	openai "github.com/sashabaranov/go-openai"
@@ -27,40 +27,17 @@ import (
 // package — on one real Redis, in front of the fake Slack and the fake
 // model: what operators run as replicas behind a load balancer.
 
-var binary struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// parleyBinary builds the binary once for the whole test run.
+// parleyBinary is the binary, built once for the whole test run.
 func parleyBinary(t *testing.T) string {
 	t.Helper()
-	binary.once.Do(func() {
-		dir, err := os.MkdirTemp("", "parley-bin-")
-		if err != nil {
-			binary.err = err
-			return
-		}
-		binary.path = filepath.Join(dir, "parley")
-		out, err := exec.Command("go", "build", "-o", binary.path, ".").CombinedOutput()
-		if err != nil {
-			binary.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binary.err != nil {
-		t.Fatal(binary.err)
-	}
-	return binary.path
+	return parleybin.Path(t)
 }
 
 func TestMain(m *testing.M) {
 	// Started by a test as a stdio MCP server: serve, and exit.
 	mcptest.ServeStdio()
 	code := m.Run()
-	if binary.path != "" {
-		os.RemoveAll(filepath.Dir(binary.path))
-	}
+	parleybin.Remove()
 	os.Exit(code)
 }
 

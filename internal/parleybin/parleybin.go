@@ -1,0 +1,90 @@
+// Package parleybin gives tests the parley binary, built once.
+//
+// Several packages run the real binary (replicas behind one Redis, the
+// deployment files' probes, the alert rules against a fresh server).
+// Building it is the slowest step of a cold test run, so scripts/test
+// builds it once before `go test` and names it in PARLEY_TEST_BINARY;
+// every package then runs that file. Without the variable (a plain
+// `go test ./cmd/parley/`) the first test that asks builds it for its
+// package, into a folder Remove deletes.
+//
+// The build is a plain `go build` with the version stamped as the
+// Dockerfile stamps it (-X main.version). It leaves out the Dockerfile's
+// CGO_ENABLED=0 and -trimpath on purpose: with the go command's own
+// settings it reuses every package `go vet` and `go build ./...` compiled
+// before it and only links, where the image's settings would compile the
+// whole tree once more (minutes on two cores). The deploy tests check the
+// image's build line separately.
+package parleybin
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// Env names the prebuilt binary scripts/test exports.
+const Env = "PARLEY_TEST_BINARY"
+
+// Version is stamped into every test build; scripts/test stamps the same,
+// so `parley version` prints "parley " + Version whichever built it.
+const Version = "v0.0.0-parleytest"
+
+// Package is what is built.
+const Package = "github.com/parleyhq/parley/cmd/parley"
+
+var built struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// Path returns the binary: $PARLEY_TEST_BINARY when set, else one built
+// for this test process on first use. A set variable naming no file fails
+// the test rather than quietly building another.
+func Path(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv(Env); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%s=%s: %v", Env, p, err)
+		}
+		return p
+	}
+	built.once.Do(func() {
+		built.dir, built.err = os.MkdirTemp("", "parley-test-bin-")
+		if built.err != nil {
+			return
+		}
+		built.path = filepath.Join(built.dir, "parley")
+		built.err = Build(built.path)
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.path
+}
+
+// Build compiles the binary to out, stamped with Version.
+func Build(out string) error {
+	if b, err := exec.Command("go", Args(out)...).CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", Package, err, b)
+	}
+	return nil
+}
+
+// Args are the go command's arguments for a build to out.
+func Args(out string) []string {
+	return []string{"build", "-ldflags", "-X main.version=" + Version, "-o", out, Package}
+}
+
+// Remove deletes the binary Path built, if it built one. Call it from
+// TestMain after m.Run.
+func Remove() {
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+}
