@@ -3,6 +3,7 @@ package slack
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -141,9 +142,20 @@ func TestMentionBecomesAThreadMessage(t *testing.T) {
 		t.Fatalf("after the retry %d messages were taken", n)
 	}
 
+	// A bare mention (the bot's name and nothing else) gets the help, as
+	// an empty /parley does, not silence.
+	for i, bare := range []string{"", "   ", "<@" + slacktest.BotUserID + ">"} {
+		id := fmt.Sprintf("EvBare%d", i)
+		f.post(t, EventsPath, mustJSON(t, slacktest.Event(id, slacktest.Mention("C1", "U3", "1700000001.00010"+fmt.Sprint(i), "", bare))))
+		msgs := f.h.messages()
+		if got := msgs[len(msgs)-1]; got.ID != id || got.Text != "/help" {
+			t.Fatalf("bare mention %q became %+v; want /help", bare, got)
+		}
+	}
+
 	// A mention inside a thread continues that thread.
 	f.post(t, EventsPath, mustJSON(t, slacktest.Event("Ev101", slacktest.Mention("C1", "U2", "1700000000.000300", "1700000000.000100", "more"))))
-	if msgs := f.h.messages(); len(msgs) != 2 || msgs[1].Thread != "1700000000.000100" || msgs[1].Meta[MetaTS] != "1700000000.000300" {
+	if msgs := f.h.messages(); len(msgs) != 5 || msgs[4].Thread != "1700000000.000100" || msgs[4].Meta[MetaTS] != "1700000000.000300" {
 		t.Fatalf("mention in thread: %+v", msgs[len(msgs)-1])
 	}
 }

@@ -352,6 +352,12 @@ func (a *Adapter) appMention(env envelope, bot string, m channels.Message) (_ ch
 	}
 	m.Chat, m.Thread, m.User = e.Channel, thread, e.User
 	m.Text = CleanText(e.Text, bot)
+	if m.Text == "" {
+		// A bare mention ("@parley" and nothing else) calls the bot
+		// without a question: answer with the help, as an empty /parley
+		// does, rather than with nothing.
+		m.Text = "/help"
+	}
 	m.Meta = map[string]string{MetaTS: e.TimeStamp, MetaThreadTS: thread}
 	return m, true, ""
 }
