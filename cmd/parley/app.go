@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/parleyhq/parley/agent"
@@ -43,6 +44,7 @@ type app struct {
 	skills  *skills.Registry
 	state   skills.State
 	gateway *gateway.Gateway
+	redis   *redisHealth
 
 	// Background work (reload announcements, Redis health) runs under bg
 	// until the teardown cancels it and waits.
@@ -146,7 +148,8 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 	}()
 	// go-redis has one process-wide logger; the last app built owns it,
 	// which in the binary is the only one.
-	redis.SetLogger(redisLog{log})
+	a.redis = &redisHealth{metrics: m, log: log}
+	redis.SetLogger(redisLog{a.redis})
 	a.store, a.shared, err = e.openStore(cfg, log)
 	if err != nil {
 		return nil, err
@@ -301,14 +304,8 @@ func (a *app) watchRedis(every time.Duration) {
 				return
 			case <-t.C:
 				ctx, cancel := context.WithTimeout(a.bg, every)
-				err := a.store.Ping(ctx)
+				a.redis.observe(a.store.Ping(ctx))
 				cancel()
-				if err != nil {
-					a.metrics.RedisUp.Set(0)
-					a.log.Warn("redis health check failed", "err", err)
-				} else {
-					a.metrics.RedisUp.Set(1)
-				}
 			}
 		}
 	})
@@ -463,10 +460,46 @@ func mcpEnvWarnings(cfg config.Config, getenv func(string) string) []string {
 	return out
 }
 
-// redisLog routes go-redis's own messages (connection pool failures) into
-// the process's structured log instead of bare lines on stderr.
-type redisLog struct{ log *slog.Logger }
+// redisHealth is what this process last saw of Redis. The health check
+// and the readiness probe report every ping to it; it sets parley_redis_up
+// and logs only when the state changes: once when Redis stops answering,
+// once when it is back, however many pings fail in between.
+type redisHealth struct {
+	metrics *metrics.Metrics
+	log     *slog.Logger
+
+	away atomic.Bool // the last ping failed
+	// clientSaid is set once go-redis's own logger has spoken; its next
+	// messages go to debug until a ping succeeds again.
+	clientSaid atomic.Bool
+}
+
+func (h *redisHealth) observe(err error) {
+	if err != nil {
+		h.metrics.RedisUp.Set(0)
+		if h.away.CompareAndSwap(false, true) {
+			h.log.Warn("redis does not answer; this replica reports not ready until it does", "err", err)
+		}
+		return
+	}
+	h.metrics.RedisUp.Set(1)
+	h.clientSaid.Store(false)
+	if h.away.CompareAndSwap(true, false) {
+		h.log.Info("redis answers again")
+	}
+}
+
+// redisLog routes go-redis's own messages (connection pool failures,
+// dropped pub/sub connections) into the process's structured log. During
+// an outage go-redis says the same on every retry: the first message is a
+// warning, the others go to debug until a ping succeeds again.
+type redisLog struct{ h *redisHealth }
 
 func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
-	r.log.WarnContext(ctx, "redis client: "+strings.TrimSpace(fmt.Sprintf(format, v...)))
+	msg := "redis client: " + strings.TrimSpace(fmt.Sprintf(format, v...))
+	if r.h.clientSaid.CompareAndSwap(false, true) {
+		r.h.log.WarnContext(ctx, msg, "repeats", "at debug level until redis answers again")
+		return
+	}
+	r.h.log.DebugContext(ctx, msg)
 }

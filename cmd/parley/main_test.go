@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,6 +23,8 @@ import (
 	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/internal/parleybin"
 	"github.com/parleyhq/parley/internal/redistest"
+	"github.com/parleyhq/parley/metrics"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // buildParley returns the parley binary, built once for the whole run.
@@ -204,16 +207,25 @@ func TestReadyzFailsWhileRedisIsDown(t *testing.T) {
 	base := "http://" + addr
 	waitFor(t, base+"/readyz", &stderr)
 	proxy.close()
-	resp, err := http.Get(base + "/readyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable {
-		t.Fatalf("/readyz with Redis down = %d; want 503", resp.StatusCode)
+	// A probe every few seconds for the whole outage: one log line.
+	for range 4 {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("/readyz with Redis down = %d; want 503", resp.StatusCode)
+		}
 	}
 	cancel()
 	<-done
+	if n := strings.Count(stderr.String(), "redis does not answer; this replica"); n != 1 {
+		t.Errorf("the outage was logged %d times; want once:\n%s", n, stderr.String())
+	}
+	if n := strings.Count(stderr.String(), "level=WARN msg=\"redis client:"); n > 1 {
+		t.Errorf("go-redis warned %d times; want its repeats at debug level:\n%s", n, stderr.String())
+	}
 }
 
 func mapEnv(kv map[string]string) func(string) string {
@@ -283,15 +295,51 @@ func TestHealthcheckAndVersion(t *testing.T) {
 	}
 }
 
-func TestRedisClientMessagesGoToTheStructuredLog(t *testing.T) {
+// An outage makes go-redis and every ping fail again and again; the log
+// gets one line when Redis goes away and one when it is back, and go-redis's
+// own messages reach the structured log, the repeats at debug level.
+func TestRedisOutageIsLoggedOncePerChange(t *testing.T) {
 	var buf bytes.Buffer
-	redisLog{slog.New(slog.NewJSONHandler(&buf, nil))}.Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts\n", 5)
-	var rec map[string]any
-	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
-		t.Fatalf("not one JSON record: %q", buf.String())
+	m := metrics.New()
+	h := &redisHealth{metrics: m, log: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	client := redisLog{h}
+	down := errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
+	outage := func() {
+		for range 3 {
+			client.Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts\n", 5)
+			h.observe(down)
+		}
 	}
-	if rec["level"] != "WARN" || rec["msg"] != "redis client: redis: connection pool: failed to dial after 5 attempts" {
-		t.Fatalf("record = %v", rec)
+	outage()
+	if v := testutil.ToFloat64(m.RedisUp); v != 0 {
+		t.Errorf("parley_redis_up = %v during the outage", v)
+	}
+	for range 3 {
+		h.observe(nil)
+	}
+	if v := testutil.ToFloat64(m.RedisUp); v != 1 {
+		t.Errorf("parley_redis_up = %v after it", v)
+	}
+	outage() // a second outage is told again
+	h.observe(nil)
+
+	var got []string
+	dec := json.NewDecoder(&buf)
+	for dec.More() {
+		var rec map[string]any
+		if err := dec.Decode(&rec); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprint(rec["level"], " ", rec["msg"]))
+	}
+	client1 := "redis client: redis: connection pool: failed to dial after 5 attempts"
+	away := "redis does not answer; this replica reports not ready until it does"
+	want := []string{
+		"WARN " + client1, "WARN " + away, "DEBUG " + client1, "DEBUG " + client1, "INFO redis answers again",
+		"WARN " + client1, "WARN " + away, "DEBUG " + client1, "DEBUG " + client1, "INFO redis answers again",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("log lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

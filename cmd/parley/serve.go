@@ -86,13 +86,12 @@ func (a *app) routes(draining *atomic.Bool) *http.ServeMux {
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		if err := a.store.Ping(ctx); err != nil {
-			a.metrics.RedisUp.Set(0)
-			a.log.Warn("readiness: redis unreachable", "err", err)
+		err := a.store.Ping(ctx)
+		a.redis.observe(err) // logs a change of state, not every probe
+		if err != nil {
 			http.Error(w, "redis unreachable", http.StatusServiceUnavailable)
 			return
 		}
-		a.metrics.RedisUp.Set(1)
 		if err := a.channelsReady(); err != nil {
 			a.log.Warn("readiness: channel degraded", "err", err)
 			http.Error(w, "degraded: "+err.Error(), http.StatusServiceUnavailable)
