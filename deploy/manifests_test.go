@@ -170,7 +170,7 @@ func kubeDocs(t *testing.T) map[string][]map[string]any {
 
 func TestKubernetesManifests(t *testing.T) {
 	docs := kubeDocs(t)
-	for _, kind := range []string{"Deployment", "Service", "ConfigMap", "PodDisruptionBudget", "HorizontalPodAutoscaler", "ServiceMonitor", "PersistentVolumeClaim"} {
+	for _, kind := range []string{"Namespace", "Deployment", "Service", "ConfigMap", "PodDisruptionBudget", "HorizontalPodAutoscaler", "PersistentVolumeClaim"} {
 		if len(docs[kind]) == 0 {
 			t.Errorf("kustomization has no %s", kind)
 		}
@@ -219,30 +219,33 @@ func TestKubernetesManifests(t *testing.T) {
 	if grace <= cfg.Gateway.ShutdownTimeout {
 		t.Errorf("terminationGracePeriodSeconds %v does not exceed gateway.shutdown_timeout %v", grace, cfg.Gateway.ShutdownTimeout)
 	}
-	// Workspace skills lay out as the loader expects and lint clean.
+	// Workspace skills, mounted as the kubelet mounts them, load and lint
+	// clean.
 	root := t.TempDir()
-	for _, v := range dig(dep, "spec", "template", "spec", "volumes").([]any) {
-		items, ok := dig(v, "configMap", "items").([]any)
-		if !ok {
+	var want []string
+	for _, cm := range docs["ConfigMap"] {
+		if dig(cm, "metadata", "name") != "parley-workspace-skills" {
 			continue
 		}
-		for _, it := range items {
-			key, path := dig(it, "key").(string), dig(it, "path").(string)
-			var content string
-			for _, cm := range docs["ConfigMap"] {
-				if s, ok := dig(cm, "data", key).(string); ok {
-					content = s
-				}
-			}
-			if content == "" {
-				t.Errorf("volume item %s names a key no ConfigMap has", key)
-				continue
-			}
-			os.MkdirAll(filepath.Join(root, filepath.Dir(path)), 0o755)
-			os.WriteFile(filepath.Join(root, path), []byte(content), 0o644)
+		for key := range dig(cm, "data").(map[string]any) {
+			want = append(want, strings.TrimSuffix(key, ".SKILL.md"))
 		}
 	}
-	for _, w := range skills.Lint(root) {
+	if len(want) == 0 {
+		t.Fatal("no workspace skills ConfigMap")
+	}
+	mountConfigMaps(t, root, dep, docs["ConfigMap"])
+	workspace := filepath.Join(root, "workspace")
+	cat, err := skills.Load(skills.Layers{Workspace: workspace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range want {
+		if s, ok := cat.Get(name); !ok || s.Source != skills.SourceWorkspace {
+			t.Errorf("workspace skill %s is not loaded from the ConfigMap as the pod mounts it (warnings: %v)", name, cat.Warnings())
+		}
+	}
+	for _, w := range skills.Lint(skills.WorkspaceSkillsDir(workspace)) {
 		t.Errorf("workspace skill: %s", w)
 	}
 	secret := readYAMLDocs(t, "kubernetes/secret.example.yaml")[0]
@@ -254,8 +257,87 @@ func TestKubernetesManifests(t *testing.T) {
 	if mode := fmt.Sprint(dig(docs["PersistentVolumeClaim"][0], "spec", "accessModes")); !strings.Contains(mode, "ReadWriteMany") {
 		t.Errorf("the shared skills volume is %s; want ReadWriteMany", mode)
 	}
-	if p := dig(docs["ServiceMonitor"][0], "spec", "endpoints", 0, "path"); p != "/metrics" {
-		t.Errorf("ServiceMonitor path = %v", p)
+}
+
+// mountConfigMaps lays out under root what the container of dep sees of its
+// ConfigMap volumes, as the kubelet lays them out: a volume mounted whole is
+// a timestamped folder, a ..data symlink to it and one symlink per top-level
+// entry (so that updates swap atomically); a subPath mount is the file
+// itself, bind-mounted.
+func mountConfigMaps(t *testing.T, root string, dep map[string]any, configMaps []map[string]any) {
+	t.Helper()
+	pod := dig(dep, "spec", "template", "spec")
+	data := func(volume string) (files map[string]string, ok bool) {
+		for _, v := range dig(pod, "volumes").([]any) {
+			if dig(v, "name") != volume || dig(v, "configMap") == nil {
+				continue
+			}
+			var cm map[string]any
+			for _, c := range configMaps {
+				if dig(c, "metadata", "name") == dig(v, "configMap", "name") {
+					cm = c
+				}
+			}
+			if cm == nil {
+				t.Fatalf("volume %s names a ConfigMap the kustomization lacks", volume)
+			}
+			files = map[string]string{}
+			items, _ := dig(v, "configMap", "items").([]any)
+			for key, val := range dig(cm, "data").(map[string]any) {
+				path := key
+				if items != nil {
+					path = ""
+					for _, it := range items {
+						if dig(it, "key") == key {
+							path = dig(it, "path").(string)
+						}
+					}
+					if path == "" {
+						continue
+					}
+				}
+				files[path] = val.(string)
+			}
+			return files, true
+		}
+		return nil, false
+	}
+	write := func(p, body string) {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range dig(pod, "containers", 0, "volumeMounts").([]any) {
+		files, ok := data(dig(m, "name").(string))
+		if !ok {
+			continue
+		}
+		target := filepath.Join(root, dig(m, "mountPath").(string))
+		if sub, _ := dig(m, "subPath").(string); sub != "" {
+			body, ok := files[sub]
+			if !ok {
+				t.Fatalf("volumeMount %s: subPath %s is not a key of its ConfigMap", target, sub)
+			}
+			write(target, body)
+			continue
+		}
+		const stamp = "..2026_01_01_00_00_00.000000001"
+		top := map[string]bool{}
+		for path, body := range files {
+			write(filepath.Join(target, stamp, path), body)
+			top[strings.Split(path, "/")[0]] = true
+		}
+		if err := os.Symlink(stamp, filepath.Join(target, "..data")); err != nil {
+			t.Fatal(err)
+		}
+		for name := range top {
+			if err := os.Symlink(filepath.Join("..data", name), filepath.Join(target, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
 
@@ -279,7 +361,7 @@ func TestProbePathsExistInTheBinary(t *testing.T) {
 	for _, probe := range []string{"readinessProbe", "livenessProbe"} {
 		paths = append(paths, dig(c, probe, "httpGet", "path").(string))
 	}
-	paths = append(paths, dig(docs["ServiceMonitor"][0], "spec", "endpoints", 0, "path").(string))
+	paths = append(paths, dig(readYAMLDocs(t, serviceMonitorFile)[0], "spec", "endpoints", 0, "path").(string))
 	prom := readYAMLDocs(t, prometheusFile)[0]
 	if mp, ok := dig(prom, "scrape_configs", 0, "metrics_path").(string); ok {
 		paths = append(paths, mp)
@@ -365,25 +447,25 @@ func TestDockerfile(t *testing.T) {
 		t.Fatalf("the build command does not build a static, version-stamped binary: %s", build)
 	}
 	if testing.Short() {
-		t.Skip("builds the binary")
+		t.Skip("runs the binary")
 	}
-	// The tests' binary is built with the Dockerfile's flags (parleybin):
-	// check the line still has them, then ask the result its version.
 	for _, flag := range []string{"CGO_ENABLED=0", "-trimpath", `-ldflags "-s -w -X main.version=${VERSION}"`, "./cmd/parley"} {
 		if !strings.Contains(build, flag) {
-			t.Errorf("the Dockerfile's build line lacks %s, which the tests' build (internal/parleybin) has: %s", flag, build)
+			t.Errorf("the Dockerfile's build line lacks %s: %s", flag, build)
 		}
 	}
-	bin := parleybin.Path(t)
-	out, err := exec.Command(bin, "version").Output()
+	// The stamp lands where `parley version` reads it (the shared test
+	// binary is stamped the same way).
+	out, err := exec.Command(parleybin.Path(t), "version").Output()
 	if err != nil || strings.TrimSpace(string(out)) != "parley "+parleybin.Version {
 		t.Fatalf("parley version = %q, %v; want the stamped version %s", out, err, parleybin.Version)
 	}
-	elf, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bytes.Contains(elf, []byte("ld-linux")) {
-		t.Error("the binary is dynamically linked; the distroless static image cannot run it")
+	// The distroless static image needs a binary without cgo: every
+	// package the binary links must build with CGO_ENABLED=0. go list
+	// answers that without compiling the tree a second time.
+	list := exec.Command("go", "list", "-e", "-deps", "-f", "{{if .Error}}{{.ImportPath}}: {{.Error}}{{end}}{{if .CgoFiles}}{{.ImportPath}} uses cgo{{end}}", "../cmd/parley")
+	list.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if problems, err := list.CombinedOutput(); err != nil || strings.TrimSpace(string(problems)) != "" {
+		t.Errorf("with CGO_ENABLED=0 the binary does not build: %v\n%s", err, problems)
 	}
 }
