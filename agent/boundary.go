@@ -80,8 +80,7 @@ func neutraliseTags(s string) string {
 	var b strings.Builder
 	done := 0 // s[:done] is in b
 	for i := 0; i < len(s); {
-		r, n := perceived(s, i)
-		if isOpenBracket(r) && isTagAfterBracket(s, i+n) {
+		if n := bracketAt(s, i); n > 0 && isTagAfterBracket(s, i+n) {
 			if b.Len() == 0 {
 				b.Grow(len(s))
 			}
@@ -91,10 +90,9 @@ func neutraliseTags(s string) string {
 			i += n
 			continue
 		}
-		// Advance by one character of s, not by the reference perceived:
-		// a bracket may start inside what looked like one.
-		_, size := utf8.DecodeRuneInString(s[i:])
-		i += size
+		// Advance by one character of s, not by the reference: a bracket
+		// may start inside what looked like one.
+		i += charSize(s, i)
 	}
 	if done == 0 {
 		return s
@@ -106,15 +104,50 @@ func neutraliseTags(s string) string {
 // tagCount counts the tool_result tag look-alikes in s (tests).
 func tagCount(s string) int {
 	n := 0
-	for i := 0; i < len(s); {
-		r, size := perceived(s, i)
-		if isOpenBracket(r) && isTagAfterBracket(s, i+size) {
+	for i := 0; i < len(s); i += charSize(s, i) {
+		if size := bracketAt(s, i); size > 0 && isTagAfterBracket(s, i+size) {
 			n++
 		}
-		_, size = utf8.DecodeRuneInString(s[i:])
-		i += size
 	}
 	return n
+}
+
+func charSize(s string, i int) int {
+	if s[i] < utf8.RuneSelf {
+		return 1
+	}
+	_, n := utf8.DecodeRuneInString(s[i:])
+	return n
+}
+
+// bracketAt returns the length of what reads as "<" at s[i:], or 0. It is
+// the scan's hot path: most characters are dismissed by one comparison.
+func bracketAt(s string, i int) int {
+	switch c := s[i]; {
+	case c == '<':
+		return 1
+	case c == '&':
+		// Only a reference starting "l", "L" or "#" (after any "amp;")
+		// can name a bracket: &lt; &LT; &lang; &lsaquo; &LeftAngleBracket; &#60;.
+		j := i + 1
+		for len(s)-j >= 4 && strings.EqualFold(s[j:j+4], "amp;") {
+			j += 4
+		}
+		if j >= len(s) || s[j] != 'l' && s[j] != 'L' && s[j] != '#' {
+			return 0
+		}
+		if r, n, ok := reference(s, i); ok && isOpenBracket(fold(r)) {
+			return n
+		}
+		return 0
+	case c < utf8.RuneSelf:
+		return 0
+	}
+	r, n := utf8.DecodeRuneInString(s[i:])
+	if isOpenBracket(r) || r == '\uFF1C' {
+		return n
+	}
+	return 0
 }
 
 // mayHoldTag is a fast check: without "<", "&" or any non-ASCII byte,
@@ -202,7 +235,8 @@ func perceived(s string, i int) (rune, int) {
 }
 
 // reference decodes the HTML character reference at s[i:], which starts
-// with "&".
+// with "&", as a browser would: the longest name it knows, with or without
+// its ";".
 func reference(s string, i int) (rune, int, bool) {
 	j := i + 1
 	for len(s)-j >= 4 && strings.EqualFold(s[j:j+4], "amp;") {
@@ -212,23 +246,25 @@ func reference(s string, i int) (rune, int, bool) {
 	for end < len(s) && end-j < maxReferenceName && isReferenceByte(s[end]) {
 		end++
 	}
-	// The longest name first: "&lt" in "&ltb;" is the reference.
-	for k := end; k > j; k-- {
-		ref := "&" + s[j:k]
-		size := k - i
-		if k < len(s) && s[k] == ';' {
-			ref += ";"
-			size++
-		}
-		dec := html.UnescapeString(ref)
-		if dec == ref {
-			continue
-		}
-		if r, n := utf8.DecodeRuneInString(dec); n == len(dec) && r != utf8.RuneError {
-			return r, size, true
-		}
+	if end == j {
+		return 0, 0, false
 	}
-	return 0, 0, false
+	ref := "&" + s[j:end]
+	if end < len(s) && s[end] == ';' {
+		ref += ";"
+	}
+	dec := html.UnescapeString(ref)
+	if dec == ref {
+		return 0, 0, false
+	}
+	// The reference is a prefix of ref; the rest of the name comes back
+	// as it was (it holds no "&").
+	r, n := utf8.DecodeRuneInString(dec)
+	rest := dec[n:]
+	if r == utf8.RuneError || !strings.HasSuffix(ref, rest) {
+		return 0, 0, false
+	}
+	return r, (j - i) + len(ref) - 1 - len(rest), true
 }
 
 func isReferenceByte(c byte) bool {
