@@ -32,6 +32,16 @@ type SkillSet struct {
 	// It should change only when the tools or the policy do, so that the
 	// index stays byte-identical from turn to turn.
 	Tools []string
+	// Used, if set, records that a skill was injected, for the index
+	// order (skills.IndexRule).
+	Used func(name string)
+}
+
+// used records a load of name where the set counts them.
+func (s *SkillSet) used(name string) {
+	if s != nil && s.Used != nil {
+		s.Used(name)
+	}
 }
 
 // RequiresToolsKey is the SKILL.md metadata key listing the tools a skill
@@ -247,6 +257,7 @@ func (l loadSkill) Call(ctx context.Context, tc *TurnContext, raw json.RawMessag
 			"Finish the task with the skills you have loaded.", used, st.Budget, sk.Name, len(inj.Content))}, nil
 	}
 	st.countLoad(tc.Channel, sk.Name, metrics.SkillInjected)
+	tc.Skills.used(sk.Name)
 	st.m.SkillInjectionBytes.WithLabelValues(tc.Channel, sk.Name).Observe(float64(len(inj.Content)))
 	return Result{
 		Content: fmt.Sprintf("Loaded skill %q (source: %s). Its instructions follow in the next message.", sk.Name, sk.Source),

@@ -109,6 +109,9 @@ type Gateway struct {
 // Skills configures the skill layers' budgets.
 type Skills struct {
 	BodyBudget int `yaml:"body_budget"` // bytes of injections kept in one history
+	// Index pins skills into the system-prompt index, after the builtin
+	// and workspace skills and before the most used (skills.IndexRule).
+	Index []string `yaml:"index"`
 }
 
 // Defaults of the file. The packages that use a value fall back to the

@@ -40,6 +40,13 @@ func (g *Gateway) skillSet(ctx context.Context, eff *policy.Effective) *agent.Sk
 			g.log.Warn("skills: cannot read the disabled list; treating every skill as enabled", "err", err)
 		}
 		set.Disabled = disabled
+		if u, ok := sk.State.(skills.Usage); ok {
+			set.Used = func(name string) {
+				if err := u.CountUse(ctx, name); err != nil {
+					g.log.Debug("skills: a load was not counted for the index order", "skill", name, "err", err)
+				}
+			}
+		}
 		set.Trusted = func(s *skills.Skill) bool {
 			ok, err := sk.State.Trusted(ctx, s.Path, s.SHA256)
 			if err != nil {

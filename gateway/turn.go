@@ -267,6 +267,9 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 			return result{reply: &channels.Reply{Notice: true, Text: refusal}, stopTyping: r.stopTyping}, nil
 		}
 		g.metrics.SkillInvocations.WithLabelValues(m.Channel, name).Inc()
+		if set.Used != nil {
+			set.Used(name)
+		}
 	}
 	index, omitted := set.Index()
 	if len(omitted) > 0 {

@@ -82,7 +82,7 @@ func matchScore(term string, set map[string]bool, weight int) int {
 	if set[term] {
 		return weight
 	}
-	if len(term) < minPrefixLength || isHan(term) {
+	if len(term) < minPrefixLength || isCJK(term) {
 		return 0
 	}
 	for tok := range set {
@@ -93,11 +93,29 @@ func matchScore(term string, set map[string]bool, weight int) int {
 	return 0
 }
 
-func isHan(s string) bool {
+func isCJK(s string) bool {
 	for _, r := range s {
-		return unicode.Is(unicode.Han, r)
+		return cjkRune(r)
 	}
 	return false
+}
+
+// cjkRune reports scripts written without spaces between words: Chinese,
+// Japanese kana, and Korean (whose particles attach to the word).
+func cjkRune(r rune) bool {
+	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
+}
+
+// foldWidth maps full-width ASCII (ｄｅｐｌｏｙ, typed with a CJK input
+// method) and the ideographic space to their plain forms.
+func foldWidth(r rune) rune {
+	switch {
+	case r >= 0xFF01 && r <= 0xFF5E:
+		return r - 0xFEE0
+	case r == 0x3000:
+		return ' '
+	}
+	return r
 }
 
 func tokenSet(s string) map[string]bool {
@@ -120,10 +138,11 @@ func uniqueTokens(s string) []string {
 	return out
 }
 
-// tokenize lower-cases s and splits it on anything that is not a letter or
-// digit. Runs of Han characters have no spaces between words, so instead of
-// segmenting them it emits every single character plus every 2- and
-// 3-character window ("代码审查" → 代, 码, …, 代码, 码审, 审查, 代码审, 码审查).
+// tokenize lower-cases s, folds full-width forms and splits it on anything
+// that is not a letter or digit. Runs of CJK characters have no spaces
+// between words, so instead of segmenting them it emits every single
+// character plus every 2- and 3-character window ("代码审查" → 代, 码, …,
+// 代码, 码审, 审查, 代码审, 码审查; "デプロイ" → …, デプ, プロ, ロイ, …).
 func tokenize(s string) []string {
 	var out []string
 	var word []rune
@@ -146,9 +165,9 @@ func tokenize(s string) []string {
 		}
 		han = han[:0]
 	}
-	for _, r := range strings.ToLower(s) {
+	for _, r := range strings.ToLower(strings.Map(foldWidth, s)) {
 		switch {
-		case unicode.Is(unicode.Han, r):
+		case cjkRune(r):
 			flushWord()
 			han = append(han, r)
 		case unicode.IsLetter(r) || unicode.IsDigit(r):

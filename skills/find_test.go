@@ -63,3 +63,32 @@ func TestTokenize(t *testing.T) {
 		}
 	}
 }
+
+// find_skills matches CJK queries: Chinese (部署 finds a skill described in
+// Chinese), Japanese kana, Korean, and full-width Latin letters.
+func TestFindCJK(t *testing.T) {
+	c := newCatalog(
+		&Skill{Name: "runbook-zh", Description: "把应用部署到服务器，失败时回滚"},
+		&Skill{Name: "runbook-ja", Description: "アプリをサーバーにデプロイする"},
+		&Skill{Name: "runbook-ko", Description: "서버에 앱을 배포합니다"},
+		&Skill{Name: "deploy-en", Description: "Deploy the app to production."},
+		&Skill{Name: "review-zh", Description: "代码审查"},
+	)
+	tests := []struct {
+		query string
+		want  []string
+	}{
+		{"部署", []string{"runbook-zh"}},
+		{"帮我部署一下服务", []string{"runbook-zh"}},
+		{"デプロイ", []string{"runbook-ja"}},
+		{"デプロイして", []string{"runbook-ja"}},
+		{"배포", []string{"runbook-ko"}},
+		{"ｄｅｐｌｏｙ", []string{"deploy-en"}},
+		{"Ｄｅｐｌｏｙ　ｐｒｏｄｕｃｔｉｏｎ", []string{"deploy-en"}},
+	}
+	for _, tc := range tests {
+		if got := names(c.Find(tc.query, nil, 0)); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("Find(%q) = %v, want %v", tc.query, got, tc.want)
+		}
+	}
+}

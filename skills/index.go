@@ -1,6 +1,8 @@
 package skills
 
 import (
+	"cmp"
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -16,6 +18,94 @@ const (
 // indexHeader tells the model how to use the list in one line.
 const indexHeader = "## Skills — call load_skill(name) to get a skill's full instructions before acting on it; call find_skills(query) when nothing listed fits.\n"
 
+// indexFooterReserve is room kept for the line counting the skills left
+// out, whatever their number.
+var indexFooterReserve = len(indexFooter(999999))
+
+// indexFooter tells the model that the index is not everything.
+func indexFooter(n int) string {
+	if n == 1 {
+		return "1 more skill is not listed here; find_skills(query) searches every skill.\n"
+	}
+	return fmt.Sprintf("%d more skills are not listed here; find_skills(query) searches every skill.\n", n)
+}
+
+// IndexOrder is what, besides the layers, decides which skills the index
+// lists when more are visible than it has room for.
+type IndexOrder struct {
+	// Pinned names skills to list before the rest (skills.index), in order.
+	Pinned []string
+	// Uses counts how often each skill was loaded (the skill state keeps
+	// it when in Redis). Read when the skills are loaded or reloaded, not
+	// per turn, so the index stays byte-identical between reloads.
+	Uses map[string]int64
+}
+
+// IndexRule says in words which skills the index lists first; `parley
+// skills list` shows it.
+const IndexRule = "builtin skills, then workspace skills, then those named in skills.index, then the most loaded, then by name"
+
+// Index tiers, in the order of IndexRule.
+const (
+	tierBuiltin = iota
+	tierWorkspace
+	tierPinned
+	tierUsed
+	tierRest
+)
+
+// rank orders the catalog's skills for the index (IndexRule): Parley's own
+// builtins (also when a layer replaced one: the name is Parley's) and the
+// project's workspace skills first, as they are the few the deployment
+// chose; then the operator's pins; then what users actually load; then by
+// name.
+func (c *Catalog) rank(o IndexOrder) []*Skill {
+	pinned := map[string]int{}
+	for i, n := range o.Pinned {
+		if _, dup := pinned[n]; !dup {
+			pinned[n] = i
+		}
+	}
+	tier := func(s *Skill) int {
+		switch {
+		case s.Source == SourceBuiltin || c.builtin[s.Name]:
+			return tierBuiltin
+		case s.Source == SourceWorkspace:
+			return tierWorkspace
+		}
+		if _, ok := pinned[s.Name]; ok {
+			return tierPinned
+		}
+		if o.Uses[s.Name] > 0 {
+			return tierUsed
+		}
+		return tierRest
+	}
+	out := slices.Clone(c.sorted)
+	slices.SortStableFunc(out, func(a, b *Skill) int {
+		ta, tb := tier(a), tier(b)
+		if ta != tb {
+			return cmp.Compare(ta, tb)
+		}
+		switch ta {
+		case tierPinned:
+			return cmp.Compare(pinned[a.Name], pinned[b.Name])
+		case tierUsed:
+			return cmp.Compare(o.Uses[b.Name], o.Uses[a.Name]) // ties: by name (stable)
+		}
+		return 0
+	})
+	return out
+}
+
+// WithOrder returns a copy of c whose index follows o (see IndexRule). The
+// skills themselves are shared.
+func (c *Catalog) WithOrder(o IndexOrder) *Catalog {
+	cp := *c
+	cp.ranked = c.rank(o)
+	return &cp
+}
+
 // indexSelection is what the index lists and what it has no room for.
 type indexSelection struct {
 	text      string
@@ -25,14 +115,19 @@ type indexSelection struct {
 }
 
 // selectIndex fills the index from the visible (nil means all),
-// model-invocable skills in name order. Descriptions are flattened to one
-// line and cut at IndexMaxDescription code points; entries past
+// model-invocable skills in IndexRule order. Descriptions are flattened to
+// one line and cut at IndexMaxDescription code points; entries past
 // IndexMaxSkills, or that would push the section over IndexMaxBytes, are
-// left out whole.
+// left out whole, and a last line says how many were, and that
+// find_skills reaches them.
 func (c *Catalog) selectIndex(visible func(*Skill) bool) indexSelection {
 	var sel indexSelection
 	var b strings.Builder
-	for _, s := range c.sorted {
+	ranked := c.ranked
+	if ranked == nil {
+		ranked = c.sorted
+	}
+	for _, s := range ranked {
 		if s.DisableModelInvocation || (visible != nil && !visible(s)) {
 			continue
 		}
@@ -42,7 +137,7 @@ func (c *Catalog) selectIndex(visible func(*Skill) bool) indexSelection {
 		}
 		desc, cut := truncateRunes(oneLine(s.Description), IndexMaxDescription)
 		entry := "- " + s.Name + ": " + desc + "\n"
-		size := b.Len() + len(entry)
+		size := b.Len() + len(entry) + indexFooterReserve
 		if b.Len() == 0 {
 			size += len(indexHeader)
 		}
@@ -59,6 +154,9 @@ func (c *Catalog) selectIndex(visible func(*Skill) bool) indexSelection {
 		if cut {
 			sel.truncated = append(sel.truncated, s.Name)
 		}
+	}
+	if b.Len() > 0 && len(sel.leftOut) > 0 {
+		b.WriteString(indexFooter(len(sel.leftOut)))
 	}
 	sel.text = b.String()
 	return sel

@@ -2,7 +2,9 @@ package skills
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -100,7 +102,11 @@ func TestIndex(t *testing.T) {
 			}
 			var got []string
 			for _, l := range strings.Split(strings.TrimSuffix(text, "\n"), "\n")[min(1, len(text)):] {
-				n, _, _ := strings.Cut(strings.TrimPrefix(l, "- "), ":")
+				l, ok := strings.CutPrefix(l, "- ")
+				if !ok {
+					continue // the line counting the skills left out
+				}
+				n, _, _ := strings.Cut(l, ":")
 				got = append(got, n)
 			}
 			if len(tc.wantEntries) > 0 && !reflect.DeepEqual(got, tc.wantEntries) {
@@ -138,10 +144,90 @@ func TestSummary(t *testing.T) {
 		&Skill{Name: "code-review", Description: "Review.", Source: SourceWorkspace},
 		&Skill{Name: "trusted-one", Description: "T.", Source: SourceWorkspace},
 	)
-	out := c.Summary(map[string]bool{"code-review": true}, func(s *Skill) bool { return s.Name == "trusted-one" }, 1234)
-	for _, want := range []string{"Skills loaded (3)", "user (replaces builtin)", "description 4 chars", "disabled, untrusted", "enabled, trusted", "2/3 enabled", "index 1234 bytes"} {
+	out := c.Summary(map[string]bool{"code-review": true}, func(s *Skill) bool { return s.Name == "trusted-one" }, 1234, map[string]bool{"web-access": true})
+	for _, want := range []string{"Skills loaded (3)", "user (replaces builtin)", "description 4 chars", "disabled, untrusted", "enabled, trusted, find_skills only", "enabled, indexed", "2/3 enabled", "index 1234 bytes", "The index lists 1 skill(s)", IndexRule} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// Which skills make the 20-entry index is a rule, not the alphabet:
+// builtin, then workspace, then skills.index, then the most loaded, then
+// by name; the index says how many it left out and that find_skills
+// reaches them.
+func TestIndexRule(t *testing.T) {
+	var all []*Skill
+	for i := range 25 {
+		all = append(all, &Skill{Name: fmt.Sprintf("a%02d", i), Description: "Library skill."})
+	}
+	all = append(all,
+		&Skill{Name: "web-access", Description: "Builtin.", Source: SourceBuiltin},
+		&Skill{Name: "skill-authoring", Description: "Builtin.", Source: SourceBuiltin},
+		&Skill{Name: "zz-repo", Description: "Workspace.", Source: SourceWorkspace},
+	)
+	order := IndexOrder{Pinned: []string{"a23", "missing", "a23"}, Uses: map[string]int64{"a22": 5, "a21": 9, "a24": 0}}
+	c := newCatalog(all...).WithOrder(order)
+	text, _ := c.Index(nil)
+	listed, leftOut := c.IndexListing(nil)
+	want := []string{"skill-authoring", "web-access", "zz-repo", "a23", "a21", "a22"}
+	for i := range 14 {
+		want = append(want, fmt.Sprintf("a%02d", i))
+	}
+	if !reflect.DeepEqual(listed, want) {
+		t.Errorf("listed %v\nwant   %v", listed, want)
+	}
+	if wantOut := []string{"a14", "a15", "a16", "a17", "a18", "a19", "a20", "a24"}; !reflect.DeepEqual(leftOut, wantOut) {
+		t.Errorf("left out %v, want %v", leftOut, wantOut)
+	}
+	if !strings.HasSuffix(text, "\n8 more skills are not listed here; find_skills(query) searches every skill.\n") {
+		t.Errorf("index does not say what it left out:\n%s", text[max(0, len(text)-200):])
+	}
+	if len(text) > IndexMaxBytes {
+		t.Errorf("index %d bytes", len(text))
+	}
+	// Byte-identical for the same skills and order (prompt caches).
+	if again, _ := newCatalog(all...).WithOrder(order).Index(nil); again != text {
+		t.Error("the index changed with nothing changed")
+	}
+	// Nothing left out, no footer line.
+	if small, _ := newCatalog(all[:3]...).Index(nil); strings.Contains(small, "more skill") {
+		t.Errorf("footer without anything left out:\n%s", small)
+	}
+}
+
+// A builtin replaced by a user skill keeps the builtin's place; load
+// counts read at a reload, never in between, so the index is stable from
+// turn to turn.
+func TestIndexOrderFollowsReloadsOnly(t *testing.T) {
+	home := t.TempDir()
+	files := map[string]string{}
+	for i := range 22 {
+		n := fmt.Sprintf("a%02d", i)
+		files[n+"/SKILL.md"] = skillMD(n, "Library skill.", "")
+	}
+	files["web-access/SKILL.md"] = skillMD("web-access", "The user's own web access.", "")
+	writeTree(t, UserSkillsDir(home), files)
+	reg, err := NewRegistry(Layers{Builtin: builtinFS("1", ""), Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uses := map[string]int64{}
+	reg.SetIndexOrder(func() IndexOrder { return IndexOrder{Uses: maps.Clone(uses)} })
+	listed, _ := reg.Catalog().IndexListing(nil)
+	if listed[0] != "web-access" || slices.Contains(listed, "a21") {
+		t.Fatalf("listed %v: want the replaced builtin first and a21 left out", listed)
+	}
+	before, _ := reg.Catalog().Index(nil)
+	uses["a21"] = 3
+	if now, _ := reg.Catalog().Index(nil); now != before {
+		t.Fatal("the index changed between reloads")
+	}
+	if _, err := reg.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	listed, _ = reg.Catalog().IndexListing(nil)
+	if listed[1] != "a21" {
+		t.Errorf("after a reload, the most loaded skill is not next: %v", listed)
 	}
 }

@@ -37,6 +37,8 @@ func BuiltinCacheDir(home string) string { return filepath.Join(home, "skills-ca
 type Catalog struct {
 	byName   map[string]*Skill
 	sorted   []*Skill
+	ranked   []*Skill        // index order (IndexRule); nil: by name
+	builtin  map[string]bool // names the builtin layer has, replaced or not
 	warnings []Warning
 }
 
@@ -86,6 +88,7 @@ func Load(l Layers) (*Catalog, error) {
 		c.sorted = append(c.sorted, s)
 	}
 	slices.SortFunc(c.sorted, func(a, b *Skill) int { return strings.Compare(a.Name, b.Name) })
+	c.ranked = c.rank(IndexOrder{})
 	return c, nil
 }
 
@@ -119,6 +122,12 @@ func (c *Catalog) addLayer(src Source, root string, paths []string) {
 		}
 		inLayer[s.Name] = p
 		s.Source, s.Root = src, root
+		if src == SourceBuiltin {
+			if c.builtin == nil {
+				c.builtin = map[string]bool{}
+			}
+			c.builtin[s.Name] = true
+		}
 		if prev, ok := c.byName[s.Name]; ok {
 			s.Replaced = prev.Source
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -38,7 +39,45 @@ func NewRedisState(client redis.UniversalClient, prefix string) *RedisState {
 }
 
 func (r *RedisState) disabledKey() string { return r.prefix + "skills:disabled" }
-func (r *RedisState) trustedKey() string  { return r.prefix + "skills:trusted" }
+func (r *RedisState) usesKey() string     { return r.prefix + "skills:uses" }
+
+// Usage counts skill loads, so that the index can list the most used
+// first. RedisState implements it; without Redis nothing is counted.
+type Usage interface {
+	// CountUse records one load of the skill.
+	CountUse(ctx context.Context, name string) error
+	// Uses returns the loads counted per skill.
+	Uses(ctx context.Context) (map[string]int64, error)
+}
+
+var _ Usage = (*RedisState)(nil)
+
+// CountUse implements Usage.
+func (r *RedisState) CountUse(ctx context.Context, name string) error {
+	if !ValidName(name) {
+		return fmt.Errorf("skill name %q: %w", name, ErrInvalidName)
+	}
+	if err := r.client.HIncrBy(ctx, r.usesKey(), name, 1).Err(); err != nil {
+		return fmt.Errorf("skills: count a load: %w", err)
+	}
+	return nil
+}
+
+// Uses implements Usage.
+func (r *RedisState) Uses(ctx context.Context) (map[string]int64, error) {
+	raw, err := r.client.HGetAll(ctx, r.usesKey()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("skills: read load counts: %w", err)
+	}
+	out := make(map[string]int64, len(raw))
+	for name, v := range raw {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			out[name] = n
+		}
+	}
+	return out, nil
+}
+func (r *RedisState) trustedKey() string { return r.prefix + "skills:trusted" }
 
 // StateChannel is the pub/sub channel on which a change of the skill state
 // is announced.

@@ -11,6 +11,7 @@ import (
 type Registry struct {
 	layers Layers
 	mu     sync.Mutex // serialises reloads
+	order  func() IndexOrder
 	cur    atomic.Pointer[Catalog]
 }
 
@@ -35,6 +36,19 @@ func (r *Registry) Reload() (*Catalog, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.order != nil {
+		c = c.WithOrder(r.order())
+	}
 	r.cur.Store(c)
 	return c, nil
+}
+
+// SetIndexOrder makes the index follow order, read now and at every
+// reload (never per turn: the index must stay byte-identical between
+// reloads for prompt caches).
+func (r *Registry) SetIndexOrder(order func() IndexOrder) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.order = order
+	r.cur.Store(r.cur.Load().WithOrder(order()))
 }

@@ -10,7 +10,11 @@ import (
 // (and what it replaced), description size, enabled or disabled, trust for
 // workspace skills (trusted nil: unknown), then totals and the index size.
 // disabled may be nil.
-func (c *Catalog) Summary(disabled map[string]bool, trusted func(*Skill) bool, indexBytes int) string {
+//
+// indexed names the skills the bot-wide index lists; the others that are
+// enabled and model-invocable are marked "find_skills only", and a line
+// states the rule (IndexRule).
+func (c *Catalog) Summary(disabled map[string]bool, trusted func(*Skill) bool, indexBytes int, indexed map[string]bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Skills loaded (%d):\n", len(c.sorted))
 	width := 0
@@ -38,8 +42,13 @@ func (c *Catalog) Summary(disabled map[string]bool, trusted func(*Skill) bool, i
 				notes = append(notes, "untrusted")
 			}
 		}
-		if s.DisableModelInvocation {
+		switch {
+		case s.DisableModelInvocation:
 			notes = append(notes, "manual only")
+		case indexed[s.Name]:
+			notes = append(notes, "indexed")
+		case !disabled[s.Name]:
+			notes = append(notes, "find_skills only")
 		}
 		if len(s.Warnings) > 0 {
 			notes = append(notes, fmt.Sprintf("%d warning(s)", len(s.Warnings)))
@@ -51,6 +60,7 @@ func (c *Catalog) Summary(disabled map[string]bool, trusted func(*Skill) bool, i
 	if n := len(c.warnings); n > 0 {
 		fmt.Fprintf(&b, ", %d warning(s)", n)
 	}
-	b.WriteString("\n")
+	fmt.Fprintf(&b, "\nThe index lists %d skill(s) (at most %d, %d bytes): %s; find_skills reaches the rest.\n",
+		len(indexed), IndexMaxSkills, IndexMaxBytes, IndexRule)
 	return b.String()
 }

@@ -122,14 +122,44 @@ func openSkills(cfg config.Config, client redis.UniversalClient, log *slog.Logge
 	if err != nil {
 		return nil, nil, fmt.Errorf("skills: %w", err)
 	}
-	if client != nil {
-		return reg, skills.NewRedisState(client, cfg.Redis.Prefix), nil
+	for _, name := range cfg.Skills.Index {
+		if _, ok := reg.Catalog().Get(name); !ok {
+			log.Warn("skills.index names a skill no layer has", "skill", name)
+		}
 	}
+	if client != nil {
+		st := skills.NewRedisState(client, cfg.Redis.Prefix)
+		reg.SetIndexOrder(indexOrder(cfg, st, log))
+		return reg, st, nil
+	}
+	reg.SetIndexOrder(indexOrder(cfg, nil, log))
 	st, warns := skills.OpenFileState(cfg.Home)
 	for _, w := range warns {
 		log.Warn("skills state: " + w.String())
 	}
 	return reg, st, nil
+}
+
+// indexOrderWait bounds reading the load counts at a (re)load.
+const indexOrderWait = 2 * time.Second
+
+// indexOrder is what decides the index beyond the layers: skills.index,
+// and the load counts when the state keeps them (u may be nil).
+func indexOrder(cfg config.Config, u skills.Usage, log *slog.Logger) func() skills.IndexOrder {
+	return func() skills.IndexOrder {
+		o := skills.IndexOrder{Pinned: cfg.Skills.Index}
+		if u == nil {
+			return o
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), indexOrderWait)
+		defer cancel()
+		uses, err := u.Uses(ctx)
+		if err != nil {
+			log.Warn("skills: load counts unavailable; the index orders the rest by name", "err", err)
+		}
+		o.Uses = uses
+		return o
+	}
 }
 
 // newApp builds the store, skills, policy, agent and gateway for cfg and

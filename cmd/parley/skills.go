@@ -69,11 +69,17 @@ func (e *environment) skills(args []string) error {
 			return err
 		}
 		trusted := func(s *skills.Skill) bool { ok, _ := state.Trusted(e.ctx, s.Path, s.SHA256); return ok }
-		if *asJSON {
-			return writeSkillsJSON(e.stdout, c, disabled, trusted)
+		enabled := func(s *skills.Skill) bool { return !disabled[s.Name] }
+		listed, _ := c.IndexListing(enabled)
+		indexed := map[string]bool{}
+		for _, n := range listed {
+			indexed[n] = true
 		}
-		index, _ := c.Index(func(s *skills.Skill) bool { return !disabled[s.Name] })
-		fmt.Fprintln(e.stdout, c.Summary(disabled, trusted, len(index)))
+		if *asJSON {
+			return writeSkillsJSON(e.stdout, c, disabled, trusted, indexed)
+		}
+		index, _ := c.Index(enabled)
+		fmt.Fprintln(e.stdout, c.Summary(disabled, trusted, len(index), indexed))
 		e.reportLoadProblems(c, *verbose)
 		return nil
 	case "show":
@@ -186,6 +192,7 @@ type skillJSON struct {
 	Enabled     bool   `json:"enabled"`
 	Trusted     bool   `json:"trusted"`
 	Invocable   bool   `json:"model_invocable"`
+	Indexed     bool   `json:"indexed"` // listed in the bot-wide index
 	BodyBytes   int    `json:"body_bytes"`
 }
 
@@ -204,13 +211,13 @@ type skillsListJSON struct {
 	Warnings []problemJSON `json:"warnings"`
 }
 
-func writeSkillsJSON(w io.Writer, c *skills.Catalog, disabled map[string]bool, trusted func(*skills.Skill) bool) error {
+func writeSkillsJSON(w io.Writer, c *skills.Catalog, disabled map[string]bool, trusted func(*skills.Skill) bool, indexed map[string]bool) error {
 	out := skillsListJSON{Skills: []skillJSON{}, Skipped: []problemJSON{}, Warnings: []problemJSON{}}
 	for _, s := range c.All() {
 		out.Skills = append(out.Skills, skillJSON{
 			Name: s.Name, Description: s.Description, Source: string(s.Source), Replaced: string(s.Replaced),
 			Path: s.Path, Enabled: !disabled[s.Name], Trusted: !s.NeedsTrust() || trusted(s),
-			Invocable: !s.DisableModelInvocation, BodyBytes: len(s.Body),
+			Invocable: !s.DisableModelInvocation, Indexed: indexed[s.Name], BodyBytes: len(s.Body),
 		})
 	}
 	for _, wn := range c.Warnings() {
