@@ -454,7 +454,7 @@ func TestIndexListsPinnedAndMostLoadedSkills(t *testing.T) {
 	if first != last {
 		t.Error("the system prompt changed between turns although no reload happened")
 	}
-	if !strings.Contains(first, "8 more skills are not listed here; find_skills(query) searches every skill.") {
+	if !strings.Contains(first, "7 more skills are not listed here; find_skills(query) searches every skill.") {
 		t.Errorf("the prompt does not say what the index left out:\n%s", first)
 	}
 	if _, err := a.reloadSkills(context.Background()); err != nil {
