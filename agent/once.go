@@ -92,7 +92,9 @@ func (a *Agent) callOnce(ctx context.Context, log *slog.Logger, tc *TurnContext,
 		log.WarnContext(ctx, "write tool call started by an earlier attempt that did not finish; not run again", "tool", name)
 		return outcome{content: fmt.Sprintf(callUnfinished, name), result: metrics.OutcomeError}, false
 	}
-	o = a.call(ctx, log, tc, t, args)
+	view := *tc
+	view.CallKey = key
+	o = a.call(ctx, log, &view, t, args)
 	result, _ := json.Marshal(recordedCall{Content: o.content, Outcome: o.result})
 	// Recorded even when the turn is ending: the write happened.
 	if err := g.ledger.EndCall(context.WithoutCancel(ctx), g.conv, key, rec.Claim, result); err != nil {

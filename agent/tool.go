@@ -61,6 +61,11 @@ type TurnContext struct {
 	History []sessions.Message
 	// Skills is the turn's view of the skills (nil when there are none).
 	Skills *SkillSet
+	// CallKey is the idempotency key of this call of a write tool: the
+	// same on every attempt at the message, different for every other
+	// call. Empty for read tools and when calls are not recorded. A tool
+	// that calls a service able to de-duplicate passes it on.
+	CallKey string
 }
 
 // Sequential is implemented by read-only tools whose calls must not run

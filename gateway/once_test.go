@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -32,6 +33,7 @@ import (
 type ledgerServer struct {
 	mu    sync.Mutex
 	lines []string
+	keys  []any // the idempotency key of each call
 }
 
 type appendArgs struct {
@@ -43,10 +45,11 @@ func newLedgerServer(t *testing.T) (*ledgerServer, string) {
 	ls := &ledgerServer{}
 	s := sdk.NewServer(&sdk.Implementation{Name: "parley-test-ledger", Version: "v1"}, nil)
 	sdk.AddTool(s, &sdk.Tool{Name: "append", Description: "Append a line to the ledger."},
-		func(_ context.Context, _ *sdk.CallToolRequest, a appendArgs) (*sdk.CallToolResult, any, error) {
+		func(_ context.Context, req *sdk.CallToolRequest, a appendArgs) (*sdk.CallToolResult, any, error) {
 			ls.mu.Lock()
 			defer ls.mu.Unlock()
 			ls.lines = append(ls.lines, a.Line)
+			ls.keys = append(ls.keys, req.Params.GetMeta()[mcp.IdempotencyKeyMeta])
 			return mcptest.Text(fmt.Sprintf("appended line %d", len(ls.lines))), nil, nil
 		})
 	srv := httptest.NewServer(mcptest.Handler(s))
@@ -170,6 +173,12 @@ func TestWriteToolsRunAtMostOncePerCall(t *testing.T) {
 	}
 	if got := ledger.appended(); len(got) != 1 {
 		t.Errorf("the MCP write tool ran %d times: %q", len(got), got)
+	}
+	ledger.mu.Lock()
+	keys := fmt.Sprint(ledger.keys)
+	ledger.mu.Unlock()
+	if !regexp.MustCompile(`^\[[0-9a-f]{32}\]$`).MatchString(keys) {
+		t.Errorf("the MCP server was given idempotency keys %s; want one", keys)
 	}
 	// B's model got A's results, marked as not run again.
 	reqs := modelB.Requests()

@@ -59,6 +59,11 @@ var (
 	_ agent.Availability = (*tool)(nil)
 )
 
+// IdempotencyKeyMeta is the _meta key of a write call's idempotency key:
+// the same on every attempt Parley makes at one call, so that a server can
+// tell a call it has already carried out.
+const IdempotencyKeyMeta = "parley/idempotency-key"
+
 func (t *tool) Name() string                { return t.name }
 func (t *tool) Description() string         { return t.def.Load().description }
 func (t *tool) Parameters() json.RawMessage { return t.def.Load().params }
@@ -92,7 +97,13 @@ func (t *tool) Call(ctx context.Context, tc *agent.TurnContext, args json.RawMes
 	defer cancel()
 	defer context.AfterFunc(s.m.ctx, cancel)()
 
-	res, err := sess.CallTool(callCtx, &sdk.CallToolParams{Name: def.original, Arguments: args})
+	params := &sdk.CallToolParams{Name: def.original, Arguments: args}
+	if tc != nil && tc.CallKey != "" {
+		// Parley runs a write call at most once per message; a server
+		// that records the key can keep its own side to once as well.
+		params.Meta = sdk.Meta{IdempotencyKeyMeta: tc.CallKey}
+	}
+	res, err := sess.CallTool(callCtx, params)
 	content, err := t.outcome(ctx, callCtx, res, err)
 
 	level, msg := slog.LevelDebug, "mcp: tool call"
