@@ -22,6 +22,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -51,8 +52,19 @@ const (
 		"Answer concisely, in the language the user writes in, using plain text or light Markdown that reads well in a chat window. " +
 		"Use the tools you are offered when they help; when you cannot do something, say so plainly instead of guessing."
 
-	// ApologyReply is the reply when the model could not be reached.
-	ApologyReply = "Sorry — I couldn't reach the language model just now. Please try again in a moment."
+	// ApologyReply is the reply when the model is down: it timed out,
+	// kept answering 429 or 5xx, or could not be reached. Trying again
+	// later may work.
+	ApologyReply = "Sorry — the language model is not answering just now (it is down, overloaded or too slow). Please try again in a few minutes."
+
+	// MisconfiguredReply is the reply when the model refused the bot's own
+	// settings (401, 403, 404, 400, …): trying again cannot help, an
+	// administrator must fix the configuration.
+	MisconfiguredReply = "Sorry — I can't answer: this bot is misconfigured (the language model refused its key, model name or request). Trying again won't help; please tell an administrator of this bot."
+
+	// CutNote follows a reply the model stopped at its length limit
+	// (finish_reason "length"), so that nobody takes it for the whole answer.
+	CutNote = "\n\n[This answer was cut off: it reached the model's length limit.]"
 
 	// EmptyReply stands in for a final answer without text.
 	EmptyReply = "Sorry — I don't have an answer to that."
@@ -76,6 +88,10 @@ type Config struct {
 	MaxToolIterations int
 	// Timeout bounds each model request attempt.
 	Timeout time.Duration
+	// TurnTimeout bounds a whole turn: every model request with its
+	// retries and backoffs, and the tool calls between them. When it
+	// passes, the user gets ApologyReply.
+	TurnTimeout time.Duration
 	// MaxRetries is how many times a failed request is sent again after
 	// the first attempt; 0 (or less) never retries. The file's default is
 	// config.DefaultMaxRetries.
@@ -110,6 +126,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = config.DefaultModelTimeout
+	}
+	if c.TurnTimeout <= 0 {
+		c.TurnTimeout = config.DefaultTurnTimeout
 	}
 	c.MaxRetries = max(c.MaxRetries, 0)
 	if c.MaxTokens <= 0 {
@@ -252,9 +271,51 @@ type TurnResult struct {
 	Usage    Usage
 	// Iterations counts the model answers whose tool calls were executed.
 	Iterations int
-	// Failed reports that the model could not be reached (Reply is then
-	// ApologyReply).
-	Failed bool
+	// Failed reports that the model could not answer; Failure says why
+	// (Reply is then ApologyReply or MisconfiguredReply).
+	Failed  bool
+	Failure Failure
+	// Cut reports that the model stopped the answer at its length limit;
+	// Reply then ends with CutNote.
+	Cut bool
+}
+
+// Failure classifies why a turn could not be answered, for the apology and
+// the log.
+type Failure int
+
+const (
+	// NoFailure: the turn was answered.
+	NoFailure Failure = iota
+	// ModelDown: timeouts, the turn deadline, 429 or 5xx after the
+	// retries, a connection that failed or an answer that did not decode.
+	// Trying again later may work.
+	ModelDown
+	// Misconfigured: the model refused the request as such (401, 403,
+	// 404, 400 and other client errors). Only an administrator can fix it.
+	Misconfigured
+)
+
+func (f Failure) String() string {
+	switch f {
+	case ModelDown:
+		return "model_down"
+	case Misconfigured:
+		return "misconfigured"
+	}
+	return "none"
+}
+
+// Classify tells a model failure that trying again may fix from one only
+// an administrator can.
+func Classify(err error) Failure {
+	if err == nil {
+		return NoFailure
+	}
+	if code, ok := statusOf(err); ok && code >= 400 && code < 500 && !retryableStatus(code) {
+		return Misconfigured
+	}
+	return ModelDown
 }
 
 // ErrEmptyMessage is returned by Run for a TurnRequest without UserText.
@@ -268,6 +329,11 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 	if err := ctx.Err(); err != nil {
 		return TurnResult{}, err
 	}
+	// The turn deadline is told from the caller's cancellation by ctx's
+	// parent: only the caller's ending is an error.
+	parent := ctx
+	ctx, cancel := context.WithTimeoutCause(ctx, a.cfg.TurnTimeout, errTurnDeadline)
+	defer cancel()
 	if a.client == nil {
 		return TurnResult{}, errors.New("agent: no model client")
 	}
@@ -318,18 +384,13 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 			tools = a.offer(allow)
 		}
 		body := a.turnRequest(system, hist, turn, last, tools)
-		answer, err := a.complete(ctx, req.Channel, *body, &res.Usage)
+		answer, finish, err := a.complete(ctx, req.Channel, *body, &res.Usage)
 		bodyPool.Put(body)
 		if err != nil {
-			if ctxErr := ctx.Err(); ctxErr != nil {
+			if ctxErr := parent.Err(); ctxErr != nil {
 				return TurnResult{}, ctxErr
 			}
-			log.ErrorContext(ctx, "model unreachable, apologising", "err", err,
-				"iterations", res.Iterations, "duration", time.Since(start))
-			res.Reply = ApologyReply
-			res.Messages = append(append([]sessions.Message(nil), req.Preface...), user)
-			res.Failed = true
-			return res, nil
+			return a.failed(ctx, log, res, err, start, append(append([]sessions.Message(nil), req.Preface...), user)), nil
 		}
 
 		// A model that calls tools after being offered none (the budget is
@@ -342,6 +403,12 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 			}
 			turn = append(turn, sessions.Message{Role: openai.ChatMessageRoleAssistant, Content: reply})
 			res.Reply = reply
+			if finish == openai.FinishReasonLength {
+				// Stored as the model wrote it; only the user is told.
+				res.Cut = true
+				res.Reply += CutNote
+				log.WarnContext(ctx, "the answer was cut at the model's length limit", "completion_tokens", res.Usage.Completion, "max_tokens", a.cfg.MaxTokens)
+			}
 			res.Messages = turn
 			log.DebugContext(ctx, "turn answered", "iterations", res.Iterations,
 				"prompt_tokens", res.Usage.Prompt, "completion_tokens", res.Usage.Completion,
@@ -379,10 +446,36 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 			}
 		}
 		res.Iterations++
-		if err := ctx.Err(); err != nil {
+		if err := parent.Err(); err != nil {
 			return TurnResult{}, err
 		}
+		if ctx.Err() != nil {
+			return a.failed(ctx, log, res, context.Cause(ctx), start, append(append([]sessions.Message(nil), req.Preface...), user)), nil
+		}
 	}
+}
+
+// errTurnDeadline is the cause of a turn's context when TurnTimeout passed.
+var errTurnDeadline = errors.New("agent: the turn deadline (model.turn_timeout) passed")
+
+// failed ends a turn the model could not answer: the apology its failure
+// calls for, logged as what it is, and only the user's message kept.
+func (a *Agent) failed(ctx context.Context, log *slog.Logger, res TurnResult, err error, start time.Time, keep []sessions.Message) TurnResult {
+	if errors.Is(context.Cause(ctx), errTurnDeadline) && !errors.Is(err, errTurnDeadline) {
+		err = fmt.Errorf("%w: %w", errTurnDeadline, err)
+	}
+	res.Failed = true
+	res.Failure = Classify(err)
+	res.Reply = ApologyReply
+	msg := "the model is down; apologising (retry later)"
+	if res.Failure == Misconfigured {
+		res.Reply = MisconfiguredReply
+		msg = "the model refused the bot's configuration (check model.api_key, model.name and model.base_url); apologising (tell an admin)"
+	}
+	log.ErrorContext(ctx, msg, "failure", res.Failure.String(), "err", err,
+		"iterations", res.Iterations, "duration", time.Since(start))
+	res.Messages = keep
+	return res
 }
 
 // turnRequest writes one request of a turn into a pooled buffer: the

@@ -257,8 +257,8 @@ func TestNotRetried(t *testing.T) {
 			h.agent.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			h.srv.Script(openaitest.Error(status), openaitest.Text("never sent"))
 			res := h.run(t, TurnRequest{UserText: "hi"})
-			if !res.Failed || res.Reply != ApologyReply || len(res.Messages) != 1 {
-				t.Errorf("result = %+v, want the apology", res)
+			if !res.Failed || res.Failure != Misconfigured || res.Reply != MisconfiguredReply || len(res.Messages) != 1 {
+				t.Errorf("result = %+v, want the misconfiguration apology", res)
 			}
 			if n := h.srv.RequestCount(); n != 1 {
 				t.Errorf("requests = %d, want 1 (no retry)", n)

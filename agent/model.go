@@ -33,7 +33,7 @@ var errNoChoices = errors.New("agent: model response has no choices")
 // usage. Every attempt is counted in parley_llm_requests_total by what
 // followed it: ok, retry (it failed and was sent again) or error (it
 // failed the call).
-func (a *Agent) complete(ctx context.Context, channel string, body []byte, usage *Usage) (_ openai.ChatCompletionMessage, err error) {
+func (a *Agent) complete(ctx context.Context, channel string, body []byte, usage *Usage) (_ openai.ChatCompletionMessage, _ openai.FinishReason, err error) {
 	ctx, span := a.cfg.Tracer.StartKind(ctx, "model", trace.SpanKindClient)
 	var this Usage // this request's tokens, for the span
 	defer func() {
@@ -46,6 +46,7 @@ func (a *Agent) complete(ctx context.Context, channel string, body []byte, usage
 		span.End()
 	}()
 	var answer openai.ChatCompletionMessage
+	var finish openai.FinishReason
 	err = a.retrier.Do(ctx, "chat completion", func(ctx context.Context) (bool, time.Duration, error) {
 		actx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 		defer cancel()
@@ -57,16 +58,16 @@ func (a *Agent) complete(ctx context.Context, channel string, body []byte, usage
 			return retryable(err), after, retry.Mark(failureReason(err, after), fmt.Errorf("agent: chat completion: %w", err))
 		}
 		a.addUsage(channel, resp.Usage, &this)
-		answer = resp.Choices[0].Message
+		answer, finish = resp.Choices[0].Message, resp.Choices[0].FinishReason
 		return false, 0, nil
 	})
 	if err != nil {
-		return openai.ChatCompletionMessage{}, err
+		return openai.ChatCompletionMessage{}, "", err
 	}
 	usage.Prompt += this.Prompt
 	usage.Completion += this.Completion
 	usage.Cached += this.Cached
-	return answer, nil
+	return answer, finish, nil
 }
 
 // completeMessages sends a request built from go-openai's message type,
@@ -76,7 +77,8 @@ func (a *Agent) completeMessages(ctx context.Context, channel string, msgs []ope
 	if err != nil {
 		return openai.ChatCompletionMessage{}, fmt.Errorf("agent: encode request: %w", err)
 	}
-	return a.complete(ctx, channel, body, usage)
+	answer, _, err := a.complete(ctx, channel, body, usage)
+	return answer, err
 }
 
 // observeAttempt counts one attempt of complete, once the retry loop has

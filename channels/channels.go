@@ -61,6 +61,10 @@ type Reply struct {
 	// Notice marks a gateway-generated answer (a refusal, a command result)
 	// rather than the model's.
 	Notice bool
+	// Failed marks a reply that says the message was not answered: the
+	// model is down or refused the bot's configuration, or the message was
+	// refused. Text then says why; `parley chat -m` exits non-zero.
+	Failed bool `json:",omitempty"`
 }
 
 // Handler is the gateway as an adapter sees it.
@@ -95,6 +99,14 @@ type Runner interface {
 // (a reaction, a typing indicator). The returned func clears it.
 type Typing interface {
 	StartTyping(ctx context.Context, m Message) (stop func())
+}
+
+// Awaited is implemented by adapters whose sender waits for an answer to
+// each message before going on (the console). The gateway then answers
+// every message, also those it leaves unanswered elsewhere: a blank
+// message, or a refusal already given to the sender today.
+type Awaited interface {
+	AwaitsEveryReply()
 }
 
 // HTTPChannel is implemented by adapters that receive webhooks; Mount adds

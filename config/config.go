@@ -69,6 +69,9 @@ type Model struct {
 	APIKey  Secret        `yaml:"api_key"`
 	Name    string        `yaml:"name"`
 	Timeout time.Duration `yaml:"timeout"`
+	// TurnTimeout bounds a whole turn: every request with its retries and
+	// backoffs, and the tool calls between them.
+	TurnTimeout time.Duration `yaml:"turn_timeout"`
 	// MaxRetries is how often a failed request is sent again after the
 	// first attempt; 0 never retries.
 	MaxRetries        int    `yaml:"max_retries"`
@@ -124,6 +127,7 @@ const (
 	DefaultModelBaseURL      = "https://api.openai.com/v1"
 	DefaultModelName         = "gpt-4o-mini"
 	DefaultModelTimeout      = 60 * time.Second
+	DefaultTurnTimeout       = 90 * time.Second
 	DefaultMaxRetries        = 3
 	DefaultMaxToolIterations = 8
 	DefaultRedisPrefix       = "parley:"
@@ -169,6 +173,7 @@ func Default() Config {
 			BaseURL:           DefaultModelBaseURL,
 			Name:              DefaultModelName,
 			Timeout:           DefaultModelTimeout,
+			TurnTimeout:       DefaultTurnTimeout,
 			MaxRetries:        DefaultMaxRetries,
 			MaxToolIterations: DefaultMaxToolIterations,
 			MaxTokens:         DefaultMaxTokens,
@@ -389,6 +394,7 @@ func (c Config) Validate() error {
 		v   time.Duration
 	}{
 		{"model.timeout", c.Model.Timeout},
+		{"model.turn_timeout", c.Model.TurnTimeout},
 		{"sessions.history_ttl", c.Sessions.HistoryTTL},
 		{"sessions.lock_ttl", c.Sessions.LockTTL},
 		{"gateway.shutdown_timeout", c.Gateway.ShutdownTimeout},

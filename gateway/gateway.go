@@ -272,7 +272,7 @@ func (g *Gateway) Submit(ctx context.Context, m channels.Message) (err error) {
 		// the sender hears why instead of waiting for an answer that never
 		// comes (once: the id is recorded, so a re-delivery is a duplicate).
 		g.metrics.MessagesRejected.WithLabelValues(m.Channel, "queue_full").Inc()
-		g.send(ctx, m, channels.Reply{Notice: true, Text: "I'm still working through your earlier messages in this conversation. Please wait for my answers before sending more."})
+		g.send(ctx, m, channels.Reply{Notice: true, Failed: true, Text: "I'm still working through your earlier messages in this conversation. Please wait for my answers before sending more."})
 	default:
 		g.schedule(conv)
 	}

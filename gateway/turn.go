@@ -31,6 +31,21 @@ const lockMargin = 50 * time.Millisecond
 // could not be stored, so it will come later. It is sent once per message.
 const delayedReply = "Sorry — I couldn't save this conversation just now, so my answer is delayed. I'll answer as soon as I can."
 
+// droppedReply answers a message whose turn failed for a reason of its own
+// (not the model's, not Redis'): it is dropped rather than retried.
+const droppedReply = "Sorry — something went wrong while answering this message, so I dropped it. Please try again; if it keeps happening, tell an administrator of this bot."
+
+// blankReply answers a blank message on a channel whose sender waits for
+// an answer; elsewhere a blank message is left unanswered.
+const blankReply = "Your message was empty, so there is nothing to answer."
+
+// awaited reports whether the sender on channel waits for an answer to
+// each message (see channels.Awaited).
+func (g *Gateway) awaited(channel string) bool {
+	_, ok := g.channel(channel).(channels.Awaited)
+	return ok
+}
+
 // result is what one claimed message produced: the messages to append to
 // the history and the reply to send once they are written.
 type result struct {
@@ -114,9 +129,13 @@ func (g *Gateway) serve(conv string) next {
 		return next{failed: true}
 	}
 	// Anything else is this message's own problem: drop it so that it
-	// cannot wedge its conversation.
+	// cannot wedge its conversation, and say so, so that nobody waits for
+	// an answer that will not come.
 	tracing.Fail(span, err)
 	g.log.ErrorContext(ctx, "turn failed; dropping the message", "channel", q.Msg.Channel, "err", err)
+	if r.reply == nil {
+		r.reply = &channels.Reply{Notice: true, Failed: true, Text: droppedReply}
+	}
 	return g.finish(ctx, c, q, r)
 }
 
@@ -199,7 +218,7 @@ func (g *Gateway) handle(ctx context.Context, c *sessions.Claim, m channels.Mess
 	// with more than it.
 	if n := utf8.RuneCountInString(text); n > g.cfg.MaxMessageChars {
 		g.metrics.MessagesRejected.WithLabelValues(m.Channel, "message_too_long").Inc()
-		return result{reply: &channels.Reply{Notice: true, Text: fmt.Sprintf(
+		return result{reply: &channels.Reply{Notice: true, Failed: true, Text: fmt.Sprintf(
 			"Sorry, that message is too long for me (%d characters; the limit is %d). Please shorten it or split it up.", n, g.cfg.MaxMessageChars)}}, nil
 	}
 	if strings.HasPrefix(strings.ToLower(text), "/skill:") {
@@ -212,14 +231,18 @@ func (g *Gateway) handle(ctx context.Context, c *sessions.Claim, m channels.Mess
 		return result{reply: &channels.Reply{Text: reply, Notice: true}}, nil
 	}
 	if text == "" {
+		if g.awaited(m.Channel) {
+			return result{reply: &channels.Reply{Notice: true, Failed: true, Text: blankReply}}, nil
+		}
 		return result{}, nil
 	}
 	return g.turn(ctx, c, m, eff, text)
 }
 
 // refuseAccess answers someone the policy does not let in: once per
-// conversation a day, so a persistent sender is not answered every time,
-// and nothing reaches the model.
+// conversation a day, so a persistent sender is not answered every time
+// (except on a channel whose sender waits for each answer), and nothing
+// reaches the model.
 func (g *Gateway) refuseAccess(ctx context.Context, lock *sessions.Lock, m channels.Message, d policy.Decision) (result, error) {
 	g.metrics.PolicyDenials.WithLabelValues(m.Channel, "access").Inc()
 	g.metrics.MessagesRejected.WithLabelValues(m.Channel, "access").Inc()
@@ -228,10 +251,10 @@ func (g *Gateway) refuseAccess(ctx context.Context, lock *sessions.Lock, m chann
 	if err != nil {
 		return result{}, storeError{err}
 	}
-	if told {
+	if told && !g.awaited(m.Channel) {
 		return result{}, nil
 	}
-	return result{reply: &channels.Reply{Notice: true, Text: "Sorry, I'm not available to you here. Please ask an administrator of this bot if you think you should have access."}}, nil
+	return result{reply: &channels.Reply{Notice: true, Failed: true, Text: "Sorry, I'm not available to you here. Please ask an administrator of this bot if you think you should have access."}}, nil
 }
 
 func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Message, eff *policy.Effective, text string) (result, error) {
@@ -290,7 +313,7 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 	if res.Failed {
 		r.outcome = metrics.OutcomeError
 	}
-	r.msgs, r.reply = res.Messages, &channels.Reply{Text: res.Reply}
+	r.msgs, r.reply = res.Messages, &channels.Reply{Text: res.Reply, Failed: res.Failed}
 	handedOver = true // finish clears the indicator after the reply
 	return r, nil
 }

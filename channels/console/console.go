@@ -1,6 +1,12 @@
 // Package console is the terminal channel behind `parley chat`: it reads
 // lines, submits them through the same gateway path as every other channel,
 // and writes each reply when it arrives.
+//
+// Every message submitted here is answered in this process, whichever
+// process served it: with a shared Redis, another `parley chat` on the same
+// conversation may hold the conversation and answer this process's message,
+// and it leaves the reply in a per-message mailbox that the waiting process
+// reads (see Mailbox).
 package console
 
 import (
@@ -8,6 +14,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,27 +29,56 @@ import (
 // Name is the platform name of the console.
 const Name = "console"
 
+// MaxLineBytes is the longest line the console reads; a longer one is
+// refused without being sent.
+const MaxLineBytes = 1 << 20
+
 func init() {
 	// The console has no section in the file; registering it makes
 	// policies.platforms.console valid and its metrics primed.
 	config.RegisterPlatform(config.Platform{Name: Name})
 }
 
+// Mailbox carries replies between processes that share a store: the
+// process that answered a message posts the reply under the message's id,
+// and the process that waits for it takes it.
+type Mailbox interface {
+	PostReply(ctx context.Context, id string, body []byte) error
+	// TakeReply returns the oldest reply posted for id, if any, without
+	// blocking.
+	TakeReply(ctx context.Context, id string) (body []byte, ok bool, err error)
+}
+
+// Options are the console's optional parts.
+type Options struct {
+	// Mailbox, when set, carries replies to and from other processes on
+	// the same conversation. Nil: replies are delivered in this process
+	// only (the in-memory store, where no other process can answer).
+	Mailbox Mailbox
+	// Durable says that the conversation outlives the process (it is
+	// kept in a shared Redis), so the banner may offer --conversation.
+	Durable bool
+}
+
 // Adapter is the console channel. Replies are matched to the message that
-// asked by its id, so one process can wait for exactly its own answer.
+// asked by its id, so one process waits for exactly its own answer.
 type Adapter struct {
 	conversation string
 	user         string
+	opts         Options
 
 	mu      sync.Mutex
 	waiters map[string]chan channels.Reply
 }
 
-var _ channels.Channel = (*Adapter)(nil)
+var (
+	_ channels.Channel = (*Adapter)(nil)
+	_ channels.Awaited = (*Adapter)(nil)
+)
 
 // New returns a console adapter for one conversation.
-func New(conversation, user string) *Adapter {
-	return &Adapter{conversation: conversation, user: user, waiters: map[string]chan channels.Reply{}}
+func New(conversation, user string, opts Options) *Adapter {
+	return &Adapter{conversation: conversation, user: user, opts: opts, waiters: map[string]chan channels.Reply{}}
 }
 
 // NewConversationID returns a fresh random conversation id.
@@ -55,22 +91,44 @@ func NewConversationID() string {
 // Name implements channels.Channel.
 func (c *Adapter) Name() string { return Name }
 
-// Send implements channels.Channel.
-func (c *Adapter) Send(_ context.Context, m channels.Message, r channels.Reply) error {
+// AwaitsEveryReply implements channels.Awaited: the console waits for an
+// answer to each line before reading the next.
+func (c *Adapter) AwaitsEveryReply() {}
+
+// Send implements channels.Channel. A reply to a message this process
+// waits for is handed over directly; any other goes to the mailbox, for
+// the process that submitted it.
+func (c *Adapter) Send(ctx context.Context, m channels.Message, r channels.Reply) error {
+	id := m.Meta["console_id"]
 	c.mu.Lock()
-	w, ok := c.waiters[m.Meta["console_id"]]
+	w, ok := c.waiters[id]
 	c.mu.Unlock()
-	if !ok {
+	if ok {
+		select {
+		case w <- r:
+			return nil
+		default: // a second reply to the same message: to the mailbox below
+		}
+	}
+	if c.opts.Mailbox == nil {
+		if ok {
+			return nil // nobody else could be waiting for it
+		}
 		return fmt.Errorf("console: no one is waiting for a reply to this message")
 	}
-	select {
-	case w <- r:
-	default: // a second reply (e.g. a refusal) to the same message is dropped
+	body, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("console: encode reply: %w", err)
 	}
-	return nil
+	return c.opts.Mailbox.PostReply(ctx, id, body)
 }
 
-// Ask submits text and waits for its reply.
+// mailboxPoll is how often a waiting console looks into its mailbox for an
+// answer another process gave. Replies this process gives itself arrive
+// at once.
+const mailboxPoll = 100 * time.Millisecond
+
+// Ask submits text and waits for its reply, until ctx ends.
 func (c *Adapter) Ask(ctx context.Context, h channels.Handler, text string) (channels.Reply, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -91,59 +149,138 @@ func (c *Adapter) Ask(ctx context.Context, h channels.Handler, text string) (cha
 	if err := h.Submit(ctx, m); err != nil {
 		return channels.Reply{}, err
 	}
-	select {
-	case r := <-w:
-		return r, nil
-	case <-ctx.Done():
-		return channels.Reply{}, ctx.Err()
+	var poll <-chan time.Time
+	if c.opts.Mailbox != nil {
+		t := time.NewTicker(mailboxPoll)
+		defer t.Stop()
+		poll = t.C
+	}
+	for {
+		select {
+		case r := <-w:
+			return r, nil
+		case <-ctx.Done():
+			return channels.Reply{}, ctx.Err()
+		case <-poll:
+			body, ok, err := c.opts.Mailbox.TakeReply(ctx, id)
+			if err != nil || !ok {
+				// Redis failing is the gateway's to report; keep waiting.
+				continue
+			}
+			var r channels.Reply
+			if err := json.Unmarshal(body, &r); err != nil {
+				return channels.Reply{}, fmt.Errorf("console: a reply in the mailbox does not decode: %w", err)
+			}
+			return r, nil
+		}
+	}
+}
+
+// Banner is the line the interactive console starts with.
+func (c *Adapter) Banner() string {
+	if c.opts.Durable {
+		return fmt.Sprintf("parley chat — conversation %s (continue it later with --conversation %s). /help for commands, /exit to leave.", c.conversation, c.conversation)
+	}
+	return fmt.Sprintf("parley chat — conversation %s, kept in this process only (set REDIS_URL to keep conversations and continue them later). /help for commands, /exit to leave.", c.conversation)
+}
+
+// tooLongLine answers a line longer than MaxLineBytes.
+var tooLongLine = fmt.Sprintf("That line is longer than %d MiB, so it was not sent. Please shorten it or split it up.", MaxLineBytes>>20)
+
+// line is one line read from the console; tooLong when it exceeded
+// MaxLineBytes (its text is then dropped).
+type line struct {
+	text    string
+	tooLong bool
+}
+
+// readLines sends the lines of in to out until in ends or ctx does; the
+// error of in, if any, goes to errc. A line longer than MaxLineBytes is
+// skipped to its end and reported as tooLong, so that one oversized paste
+// does not end the session.
+func readLines(ctx context.Context, in io.Reader, out chan<- line, errc chan<- error) {
+	defer close(out)
+	r := bufio.NewReaderSize(in, 64*1024)
+	for {
+		var (
+			buf     []byte
+			tooLong bool
+			err     error
+		)
+		for {
+			var chunk []byte
+			var more bool
+			chunk, more, err = r.ReadLine()
+			if !tooLong {
+				buf = append(buf, chunk...)
+				if len(buf) > MaxLineBytes {
+					tooLong, buf = true, nil
+				}
+			}
+			if err != nil || !more {
+				break
+			}
+		}
+		if err != nil && len(buf) == 0 && !tooLong {
+			if !errors.Is(err, io.EOF) {
+				errc <- err
+			}
+			return
+		}
+		select {
+		case out <- line{text: string(buf), tooLong: tooLong}:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
 	}
 }
 
 // REPL reads lines from in until EOF or ctx ends, printing each reply to
-// out. Blank lines are skipped; "/exit" or "/quit" ends the session.
+// out. Blank lines are skipped; "/exit" or "/quit" ends the session. It
+// returns ctx's error when ctx ended while a message waited for its
+// answer, nil when it ended at the prompt.
 func (c *Adapter) REPL(ctx context.Context, h channels.Handler, in io.Reader, out io.Writer) error {
-	fmt.Fprintf(out, "parley chat — conversation %s (continue it later with --conversation %s). /help for commands, /exit to leave.\n", c.conversation, c.conversation)
-	lines := make(chan string)
+	fmt.Fprintln(out, c.Banner())
+	lines := make(chan line)
 	readErr := make(chan error, 1)
 	// The reader goroutine ends when in does; a terminal's stdin outlives
 	// ctx, so REPL returns without waiting for it.
-	go func() {
-		sc := bufio.NewScanner(in)
-		sc.Buffer(make([]byte, 64*1024), 1024*1024)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			case <-ctx.Done():
-				return
-			}
-		}
-		readErr <- sc.Err()
-		close(lines)
-	}()
+	go readLines(ctx, in, lines, readErr)
 	for {
 		fmt.Fprint(out, "> ")
-		var line string
+		var l line
 		select {
 		case <-ctx.Done():
 			return nil
-		case l, ok := <-lines:
+		case got, ok := <-lines:
 			if !ok {
 				fmt.Fprintln(out)
-				return <-readErr
+				select {
+				case err := <-readErr:
+					return err
+				default:
+					return nil
+				}
 			}
-			line = strings.TrimSpace(l)
+			l = got
 		}
-		if line == "" {
+		if l.tooLong {
+			fmt.Fprintln(out, tooLongLine)
 			continue
 		}
-		if line == "/exit" || line == "/quit" {
+		text := strings.TrimSpace(l.text)
+		if text == "" {
+			continue
+		}
+		if text == "/exit" || text == "/quit" {
 			return nil
 		}
-		r, err := c.Ask(ctx, h, line)
+		// A cancelled turn is the caller's to report (ctx's error).
+		r, err := c.Ask(ctx, h, text)
 		if err != nil {
-			if errors.Is(err, context.Canceled) {
-				return nil
-			}
 			return err
 		}
 		fmt.Fprintln(out, r.Text)

@@ -13,8 +13,10 @@ import (
 // what it declares is what it implements.
 func TestContract(t *testing.T) {
 	channeltest.Run(t, channeltest.Subject{
-		Name:  Name,
-		New:   func(*testing.T, *metrics.Metrics, *slog.Logger) channels.Channel { return New("contract", "tester") },
+		Name: Name,
+		New: func(*testing.T, *metrics.Metrics, *slog.Logger) channels.Channel {
+			return New("contract", "tester", Options{})
+		},
 		Local: true,
 	})
 }

@@ -224,6 +224,7 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 		Model:             cfg.Model.Name,
 		MaxToolIterations: cfg.Model.MaxToolIterations,
 		Timeout:           cfg.Model.Timeout,
+		TurnTimeout:       cfg.Model.TurnTimeout,
 		MaxRetries:        cfg.Model.MaxRetries, // 0 means no retries in both
 		MaxTokens:         cfg.Model.MaxTokens,
 		SystemPrompt:      cfg.Model.SystemPrompt,

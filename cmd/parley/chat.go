@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"strings"
 
@@ -14,12 +16,19 @@ func (e *environment) chat(args []string) error {
 	message := fs.String("m", "", "send one message, print the reply and exit")
 	conversation := fs.String("conversation", "", "continue the conversation with this id (default: a new one)")
 	fs.BoolVar(&e.verbose, "verbose", false, "log every skill warning instead of one line counting them")
+	printConv := fs.Bool("print-conversation", false, "print the conversation id as the first line of output")
 	cfg, err := e.parseAndLoad(fs, path, args)
 	if err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q (quote the message: -m \"…\")", errUsage, strings.Join(fs.Args(), " "))
+	}
+	oneShot := false
+	fs.Visit(func(f *flag.Flag) { oneShot = oneShot || f.Name == "m" })
+	if oneShot && strings.TrimSpace(*message) == "" {
+		// Not an interactive session: the caller meant to send something.
+		return fmt.Errorf("%w: -m needs a message that is not blank", errUsage)
 	}
 	// The console's stdout is the conversation; logs go to stderr, and only
 	// warnings unless the operator asked for more.
@@ -33,7 +42,14 @@ func (e *environment) chat(args []string) error {
 	}
 	a.gateway.Start()
 	defer func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), cfg.Gateway.ShutdownTimeout)
+		shutdown := context.WithoutCancel(e.ctx)
+		if e.ctx.Err() != nil {
+			// Ctrl-C: the running turn is cancelled now, not drained.
+			if err := a.gateway.Shutdown(e.ctx); err != nil {
+				log.Debug("turn cancelled", "err", err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(shutdown, cfg.Gateway.ShutdownTimeout)
 		defer cancel()
 		if err := a.close(ctx); err != nil {
 			log.Warn("shutdown", "err", err)
@@ -48,16 +64,39 @@ func (e *environment) chat(args []string) error {
 	if user == "" {
 		user = "console"
 	}
-	ch := console.New(conv, user)
+	opts := console.Options{Durable: a.shared}
+	if a.shared {
+		// Another chat process on the same conversation may answer this
+		// one's messages, and this one theirs.
+		opts.Mailbox = a.store
+	}
+	ch := console.New(conv, user, opts)
 	a.gateway.Register(ch)
+	if *printConv {
+		fmt.Fprintln(e.stdout, conv)
+	}
 
-	if *message != "" {
+	if oneShot {
 		r, err := ch.Ask(e.ctx, a.gateway, *message)
 		if err != nil {
-			return err
+			return e.cancelled(err, a.shared)
+		}
+		if r.Failed {
+			return fmt.Errorf("the message was not answered: %s", r.Text)
 		}
 		fmt.Fprintln(e.stdout, r.Text)
 		return nil
 	}
-	return ch.REPL(e.ctx, a.gateway, e.stdin, e.stdout)
+	return e.cancelled(ch.REPL(e.ctx, a.gateway, e.stdin, e.stdout), a.shared)
+}
+
+// cancelled words the error of a turn that Ctrl-C (or SIGTERM) stopped.
+func (e *environment) cancelled(err error, shared bool) error {
+	if err == nil || !errors.Is(err, context.Canceled) || e.ctx.Err() == nil {
+		return err
+	}
+	if shared {
+		return errors.New("cancelled: the running turn was stopped; the message stays queued and is answered when this conversation is next continued")
+	}
+	return errors.New("cancelled: the running turn was stopped and the message was not answered")
 }

@@ -132,7 +132,7 @@ func TestMetricsShowSkillUsageWithChannelLabels(t *testing.T) {
 	}
 	a.gateway.Start()
 	t.Cleanup(func() { a.close(context.Background()) })
-	ch := console.New("metrics", "tester")
+	ch := console.New("metrics", "tester", console.Options{})
 	a.gateway.Register(ch)
 	if _, err := ch.Ask(context.Background(), a.gateway, "write me a skill"); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,93 @@
+package gateway_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/parleyhq/parley/agent"
+	"github.com/parleyhq/parley/agent/openaitest"
+	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/gateway"
+	"github.com/parleyhq/parley/policy"
+)
+
+// awaitedRecorder is a recorder whose sender waits for every answer, as
+// the console's does.
+type awaitedRecorder struct{ *recorder }
+
+func (awaitedRecorder) AwaitsEveryReply() {}
+
+var _ channels.Awaited = awaitedRecorder{}
+
+// TestAwaitedSenderIsAlwaysAnswered: on a channel whose sender waits for
+// each answer, a repeated refusal and a blank message are answered too
+// (elsewhere the refusal is said once a day, and a blank message is left
+// alone), and nothing reaches the model.
+func TestAwaitedSenderIsAlwaysAnswered(t *testing.T) {
+	pol := config.Policies{Platforms: map[string]config.PlatformPolicy{
+		"console": {Level: config.Level{Access: config.Access{Users: []string{"alice"}}}},
+	}}
+	rg := newRig(t, gateway.Config{Policy: policy.New(pol)})
+	ch := awaitedRecorder{newRecorder("console")}
+	rg.gw.Register(ch)
+	say := func(user, text string) {
+		rg.submit(t, channels.Message{Channel: "console", Chat: "c1", User: user, DM: true, Text: text})
+	}
+	say("mallory", "hello?")
+	say("mallory", "hello??")
+	say("alice", "   ")
+	got := ch.wait(t, 3)
+	for i, want := range []string{"not available to you", "not available to you", "empty"} {
+		if r := got[i].reply; !r.Notice || !r.Failed || !strings.Contains(r.Text, want) {
+			t.Errorf("reply %d = %+v; want a failed notice saying %q", i, r, want)
+		}
+	}
+	if n := rg.model.RequestCount(); n != 0 {
+		t.Errorf("the model saw %d requests; want none", n)
+	}
+}
+
+// TestModelFailureApologies: the apology a channel sends says whether to
+// try again later or to tell an administrator, and is marked failed.
+func TestModelFailureApologies(t *testing.T) {
+	tests := []struct {
+		name   string
+		script []openaitest.Step
+		want   string
+	}{
+		{"bad key", []openaitest.Step{openaitest.Error(401)}, agent.MisconfiguredReply},
+		{"unknown model", []openaitest.Step{openaitest.Error(404)}, agent.MisconfiguredReply},
+		{"server errors", []openaitest.Step{openaitest.Error(500), openaitest.Error(502)}, agent.ApologyReply},
+		{"rate limited", []openaitest.Step{openaitest.Error(429), openaitest.Error(429)}, agent.ApologyReply},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rg := newRig(t, gateway.Config{})
+			rg.model.Script(tt.script...)
+			rg.submit(t, msg("t1", "", "hello"))
+			r := rg.ch.wait(t, 1)[0].reply
+			if !r.Failed || r.Text != tt.want {
+				t.Fatalf("reply = %+v; want failed with %q", r, tt.want)
+			}
+		})
+	}
+}
+
+// TestBrokenTurnIsAnswered: a message whose turn fails for a reason of its
+// own is dropped, and its sender is told instead of waiting for ever.
+func TestBrokenTurnIsAnswered(t *testing.T) {
+	rg := newRig(t, gateway.Config{})
+	m := msg("t1", "", "/skill:deploy now")
+	// A history that does not decode breaks a manual skill's turn.
+	key := rg.redis.Prefix + "conv:{" + m.ConversationKey() + "}:history"
+	if err := rg.redis.Client.RPush(context.Background(), key, "not json").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rg.submit(t, m)
+	r := rg.ch.wait(t, 1)[0].reply
+	if !r.Failed || !strings.Contains(r.Text, "dropped") {
+		t.Fatalf("reply = %+v; want the dropped-message notice", r)
+	}
+}
