@@ -431,7 +431,7 @@ func TestIndexListsPinnedAndMostLoadedSkills(t *testing.T) {
 	}
 	a.gateway.Start()
 	t.Cleanup(func() { a.close(context.Background()) })
-	ch := console.New("index-rule", "tester")
+	ch := console.New("index-rule", "tester", console.Options{})
 	a.gateway.Register(ch)
 	listed, _ := a.skills.Catalog().IndexListing(nil)
 	if want := []string{"skill-authoring", "web-access", "a20", "a00"}; !slices.Equal(listed[:4], want) {
