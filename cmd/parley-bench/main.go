@@ -1,0 +1,120 @@
+// Command parley-bench measures one `parley serve` driven the way Slack
+// drives it. scripts/bench runs it; `parley-bench -h` explains every figure.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/parleyhq/parley/internal/bench"
+)
+
+const help = `Usage: scripts/bench [flags]
+
+Starts its own redis-server (append-only, on a free port), an instant fake
+model (it echoes) and a fake Slack Web API on loopback, runs ` + "`parley serve`" + `
+against them, and posts signed Slack Events API requests: app mentions spread
+over 32 threads, each of c senders waiting for its answer before its next
+message. Every run starts from a fresh Redis and a fresh parley.
+
+Figures, per run and as the median (with the range) of the runs:
+  e2e p50/p99      from sending the webhook to the fake Slack receiving the answer
+  ack p50/p99      the webhook's response time (POST /slack/events)
+  CPU ms/msg       the parley process's user+system time (/proc/PID/stat) over
+                   the run, divided by the messages
+  Redis round trips  Redis's INFO total_writes_processed over the run, per message
+  new connections  connections the fake model and the fake Slack accepted during
+                   the run (start-up excluded)
+  idle RSS         VmRSS of parley (/proc/PID/status) one second after it is ready,
+                   before any message
+  throughput       messages / wall time of the run
+  lost / doubled / misrouted
+                   messages with no answer, with more than one, or answered in
+                   another thread (or answers naming no message)
+  other processes  the machine's busy share (/proc/stat) less parley's, Redis's
+                   and the bench's own CPU time: how busy the rest of the machine was
+
+With -redis-outage D: one run at c=32 (default 6,000 messages); Redis is killed
+with SIGKILL when half the messages have been sent and restarted D later on the
+same port and data. Refused webhooks (503 or no answer) are retried as Slack
+retries them (X-Slack-Retry-Num). It also prints the messages accepted and
+unanswered at the kill and, for those, the longest time from Redis's restart to
+their answer.
+
+Flags:
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	parley := fs.String("parley", "", "parley binary to measure (default: build ./cmd/parley)")
+	conc := fs.String("c", "1,32", "concurrent senders, comma-separated: one series of runs each")
+	messages := fs.Int("messages", 0, "messages a run (default 2000; 6000 with -redis-outage)")
+	runs := fs.Int("runs", 5, "runs per concurrency; the medians are over these")
+	outage := fs.Duration("redis-outage", 0, "kill -9 Redis halfway through one run and restart it after this long")
+	timeout := fs.Duration("timeout", 60*time.Second, "how long a sender waits for an answer before counting it lost")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, help)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	o := bench.Options{Parley: *parley, Messages: *messages, Runs: *runs, RedisOutage: *outage, Timeout: *timeout}
+	if o.Messages <= 0 {
+		o.Messages = 2000
+		if o.RedisOutage > 0 {
+			o.Messages = 6000
+		}
+	}
+	for _, s := range strings.Split(*conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fmt.Fprintf(stderr, "bench: -c %q: want positive numbers\n", *conc)
+			return 2
+		}
+		o.Concurrency = append(o.Concurrency, n)
+	}
+	if o.Runs < 1 {
+		fmt.Fprintln(stderr, "bench: -runs must be at least 1")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if o.Parley == "" {
+		dir, err := os.MkdirTemp("", "parley-bench-bin-")
+		if err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		o.Parley = filepath.Join(dir, "parley")
+		fmt.Fprintln(stderr, "bench: building ./cmd/parley")
+		if b, err := exec.CommandContext(ctx, "go", "build", "-o", o.Parley, "./cmd/parley").CombinedOutput(); err != nil {
+			fmt.Fprintf(stderr, "bench: go build: %v\n%s", err, b)
+			return 1
+		}
+	}
+	if err := bench.Run(ctx, o, stdout); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want []string
+	}{
+		{"help explains every figure", []string{"-h"}, 0, []string{"e2e", "ack", "CPU", "Redis round trips", "new connections",
+			"idle RSS", "throughput", "lost / doubled / misrouted", "other processes", "-redis-outage", "-parley"}},
+		{"bad concurrency", []string{"-c", "1,x"}, 2, []string{"-c"}},
+		{"zero concurrency", []string{"-c", "0"}, 2, []string{"-c"}},
+		{"no runs", []string{"-runs", "0"}, 2, []string{"-runs"}},
+		{"unknown flag", []string{"-nope"}, 2, []string{"nope"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(tt.args, &stdout, &stderr); code != tt.code {
+				t.Fatalf("exit %d, want %d:\n%s", code, tt.code, stderr.String())
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr.String())
+				}
+			}
+		})
+	}
+}

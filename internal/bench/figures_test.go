@@ -1,0 +1,131 @@
+package bench
+
+import (
+	"testing"
+	"time"
+)
+
+func TestPercentile(t *testing.T) {
+	ms := func(xs ...int) []time.Duration {
+		var ds []time.Duration
+		for _, x := range xs {
+			ds = append(ds, time.Duration(x)*time.Millisecond)
+		}
+		return ds
+	}
+	hundred := make([]int, 100)
+	for i := range hundred {
+		hundred[i] = 100 - i // reversed: Percentile sorts
+	}
+	tests := []struct {
+		name string
+		in   []time.Duration
+		p    float64
+		want time.Duration
+	}{
+		{"empty", nil, 50, 0},
+		{"one", ms(7), 99, 7 * time.Millisecond},
+		{"p50 of 1..100", ms(hundred...), 50, 50 * time.Millisecond},
+		{"p99 of 1..100", ms(hundred...), 99, 99 * time.Millisecond},
+		{"p100 of 1..100", ms(hundred...), 100, 100 * time.Millisecond},
+		{"p0 is the smallest", ms(3, 1, 2), 0, 1 * time.Millisecond},
+		{"p50 of odd", ms(5, 1, 3), 50, 3 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Percentile(tt.in, tt.p); got != tt.want {
+				t.Fatalf("Percentile(%v, %v) = %v, want %v", tt.in, tt.p, got, tt.want)
+			}
+		})
+	}
+	in := ms(3, 1, 2)
+	Percentile(in, 50)
+	if in[0] != 3*time.Millisecond {
+		t.Fatal("Percentile sorted its argument")
+	}
+}
+
+func TestMedian(t *testing.T) {
+	tests := []struct {
+		in          []float64
+		med, lo, hi float64
+	}{
+		{nil, 0, 0, 0},
+		{[]float64{4}, 4, 4, 4},
+		{[]float64{5, 1, 3}, 3, 1, 5},
+		{[]float64{4, 1, 3, 2}, 2.5, 1, 4},
+		{[]float64{2.0, 9.5, 1.5, 7, 3}, 3, 1.5, 9.5},
+	}
+	for _, tt := range tests {
+		med, lo, hi := Median(tt.in)
+		if med != tt.med || lo != tt.lo || hi != tt.hi {
+			t.Errorf("Median(%v) = %v (%v–%v), want %v (%v–%v)", tt.in, med, lo, hi, tt.med, tt.lo, tt.hi)
+		}
+	}
+}
+
+func TestParseProcStat(t *testing.T) {
+	a, err := ParseProcStat("cpu  100 5 50 800 20 3 2 10 7 0\ncpu0 50 2 25 400 10 1 1 5 0 0\nintr 1\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// user nice system irq softirq steal = 100+5+50+3+2+10; idle+iowait = 820
+	if a.Busy != 170 || a.Total != 990 {
+		t.Fatalf("got %+v, want busy 170 total 990", a)
+	}
+	b := CPUTimes{Busy: a.Busy + 30, Total: a.Total + 120}
+	if got := BusyShare(a, b); got != 0.25 {
+		t.Fatalf("BusyShare = %v, want 0.25", got)
+	}
+	if got := BusyShare(a, a); got != 0 {
+		t.Fatalf("BusyShare over no time = %v", got)
+	}
+	for _, bad := range []string{"", "intr 1 2 3\n", "cpu 1 x 3 4 5\n"} {
+		if _, err := ParseProcStat(bad); err == nil {
+			t.Errorf("ParseProcStat(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestParsePidStat(t *testing.T) {
+	// A command name with spaces and a ')' must not shift the fields.
+	line := "4242 (par ley) x) S 1 4242 4242 0 -1 4194560 900 0 0 0 123 45 0 0 20 0 12 0 100 1000 500 18446744073709551615\n"
+	got, err := ParsePidStat(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != 168 {
+		t.Fatalf("utime+stime = %d, want 168", got)
+	}
+	for _, bad := range []string{"", "4242 parley S 1", "4242 (parley) S 1 2 3"} {
+		if _, err := ParsePidStat(bad); err == nil {
+			t.Errorf("ParsePidStat(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestParseVmRSS(t *testing.T) {
+	got, err := ParseVmRSS("Name:\tparley\nVmPeak:\t 1000 kB\nVmRSS:\t   19456 kB\nRssAnon:\t 3000 kB\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != 19456*1024 {
+		t.Fatalf("VmRSS = %d", got)
+	}
+	for _, bad := range []string{"", "VmRSS:\t12 MB\n", "VmRSS:\tx kB\n"} {
+		if _, err := ParseVmRSS(bad); err == nil {
+			t.Errorf("ParseVmRSS(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestParseRedisInfo(t *testing.T) {
+	info := "# Stats\r\ntotal_connections_received:3\r\ntotal_writes_processed:1234\r\n"
+	got, err := ParseRedisInfo(info, "total_writes_processed")
+	if err != nil || got != 1234 {
+		t.Fatalf("got %d, %v", got, err)
+	}
+	if _, err := ParseRedisInfo(info, "missing_field"); err == nil {
+		t.Fatal("a missing field parsed")
+	}
+}

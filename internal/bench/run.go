@@ -1,0 +1,393 @@
+// Package bench drives a real `parley serve` the way Slack does and
+// measures what one replica costs: latency, CPU, Redis round trips, new
+// upstream connections and idle memory. cmd/parley-bench is its command
+// line; scripts/bench runs it.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options says what to measure.
+type Options struct {
+	Parley      string        // the parley binary to run
+	Concurrency []int         // senders per run; each waits for its answer before its next message
+	Threads     int           // Slack threads the messages are spread over
+	Messages    int           // messages a run
+	Runs        int           // runs per concurrency; the medians are over these
+	RedisOutage time.Duration // if > 0: one run, kill -9 Redis halfway, restart after this
+	Timeout     time.Duration // how long a sender waits for an answer before counting it lost
+}
+
+// Result is one run's figures.
+type Result struct {
+	Concurrency            int
+	Messages               int
+	E2E, Ack               []time.Duration
+	Elapsed                time.Duration
+	CPUPerMessage          time.Duration // parley's user+system time / messages
+	RedisWritesPerMessage  float64
+	ModelConns, SlackConns int64
+	IdleRSS                uint64
+	Lost, Doubled          int
+	Misrouted              int
+	Refused                int // webhook attempts answered 503 or not at all; retried as Slack does
+	OtherLoad              float64
+	// Outage figures (RedisOutage > 0 only).
+	UnansweredAtKill int
+	MaxAfterRestart  time.Duration
+}
+
+// Run measures every concurrency Runs times and writes each run and the
+// medians to out.
+func Run(ctx context.Context, o Options, out io.Writer) error {
+	if o.Threads <= 0 {
+		o.Threads = 32
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 60 * time.Second
+	}
+	if o.RedisOutage > 0 {
+		r, err := runOnce(ctx, o, 32)
+		if err != nil {
+			return err
+		}
+		printRun(out, 1, r)
+		fmt.Fprintf(out, "  outage: %d accepted and unanswered at the kill; answered after Redis was back, max %s; %d webhook attempts refused\n",
+			r.UnansweredAtKill, ms(r.MaxAfterRestart), r.Refused)
+		return nil
+	}
+	for _, c := range o.Concurrency {
+		var rs []Result
+		for i := 1; i <= o.Runs; i++ {
+			r, err := runOnce(ctx, o, c)
+			if err != nil {
+				return err
+			}
+			printRun(out, i, r)
+			rs = append(rs, r)
+		}
+		printMedians(out, rs)
+	}
+	return nil
+}
+
+func ms(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64) + " ms" }
+
+func printRun(out io.Writer, i int, r Result) {
+	fmt.Fprintf(out, "c=%d run %d: %d messages in %.1f s (%.0f msg/s), other processes %.0f %% of the machine\n",
+		r.Concurrency, i, r.Messages, r.Elapsed.Seconds(), float64(r.Messages)/r.Elapsed.Seconds(), r.OtherLoad*100)
+	fmt.Fprintf(out, "  e2e p50 %s p99 %s; ack p50 %s p99 %s\n", ms(Percentile(r.E2E, 50)), ms(Percentile(r.E2E, 99)),
+		ms(Percentile(r.Ack, 50)), ms(Percentile(r.Ack, 99)))
+	trips := strconv.FormatFloat(r.RedisWritesPerMessage, 'f', 2, 64) + "/msg"
+	if r.RedisWritesPerMessage < 0 {
+		trips = "n/a (Redis restarted)"
+	}
+	fmt.Fprintf(out, "  CPU %.3f ms/msg; Redis round trips %s; new connections: model %d, Slack %d; idle RSS %.1f MiB\n",
+		float64(r.CPUPerMessage)/1e6, trips, r.ModelConns, r.SlackConns, float64(r.IdleRSS)/(1<<20))
+	fmt.Fprintf(out, "  lost %d, doubled %d, misrouted %d\n", r.Lost, r.Doubled, r.Misrouted)
+}
+
+func printMedians(out io.Writer, rs []Result) {
+	if len(rs) == 0 {
+		return
+	}
+	fig := func(name, unit string, f func(Result) float64) {
+		var xs []float64
+		for _, r := range rs {
+			xs = append(xs, f(r))
+		}
+		med, lo, hi := Median(xs)
+		fmt.Fprintf(out, "  %-28s %10.3f %s (%.3f–%.3f)\n", name, med, unit, lo, hi)
+	}
+	d := func(x time.Duration) float64 { return float64(x) / 1e6 }
+	fmt.Fprintf(out, "c=%d median of %d runs:\n", rs[0].Concurrency, len(rs))
+	fig("end-to-end p50", "ms", func(r Result) float64 { return d(Percentile(r.E2E, 50)) })
+	fig("end-to-end p99", "ms", func(r Result) float64 { return d(Percentile(r.E2E, 99)) })
+	fig("webhook ack p99", "ms", func(r Result) float64 { return d(Percentile(r.Ack, 99)) })
+	fig("Redis round trips", "/msg", func(r Result) float64 { return r.RedisWritesPerMessage })
+	fig("new connections to model", "", func(r Result) float64 { return float64(r.ModelConns) })
+	fig("new connections to Slack", "", func(r Result) float64 { return float64(r.SlackConns) })
+	fig("gateway CPU", "ms/msg", func(r Result) float64 { return d(r.CPUPerMessage) })
+	fig("idle RSS", "MiB", func(r Result) float64 { return float64(r.IdleRSS) / (1 << 20) })
+	fig("throughput", "msg/s", func(r Result) float64 { return float64(r.Messages) / r.Elapsed.Seconds() })
+	fig("other processes", "%", func(r Result) float64 { return r.OtherLoad * 100 })
+	lost, doubled, mis := 0, 0, 0
+	for _, r := range rs {
+		lost, doubled, mis = lost+r.Lost, doubled+r.Doubled, mis+r.Misrouted
+	}
+	fmt.Fprintf(out, "  lost / doubled / misrouted, all runs: %d / %d / %d\n", lost, doubled, mis)
+}
+
+// sign is Slack's v0 request signature.
+func sign(ts string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(signingSecret))
+	fmt.Fprintf(mac, "v0:%s:%s", ts, body)
+	return "v0=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+func threadTS(t int) string { return fmt.Sprintf("1700000000.%06d", t) }
+
+// event is the Events API delivery of message id: an app mention in its
+// thread.
+func event(id, thread int) []byte {
+	ts := fmt.Sprintf("1700001000.%06d", id)
+	b, _ := json.Marshal(map[string]any{
+		"token": "bench", "team_id": teamID, "api_app_id": "ABENCH", "type": "event_callback",
+		"event_id": "EvBENCH" + strconv.Itoa(id), "event_time": time.Now().Unix(),
+		"authorizations": []map[string]any{{"team_id": teamID, "user_id": botUserID, "is_bot": true}},
+		"event": map[string]any{"type": "app_mention", "user": "UBENCH" + strconv.Itoa(thread),
+			"text": "<@" + botUserID + "> " + marker(id), "ts": ts, "event_ts": ts,
+			"channel": "CBENCH", "thread_ts": threadTS(thread)},
+	})
+	return b
+}
+
+// post delivers one event as Slack does, retrying (with X-Slack-Retry-Num)
+// when the webhook refuses or fails. It returns the time of the attempt
+// that was accepted and how many were refused.
+func post(ctx context.Context, client *http.Client, url string, body []byte) (time.Duration, int, error) {
+	refused := 0
+	for attempt := 0; ; attempt++ {
+		ts := strconv.FormatInt(time.Now().Unix(), 10)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return 0, refused, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Slack-Request-Timestamp", ts)
+		req.Header.Set("X-Slack-Signature", sign(ts, body))
+		if attempt > 0 {
+			req.Header.Set("X-Slack-Retry-Num", strconv.Itoa(attempt))
+			req.Header.Set("X-Slack-Retry-Reason", "http_error")
+		}
+		start := time.Now()
+		resp, err := client.Do(req)
+		took := time.Since(start)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return took, refused, nil
+			}
+		}
+		if ctx.Err() != nil {
+			return 0, refused, ctx.Err()
+		}
+		refused++
+		if attempt >= 50 {
+			return 0, refused, fmt.Errorf("webhook refused %d times (last: %v)", refused, err)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, refused, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func runOnce(ctx context.Context, o Options, c int) (Result, error) {
+	res := Result{Concurrency: c, Messages: o.Messages}
+	dir, err := os.MkdirTemp("", "parley-bench-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	rds, err := startRedis(ctx, dir)
+	if err != nil {
+		return res, err
+	}
+	defer func() { rds.stop() }()
+	model, err := startUpstream(http.HandlerFunc(echoModel))
+	if err != nil {
+		return res, err
+	}
+	defer model.Close()
+	fs := newFakeSlack()
+	slack, err := startUpstream(fs)
+	if err != nil {
+		return res, err
+	}
+	defer slack.Close()
+	p, err := startParley(ctx, o.Parley, dir, rds, model, slack)
+	if err != nil {
+		return res, err
+	}
+	defer p.stop()
+
+	// Idle RSS: after start-up has settled (a second with nothing to do).
+	time.Sleep(time.Second)
+	if res.IdleRSS, err = ParseVmRSS(readFile(fmt.Sprintf("/proc/%d/status", p.pid()))); err != nil {
+		return res, err
+	}
+	model.conns.Store(0) // start-up calls (auth.test) are not the run's
+	slack.conns.Store(0)
+
+	cpu0, err := pidTicks(p.pid())
+	if err != nil {
+		return res, err
+	}
+	w0, err := rds.writes(ctx)
+	if err != nil {
+		return res, err
+	}
+	self0, _ := pidTicks(os.Getpid())
+	redis0, _ := pidTicks(rds.cmd.Process.Pid)
+	m0, err := machineTimes()
+	if err != nil {
+		return res, err
+	}
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c}, Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	var (
+		mu          sync.Mutex
+		sent        atomic.Int64
+		outstanding = map[int]time.Time{} // acked, not yet answered
+		killOnce    sync.Once
+		killed      = make(chan struct{})
+		restarted   time.Time
+		restartErr  error
+		atKill      map[int]bool
+	)
+	half := int64(o.Messages / 2)
+	outage := func() {
+		mu.Lock()
+		atKill = map[int]bool{}
+		for id := range outstanding {
+			atKill[id] = true
+		}
+		mu.Unlock()
+		rds.kill()
+		time.Sleep(o.RedisOutage)
+		restartErr = rds.start(ctx)
+		mu.Lock()
+		restarted = time.Now()
+		mu.Unlock()
+		close(killed)
+	}
+	res.E2E = make([]time.Duration, 0, o.Messages)
+	res.Ack = make([]time.Duration, 0, o.Messages)
+	var firstErr error
+	start := time.Now()
+	var wg sync.WaitGroup
+	for k := 0; k < c; k++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := k; id < o.Messages; id += c {
+				if o.RedisOutage > 0 && sent.Add(1) == half {
+					killOnce.Do(func() { go outage() })
+				}
+				wait := fs.expect(id)
+				t0 := time.Now()
+				ack, refused, err := post(ctx, client, p.base+"/slack/events", event(id, id%o.Threads))
+				mu.Lock()
+				res.Refused += refused
+				if err != nil {
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+				res.Ack = append(res.Ack, ack)
+				outstanding[id] = t0
+				mu.Unlock()
+				select {
+				case a := <-wait:
+					mu.Lock()
+					res.E2E = append(res.E2E, a.at.Sub(t0))
+					delete(outstanding, id)
+					if atKill[id] && !restarted.IsZero() && a.at.Sub(restarted) > res.MaxAfterRestart {
+						res.MaxAfterRestart = a.at.Sub(restarted)
+					}
+					mu.Unlock()
+				case <-time.After(o.Timeout):
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	if o.RedisOutage > 0 {
+		<-killed
+		if restartErr != nil {
+			return res, restartErr
+		}
+		res.UnansweredAtKill = len(atKill)
+	}
+	if firstErr != nil {
+		return res, firstErr
+	}
+
+	cpu1, err := pidTicks(p.pid())
+	if err != nil {
+		return res, err
+	}
+	self1, _ := pidTicks(os.Getpid())
+	redis1, _ := pidTicks(rds.cmd.Process.Pid)
+	m1, err := machineTimes()
+	if err != nil {
+		return res, err
+	}
+	w1, err := rds.writes(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.CPUPerMessage = time.Duration(cpu1-cpu0) * (time.Second / clockTicks) / time.Duration(o.Messages)
+	res.RedisWritesPerMessage = float64(w1-w0) / float64(o.Messages)
+	if o.RedisOutage > 0 {
+		// The restarted server's counter began again at zero.
+		res.RedisWritesPerMessage = -1
+	}
+	res.ModelConns, res.SlackConns = model.conns.Load(), slack.conns.Load()
+	// Other processes: the machine's busy time less parley's, Redis's and
+	// the bench's own (load generator and fakes).
+	if m1.Total > m0.Total {
+		if redis1 < redis0 { // Redis was restarted: count the new process's time
+			redis0 = 0
+		}
+		ours := float64((cpu1 - cpu0) + (self1 - self0) + (redis1 - redis0))
+		// /proc/stat counts ticks per CPU; per-process ticks are wall ticks
+		// on any CPU, so both are in the same unit.
+		res.OtherLoad = max(0, BusyShare(m0, m1)-ours/float64(m1.Total-m0.Total))
+	}
+
+	// Count answers after a grace period, so that a late double is seen.
+	time.Sleep(500 * time.Millisecond)
+	fs.mu.Lock()
+	for id := 0; id < o.Messages; id++ {
+		as := fs.answers[id]
+		switch {
+		case len(as) == 0:
+			res.Lost++
+		case len(as) > 1:
+			res.Doubled++
+		}
+		for _, a := range as {
+			if a.channel != "CBENCH" || a.thread != threadTS(id%o.Threads) {
+				res.Misrouted++
+				break
+			}
+		}
+	}
+	res.Misrouted += fs.stray
+	fs.mu.Unlock()
+	return res, nil
+}
