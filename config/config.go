@@ -41,6 +41,7 @@ type Config struct {
 	Gateway  Gateway  `yaml:"gateway"`
 	Skills   Skills   `yaml:"skills"`
 	Policies Policies `yaml:"policies"`
+	Admin    Admin    `yaml:"admin"`
 
 	// Tools holds the section of every registered tool section, by name
 	// (see Tool and RegisterToolSection). In the file each is a key under
@@ -193,6 +194,7 @@ func Default() Config {
 		},
 		Gateway:   Gateway{Workers: DefaultWorkers, ShutdownTimeout: DefaultShutdownTimeout},
 		Skills:    Skills{BodyBudget: DefaultSkillBodyBudget},
+		Admin:     Admin{Listen: DefaultAdminListen, SessionTTL: DefaultAdminSessionTTL},
 		Tools:     map[string]SectionConfig{},
 		Platforms: map[string]PlatformConfig{},
 	}
@@ -288,6 +290,8 @@ func (c *Config) env() []EnvVar {
 		Env("OPENAI_BASE_URL", &c.Model.BaseURL),
 		Env("PARLEY_MODEL", &c.Model.Name),
 		Env("REDIS_URL", &c.Redis.URL),
+		Env("PARLEY_ADMIN_LISTEN", &c.Admin.Listen),
+		Env("PARLEY_ADMIN_TOKEN", &c.Admin.Token),
 		{Name: "PARLEY_SKILL_BODY_BUDGET", field: &c.Skills.BodyBudget, set: func(v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil {
@@ -418,6 +422,7 @@ func (c Config) Validate() error {
 	if err := c.Policies.validate(); err != nil {
 		errs = append(errs, err.Error())
 	}
+	errs = append(errs, c.Admin.validate()...)
 	errs = append(errs, c.validateTools()...)
 	errs = append(errs, c.validatePlatforms()...)
 	if len(errs) > 0 {
