@@ -4,38 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Orphans implements Store. It scans every master of a Cluster.
 func (s *RedisStore) Orphans(ctx context.Context) ([]string, error) {
-	pattern := s.opts.Prefix + "conv:{*}:inbox"
-	var inboxes []string
-	var mu sync.Mutex
-	scan := func(ctx context.Context, c *redis.Client) error {
-		iter := c.Scan(ctx, 0, pattern, 500).Iterator()
-		for iter.Next(ctx) {
-			mu.Lock()
-			inboxes = append(inboxes, iter.Val())
-			mu.Unlock()
-		}
-		return iter.Err()
-	}
-	var err error
-	switch c := s.client.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, scan)
-	case *redis.Client:
-		err = scan(ctx, c)
-	default:
-		iter := s.client.Scan(ctx, 0, pattern, 500).Iterator()
-		for iter.Next(ctx) {
-			inboxes = append(inboxes, iter.Val())
-		}
-		err = iter.Err()
-	}
+	inboxes, _, err := s.scanKeys(ctx, s.opts.Prefix+"conv:{*}:inbox", 0)
 	if err != nil {
 		return nil, fmt.Errorf("sessions: scan queues: %w", err)
 	}
