@@ -45,6 +45,9 @@ func (e *environment) serve(args []string) (err error) {
 	if err := a.startChannels(e.ctx, mux); err != nil {
 		return err
 	}
+	if err := a.startAdmin(); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)

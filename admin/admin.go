@@ -1,0 +1,447 @@
+// Package admin is Parley's admin console: a small server-rendered web
+// application for operators, on a listener of its own, that shows what
+// the CLI shows and does what the admin chat commands do — across every
+// replica, since all state is in Redis.
+//
+// It reads and changes state only through the packages the chat commands
+// and the CLI use: the skill registry and state (skills), policy
+// explanations (policy), histories (sessions), and the gateway's reset and
+// compaction, which it is handed as the Conversations interface; the tools
+// come from the same listing as `parley tools list`. Templates and the
+// stylesheet are embedded; pages need no JavaScript, and the
+// Content-Security-Policy allows none.
+package admin
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/sessions"
+	"github.com/parleyhq/parley/skills"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed assets
+var assetFS embed.FS
+
+// Conversations resets and compacts conversations the way the chat's
+// /reset and /compact do; *gateway.Gateway implements it.
+type Conversations interface {
+	// ResetConversation and CompactConversation fail with an error that
+	// is sessions.ErrLocked while a turn of conv runs.
+	ResetConversation(ctx context.Context, conv string) error
+	// CompactConversation returns "ok" when it compacted and "nothing"
+	// when the history was too short to.
+	CompactConversation(ctx context.Context, conv string) (string, error)
+}
+
+// ToolStatus is one line of `parley tools list`.
+type ToolStatus struct {
+	Name        string
+	Source      string // builtin or mcp:SERVER
+	Class       string // read or write; empty for a server without tools
+	ClassRule   string
+	ServerState string // up or down for MCP tools
+	ServerError string
+}
+
+// Tools is the tool listing of this replica.
+type Tools interface {
+	// ToolStatuses lists every tool and MCP server, as `parley tools list`.
+	ToolStatuses() []ToolStatus
+	// PolicyTools describes the tools for a policy explanation, as
+	// `parley policy explain` does.
+	PolicyTools() []policy.ToolInfo
+}
+
+// Skills is the console's handle on the skill system: the same registry,
+// state and reload the chat's /skill commands use.
+type Skills struct {
+	Registry *skills.Registry
+	State    skills.State
+	// Reload reloads every replica (nil: this one only).
+	Reload func(ctx context.Context) (*skills.Catalog, error)
+	// Home is $PARLEY_HOME, whose supplement notes a skill's references
+	// show, as load_skill reads them.
+	Home string
+}
+
+// Config is what the console needs. Every field but Grafana and Now is
+// required.
+type Config struct {
+	Admin  config.Admin
+	Redis  redis.UniversalClient
+	Prefix string
+	Store  *sessions.RedisStore
+
+	Skills        Skills
+	Policy        *policy.Resolver
+	Tools         Tools
+	Conversations Conversations
+
+	// Replica is this replica's heartbeat ID, marked on the overview.
+	Replica string
+	Log     *slog.Logger
+	// Now is the clock (nil: time.Now); tests move it to expire sessions.
+	Now func() time.Time
+}
+
+// Server serves the console under /admin/.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	proxies []netip.Prefix
+	pages   map[string]*template.Template
+	mux     *http.ServeMux
+	// logins limits failed sign-ins on this replica: guessing a token
+	// over the network stays hopeless.
+	logins *rate.Limiter
+}
+
+// Limits of one request.
+const (
+	maxBodyBytes = 64 << 10
+	// loginBurst failed sign-ins, then one a second.
+	loginBurst = 10
+)
+
+// New builds the console.
+func New(cfg Config) (*Server, error) {
+	if cfg.Redis == nil || cfg.Store == nil || cfg.Skills.Registry == nil || cfg.Skills.State == nil || cfg.Policy == nil || cfg.Tools == nil || cfg.Conversations == nil {
+		return nil, errors.New("admin: Redis, Store, Skills, Policy, Tools and Conversations are required")
+	}
+	if !cfg.Admin.Token.IsSet() && cfg.Admin.TrustedHeader == "" {
+		return nil, errors.New("admin: neither a token (PARLEY_ADMIN_TOKEN) nor admin.trusted_header is set: nobody could sign in")
+	}
+	if cfg.Admin.SessionTTL <= 0 {
+		cfg.Admin.SessionTTL = config.DefaultAdminSessionTTL
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, log: log.With("component", "admin"), proxies: cfg.Admin.Proxies(), logins: rate.NewLimiter(rate.Every(time.Second), loginBurst)}
+	if err := s.parseTemplates(); err != nil {
+		return nil, err
+	}
+	s.routes()
+	return s, nil
+}
+
+func (s *Server) now() time.Time { return s.cfg.Now() }
+
+// HTTPServer returns an http.Server for the console with the timeouts and
+// limits a listener of its own should have.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    32 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// contentSecurityPolicy allows the console's own stylesheet and icon and
+// nothing else: no scripts, no frames, no other origins, forms only back
+// to the console.
+const contentSecurityPolicy = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", contentSecurityPolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+	if r.Body != nil {
+		r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) routes() {
+	mux := http.NewServeMux()
+	assets, _ := fs.Sub(assetFS, "assets")
+	files := http.StripPrefix("/admin/assets/", http.FileServerFS(assets))
+	mux.HandleFunc("GET /admin/assets/", func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r) // no listings
+			return
+		}
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		files.ServeHTTP(w, r)
+	})
+	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/admin/assets/icon.svg", http.StatusMovedPermanently)
+	})
+	mux.HandleFunc("GET /admin", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/admin/", http.StatusMovedPermanently)
+	})
+	mux.HandleFunc("GET /admin/login", s.loginPage)
+	mux.HandleFunc("POST /admin/login", s.login)
+	mux.Handle("POST /admin/logout", s.change(s.logout))
+	mux.Handle("GET /admin/{$}", s.page(s.overview))
+	mux.Handle("GET /admin/skills", s.page(s.skillsPage))
+	mux.Handle("POST /admin/skills", s.change(s.skillAction))
+	mux.Handle("GET /admin/policies", s.page(s.policiesPage))
+	mux.Handle("GET /admin/conversations", s.page(s.conversationsPage))
+	mux.Handle("POST /admin/conversations", s.change(s.conversationAction))
+	mux.Handle("GET /admin/tools", s.page(s.toolsPage))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "not found", http.StatusNotFound)
+	})
+	s.mux = mux
+}
+
+// view is what every page template gets.
+type view struct {
+	Title  string
+	Nav    string // the active page
+	User   string
+	CSRF   string
+	Notice string // the outcome of the change that led here
+	Error  string
+	Data   any
+}
+
+// pageFunc fills a page's view; an error is shown as a 500 without detail.
+type pageFunc func(r *http.Request, id identity, v *view) (template string, err error)
+
+// page authenticates a GET and renders the page.
+func (s *Server) page(fn pageFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, ok := s.require(w, r)
+		if !ok {
+			return
+		}
+		if id.via == viaHeader && id.sess == nil {
+			// A proxy's user gets a session for the CSRF token of its
+			// forms; the header still decides who it is on every request.
+			sess, err := s.newSession(r.Context(), id.user)
+			if err != nil {
+				s.fail(w, r, "create session", err)
+				return
+			}
+			id.sess = sess
+			s.setCookie(w, r, sess)
+		}
+		v := &view{User: id.user}
+		if id.sess != nil {
+			v.CSRF = id.sess.csrf
+		}
+		v.Notice = notice(r)
+		name, err := fn(r, id, v)
+		if err != nil {
+			s.fail(w, r, "render "+r.URL.Path, err)
+			return
+		}
+		s.render(w, http.StatusOK, name, v)
+	})
+}
+
+// changeFunc makes a change and returns where to go next.
+type changeFunc func(w http.ResponseWriter, r *http.Request, id identity) (redirect string, status int, err error)
+
+// change authenticates a POST, checks its CSRF token, runs it and
+// redirects (303) to the page that shows the outcome.
+func (s *Server) change(fn changeFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, ok := s.require(w, r)
+		if !ok {
+			return
+		}
+		if err := r.ParseForm(); err != nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		if !s.checkCSRF(r, id) {
+			s.log.Warn("admin: change refused: missing or wrong CSRF token", "user", id.user, "path", r.URL.Path, "remote", r.RemoteAddr)
+			http.Error(w, "forbidden: this form has expired; reload the page and try again", http.StatusForbidden)
+			return
+		}
+		to, status, err := fn(w, r, id)
+		if err != nil {
+			s.fail(w, r, "change "+r.URL.Path, err)
+			return
+		}
+		if status != 0 {
+			http.Error(w, http.StatusText(status), status)
+			return
+		}
+		http.Redirect(w, r, to, http.StatusSeeOther)
+	})
+}
+
+// require answers a request nobody signed in for: a page sends the
+// browser to the sign-in form, anything else gets a bare 401.
+func (s *Server) require(w http.ResponseWriter, r *http.Request) (identity, bool) {
+	id, ok, err := s.authenticate(r)
+	if err != nil {
+		s.fail(w, r, "authenticate", err)
+		return identity{}, false
+	}
+	if ok {
+		return id, true
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	if r.Method == http.MethodGet && s.cfg.Admin.Token.IsSet() && r.Header.Get("Authorization") == "" {
+		http.Redirect(w, r, "/admin/login", http.StatusSeeOther)
+		return identity{}, false
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="parley admin"`)
+	http.Error(w, "unauthorized", http.StatusUnauthorized)
+	return identity{}, false
+}
+
+// fail logs err and answers 500 without detail.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, what string, err error) {
+	s.log.Error("admin: "+what, "err", err, "path", r.URL.Path)
+	http.Error(w, "internal error; the log says why", http.StatusInternalServerError)
+}
+
+func (s *Server) render(w http.ResponseWriter, status int, name string, v *view) {
+	t, ok := s.pages[name]
+	if !ok {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	var b strings.Builder
+	if err := t.ExecuteTemplate(&b, "layout", v); err != nil {
+		s.log.Error("admin: template", "page", name, "err", err)
+		http.Error(w, "internal error; the log says why", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(b.String()))
+}
+
+// auditEntry is one change, as the overview lists it.
+type auditEntry struct {
+	At      time.Time `json:"at"`
+	User    string    `json:"user"`
+	Via     string    `json:"via"`
+	Action  string    `json:"action"`
+	Target  string    `json:"target,omitempty"`
+	Outcome string    `json:"outcome"`
+	Replica string    `json:"replica,omitempty"`
+}
+
+// maxAudit is how many changes Redis keeps for the overview; the log
+// keeps them all.
+const maxAudit = 200
+
+func (s *Server) auditKey() string { return s.cfg.Prefix + "admin:audit" }
+
+// audit records a change: in the log, always, and in Redis for the
+// overview of every replica.
+func (s *Server) audit(r *http.Request, id identity, action, target, outcome string) {
+	s.log.Info("audit: admin console change", "user", id.user, "via", id.via, "action", action, "target", target, "outcome", outcome, "remote", r.RemoteAddr)
+	e := auditEntry{At: s.now().UTC().Truncate(time.Second), User: id.user, Via: id.via, Action: action, Target: target, Outcome: outcome, Replica: s.cfg.Replica}
+	data, err := json.Marshal(e)
+	if err != nil {
+		return
+	}
+	ctx := context.WithoutCancel(r.Context())
+	pipe := s.cfg.Redis.TxPipeline()
+	pipe.LPush(ctx, s.auditKey(), data)
+	pipe.LTrim(ctx, s.auditKey(), 0, maxAudit-1)
+	if _, err := pipe.Exec(ctx); err != nil {
+		s.log.Warn("admin: audit entry not kept in Redis (it is in this log)", "err", err)
+	}
+}
+
+func (s *Server) recentAudit(ctx context.Context, n int64) ([]auditEntry, error) {
+	raw, err := s.cfg.Redis.LRange(ctx, s.auditKey(), 0, n-1).Result()
+	if err != nil && !isRedisNil(err) {
+		return nil, fmt.Errorf("admin: read audit: %w", err)
+	}
+	out := make([]auditEntry, 0, len(raw))
+	for _, r := range raw {
+		var e auditEntry
+		if json.Unmarshal([]byte(r), &e) == nil {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
+	if id, ok, _ := s.authenticate(r); ok && id.via != viaBearer {
+		http.Redirect(w, r, "/admin/", http.StatusSeeOther)
+		return
+	}
+	s.render(w, http.StatusOK, "login", &view{Title: "Sign in", Data: s.cfg.Admin.Token.IsSet()})
+}
+
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	if !s.cfg.Admin.Token.IsSet() {
+		http.Error(w, "sign-in with a token is not configured here", http.StatusNotFound)
+		return
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
+		http.Error(w, "forbidden", http.StatusForbidden)
+		return
+	}
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	if !s.tokenMatches(r.PostFormValue("token")) {
+		// Only failures spend the allowance, so a flood of guesses cannot
+		// lock the operators out of a console they know the token of.
+		if !s.logins.Allow() {
+			s.log.Warn("admin: sign-in refused: too many failed attempts", "remote", r.RemoteAddr)
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "too many attempts; wait a moment", http.StatusTooManyRequests)
+			return
+		}
+		s.log.Warn("admin: failed sign-in", "remote", r.RemoteAddr)
+		s.render(w, http.StatusUnauthorized, "login", &view{Title: "Sign in", Error: "That token is not right.", Data: true})
+		return
+	}
+	sess, err := s.newSession(r.Context(), tokenUser)
+	if err != nil {
+		s.fail(w, r, "sign in", err)
+		return
+	}
+	s.setCookie(w, r, sess)
+	s.audit(r, identity{user: sess.user, via: viaSession}, "sign-in", "", "ok")
+	http.Redirect(w, r, "/admin/", http.StatusSeeOther)
+}
+
+func (s *Server) logout(w http.ResponseWriter, r *http.Request, id identity) (string, int, error) {
+	if id.sess != nil {
+		if err := s.endSession(r.Context(), id.sess.id); err != nil {
+			return "", 0, err
+		}
+	}
+	s.clearCookie(w, r)
+	s.audit(r, id, "sign-out", "", "ok")
+	return "/admin/login", 0, nil
+}

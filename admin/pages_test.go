@@ -1,0 +1,226 @@
+package admin_test
+
+import (
+	"context"
+	"encoding/json"
+	"html"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/parleyhq/parley/agent/openaitest"
+	"github.com/parleyhq/parley/sessions"
+)
+
+// has fails unless body contains every want (HTML-unescaped).
+func has(t *testing.T, what, body string, want ...string) {
+	t.Helper()
+	text := html.UnescapeString(body)
+	for _, w := range want {
+		if !strings.Contains(text, w) {
+			t.Errorf("%s: missing %q", what, w)
+		}
+	}
+}
+
+func TestEveryPageShowsItsState(t *testing.T) {
+	w := newWorld(t)
+	a := w.replica(t, "a", options{})
+	w.replica(t, "b", options{})
+	conv := w.converse(t, a, "C1", "release-notes")
+	c := a.client(t)
+	c.signIn()
+
+	cases := []struct {
+		path string
+		want []string
+	}{
+		{"/admin/", []string{"host-a", "host-b", "this one", "slack: ready", "answers", "Model errors in the last hour", "none disabled", "http://grafana.example:3000/d/parley", "sign-in"}},
+		{"/admin/skills", []string{"release-notes", "deploy-check", "skill-authoring", "workspace", "user", "builtin", "untrusted", "not needed", "Turn off", "Reload skills", "Trust"}},
+		{"/admin/skills?skill=deploy-check", []string{"Checks a deployment", "Run the checklist", "references/", "untrusted", "SKILL.md"}},
+		{"/admin/skills?skill=deploy-check&file=references/checklist.md", []string{"1. Tests green", "<b>Rollback</b>"}},
+		{"/admin/skills?skill=deploy-check&file=../../etc/passwd", []string{"deploy-check"}},
+		{"/admin/policies", []string{"slack · T1 · C1"}},
+		{"/admin/policies?scope=slack:T1:C1", []string{`Policy for channel "slack", workspace "T1", chat "C1"`, "save_skill_reference", "DENIED", `tools.deny "save_*"`, "policies.platforms.slack", "load_skill"}},
+		{"/admin/policies?channel=wechat", []string{`Policy for channel "wechat"`, "tools.write: false"}},
+		{"/admin/conversations", []string{"slack", conv}},
+		{"/admin/conversations?c=" + url.QueryEscape(conv), []string{"User", "write the release notes", "Tool result: load_skill (untrusted data)", "Skill injection: release-notes", "Group the changes by kind", "Here are your notes.", "calls <code>load_skill("}},
+		{"/admin/tools", []string{"load_skill", "save_skill_reference", "write", "read", "builtin"}},
+	}
+	for _, tc := range cases {
+		got := c.get(tc.path)
+		if got.status != http.StatusOK {
+			t.Errorf("GET %s: %d", tc.path, got.status)
+			continue
+		}
+		has(t, tc.path, got.body, tc.want...)
+	}
+	// A file outside the skill folder is refused, never shown.
+	if got := c.get("/admin/skills?skill=deploy-check&file=../../etc/passwd"); strings.Contains(got.body, "root:") {
+		t.Fatal("the console read a file outside the skill")
+	}
+	// Markup in a skill's files is shown as text, never rendered.
+	if got := c.get("/admin/skills?skill=deploy-check&file=references/checklist.md"); strings.Contains(got.body, "<b>Rollback") {
+		t.Fatal("a skill file's markup reached the page unescaped")
+	}
+}
+
+func TestSkillActionsFollowTheChatRules(t *testing.T) {
+	w := newWorld(t)
+	r := w.replica(t, "a", options{})
+	c := r.client(t)
+	csrf := c.signIn()
+	ctx := context.Background()
+	act := func(action, skill string) response {
+		t.Helper()
+		resp := c.post("/admin/skills", url.Values{"csrf": {csrf}, "action": {action}, "skill": {skill}})
+		if resp.status != http.StatusSeeOther {
+			t.Fatalf("%s %s: %d %s", action, skill, resp.status, resp.body)
+		}
+		return c.get(resp.header.Get("Location"))
+	}
+	has(t, "off", act("off", "release-notes").body, "Skill release-notes is now disabled")
+	if off, _ := r.state.Disabled(ctx); !off["release-notes"] {
+		t.Fatal("off did not disable the skill")
+	}
+	has(t, "overview", c.get("/admin/").body, `disabled: <span class="disabled-skill">release-notes</span>`)
+	has(t, "on", act("on", "release-notes").body, "Skill release-notes is now enabled")
+	if off, _ := r.state.Disabled(ctx); off["release-notes"] {
+		t.Fatal("on did not enable the skill")
+	}
+	has(t, "unknown", act("off", "no-such-skill").body, "There is no skill named no-such-skill")
+	if off, _ := r.state.Disabled(ctx); off["no-such-skill"] {
+		t.Fatal("an unknown skill was recorded as disabled")
+	}
+	has(t, "trust builtin", act("trust", "release-notes").body, "only workspace skills need trust")
+	sk, _ := r.reg.Catalog().Get("deploy-check")
+	has(t, "trust", act("trust", "deploy-check").body, "Skill deploy-check is trusted")
+	if ok, _ := r.state.Trusted(ctx, sk.Path, sk.SHA256); !ok {
+		t.Fatal("trust did not record the fingerprint")
+	}
+	writeSkill(t, w.home+"/skills", "new-skill", "A skill added after start.", "Body.\n")
+	has(t, "reload", act("reload", "").body, "Skills reloaded")
+	if _, ok := r.reg.Catalog().Get("new-skill"); !ok {
+		t.Fatal("reload did not load the new skill")
+	}
+	if got := c.post("/admin/skills", url.Values{"csrf": {csrf}, "action": {"delete"}, "skill": {"release-notes"}}); got.status != http.StatusBadRequest {
+		t.Fatalf("an unknown action: %d, want 400", got.status)
+	}
+
+	// Every change is audited: in the log and for the overview.
+	raw, err := w.redis.Client.LRange(ctx, w.redis.Prefix+"admin:audit", 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, e := range raw {
+		var entry struct{ User, Action, Target, Outcome string }
+		if err := json.Unmarshal([]byte(e), &entry); err != nil {
+			t.Fatal(err)
+		}
+		if entry.User != "token" {
+			t.Errorf("audit entry without its user: %s", e)
+		}
+		actions = append(actions, entry.Action+" "+entry.Target)
+	}
+	for _, want := range []string{"skill off release-notes", "skill on release-notes", "skill trust deploy-check sha256 " + sk.SHA256, "skills reload ", "sign-in "} {
+		found := false
+		for _, a := range actions {
+			found = found || a == want
+		}
+		if !found {
+			t.Errorf("audit: no %q in %q", want, actions)
+		}
+	}
+	for _, want := range []string{`action="skill off" target=release-notes outcome=ok`, `action="skills reload"`} {
+		if !strings.Contains(r.log.String(), want) {
+			t.Errorf("log: no %q", want)
+		}
+	}
+	has(t, "overview", c.get("/admin/").body, "skill trust", "skills reload")
+}
+
+func TestConversationActions(t *testing.T) {
+	w := newWorld(t)
+	r := w.replica(t, "a", options{})
+	c := r.client(t)
+	csrf := c.signIn()
+	ctx := context.Background()
+	conv := w.converse(t, r, "C1", "release-notes")
+	for i := range 2 { // two more rounds, so that there is something to compact
+		w.model.Script(openaitest.Text("answer " + string(rune('x'+i))))
+		before := r.ch.replies()
+		m := messageFor("C1", i)
+		if err := r.gw.Submit(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "a reply", func() bool { return r.ch.replies() > before })
+	}
+	act := func(action, key string) string {
+		t.Helper()
+		resp := c.post("/admin/conversations", url.Values{"csrf": {csrf}, "action": {action}, "c": {key}})
+		if resp.status != http.StatusSeeOther {
+			t.Fatalf("%s: %d", action, resp.status)
+		}
+		return c.get(resp.header.Get("Location")).body
+	}
+
+	// While a turn holds the conversation, nothing changes under it.
+	lock, err := r.store.TryLock(ctx, conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	has(t, "busy reset", act("reset", conv), "is answering a message right now")
+	has(t, "busy compact", act("compact", conv), "is answering a message right now")
+	if n, _ := r.store.HistoryLen(ctx, conv); n == 0 {
+		t.Fatal("a reset went through while the conversation was locked")
+	}
+	_ = lock.Release(ctx)
+
+	before, _ := r.store.HistoryLen(ctx, conv)
+	w.model.Script(openaitest.Text("Summary: the user asked for release notes."))
+	has(t, "compact", act("compact", conv), "was compacted")
+	after, _ := r.store.HistoryLen(ctx, conv)
+	if after >= before {
+		t.Fatalf("compact: %d messages before, %d after", before, after)
+	}
+	msgs, _ := r.store.History(ctx, conv)
+	if msgs[0].Kind != sessions.KindSummary {
+		t.Fatalf("compact: the first message is %+v, want the summary", msgs[0])
+	}
+	has(t, "compact again", act("compact", conv), "there was nothing to compact")
+	has(t, "reset", act("reset", conv), "was cleared")
+	if n, _ := r.store.HistoryLen(ctx, conv); n != 0 {
+		t.Fatalf("reset left %d messages", n)
+	}
+	for _, form := range []url.Values{
+		{"csrf": {csrf}, "action": {"reset"}},
+		{"csrf": {csrf}, "action": {"reset"}, "c": {strings.Repeat("k", 2000)}},
+		{"csrf": {csrf}, "action": {"drop"}, "c": {conv}},
+	} {
+		if got := c.post("/admin/conversations", form); got.status != http.StatusBadRequest {
+			t.Errorf("%v: %d, want 400", form, got.status)
+		}
+	}
+	for _, want := range []string{`action="conversation reset" target=` + conv + ` outcome=busy`, `action="conversation compact" target=` + conv + ` outcome=ok`, `action="conversation reset" target=` + conv + ` outcome=ok`} {
+		if !strings.Contains(r.log.String(), want) {
+			t.Errorf("log: no %q", want)
+		}
+	}
+}
+
+func TestNoticesCannotBeForged(t *testing.T) {
+	w := newWorld(t)
+	r := w.replica(t, "a", options{})
+	c := r.client(t)
+	c.signIn()
+	got := c.get("/admin/?done=" + url.QueryEscape("<script>alert(1)</script>") + "&t=x")
+	if strings.Contains(got.body, "<script>") || strings.Contains(got.body, `class="notice"`) {
+		t.Fatal("an unknown notice code reached the page")
+	}
+	got = c.get("/admin/skills?done=off&t=" + url.QueryEscape(`<img src=x onerror=alert(1)>`))
+	if strings.Contains(got.body, "<img") {
+		t.Fatal("a notice's target was not escaped")
+	}
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/parleyhq/parley/admin"
+	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/policy"
+)
+
+// startAdmin starts the admin console when it is configured, on its own
+// listener, and this replica's heartbeat, which the console of every
+// replica reads. Both stop with the app.
+func (a *app) startAdmin() error {
+	id := replicaID()
+	started := time.Now().UTC().Truncate(time.Second)
+	console := ""
+	if a.cfg.Admin.Enabled() {
+		addr, err := a.serveAdmin(id)
+		if err != nil {
+			return err
+		}
+		console = addr
+	} else if a.cfg.Admin.Listen != "" && a.cfg.Admin.Listen != "off" {
+		a.log.Info("admin console off: set PARLEY_ADMIN_TOKEN (or admin.trusted_header) to turn it on")
+	}
+	hb := &admin.Heartbeat{
+		Client:   a.store.Client(),
+		Prefix:   a.cfg.Redis.Prefix,
+		Gatherer: a.metrics.Registry,
+		Log:      a.log,
+		Info: func() admin.ReplicaInfo {
+			return admin.ReplicaInfo{ID: id, Host: hostname(), Version: version, Started: started,
+				Channels: a.channelHealth(), MCPDown: a.toolset.down(), Console: console}
+		},
+	}
+	ready := make(chan struct{})
+	a.watchers.Go(func() { hb.Run(a.bg, ready) })
+	<-ready
+	return nil
+}
+
+// serveAdmin starts the console and returns the address it listens on.
+func (a *app) serveAdmin(id string) (string, error) {
+	srv, err := admin.New(admin.Config{
+		Admin:  a.cfg.Admin,
+		Redis:  a.store.Client(),
+		Prefix: a.cfg.Redis.Prefix,
+		Store:  a.store,
+		Skills: admin.Skills{Registry: a.skills, State: a.state, Reload: a.reloadSkills, Home: a.cfg.Home},
+		Policy: a.policy,
+		Tools:  adminTools{a.toolset},
+		// The gateway resets and compacts as /reset and /compact do.
+		Conversations: a.gateway,
+		Replica:       id,
+		Log:           a.log,
+	})
+	if err != nil {
+		return "", err
+	}
+	ln, err := net.Listen("tcp", a.cfg.Admin.Listen)
+	if err != nil {
+		return "", fmt.Errorf("admin console: listen on %s: %w", a.cfg.Admin.Listen, err)
+	}
+	hs := srv.HTTPServer()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("admin console stopped", "err", err)
+		}
+	}()
+	a.onStop("admin console", func(ctx context.Context) error {
+		err := hs.Shutdown(ctx)
+		<-done
+		return err
+	})
+	addr := ln.Addr().String()
+	a.log.Info("admin console serving", "addr", addr, "url", "http://"+addr+"/admin/")
+	return addr, nil
+}
+
+// channelHealth is each channel's readiness, for the heartbeat.
+func (a *app) channelHealth() []admin.ChannelHealth {
+	out := []admin.ChannelHealth{}
+	for _, ch := range a.channels {
+		h := admin.ChannelHealth{Name: ch.Name(), Ready: true}
+		if hc, ok := ch.(channels.Health); ok {
+			if err := hc.Ready(); err != nil {
+				h.Ready, h.Error = false, err.Error()
+			}
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// adminTools lists the tools for the console as `parley tools list` and
+// `parley policy explain` do.
+type adminTools struct{ ts *toolset }
+
+func (t adminTools) ToolStatuses() []admin.ToolStatus {
+	rows := t.ts.rows()
+	out := make([]admin.ToolStatus, len(rows))
+	for i, r := range rows {
+		out[i] = admin.ToolStatus{Name: r.Name, Source: r.Source, Class: r.Class, ClassRule: r.ClassRule, ServerState: r.ServerState, ServerError: r.ServerError}
+	}
+	return out
+}
+
+func (t adminTools) PolicyTools() []policy.ToolInfo {
+	tools, _ := t.ts.policyTools()
+	return tools
+}
+
+// replicaID names this process among the replicas: the host (the pod's
+// name in Kubernetes) and a random suffix, since a restarted pod keeps
+// its name.
+func replicaID() string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return hostname() + "-" + hex.EncodeToString(b[:])
+}
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "parley"
+	}
+	return h
+}
