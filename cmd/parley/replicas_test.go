@@ -85,7 +85,8 @@ policies:
 	return c
 }
 
-func (c *cluster) start(t *testing.T) *replica {
+// start runs a replica; env adds to (and overrides) its environment.
+func (c *cluster) start(t *testing.T, env ...string) *replica {
 	t.Helper()
 	addr := freeAddr(t)
 	cmd := exec.Command(parleyBinary(t), "serve", "--config", c.cfg)
@@ -93,6 +94,7 @@ func (c *cluster) start(t *testing.T) *replica {
 		"REDIS_URL="+c.redis.URL, "OPENAI_BASE_URL="+c.model.URL(), "OPENAI_API_KEY=sk-test",
 		"PARLEY_LISTEN="+addr, "PARLEY_HOME="+c.home, "PARLEY_WORKSPACE="+t.TempDir(),
 		"SLACK_BOT_TOKEN="+slacktest.BotToken, "SLACK_SIGNING_SECRET="+slacktest.Secret, "SLACK_API_URL="+c.slack.APIURL())
+	cmd.Env = append(cmd.Env, env...)
 	rp := &replica{cmd: cmd, base: "http://" + addr, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = rp.stderr
 	if err := cmd.Start(); err != nil {
