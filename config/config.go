@@ -39,6 +39,7 @@ type Config struct {
 	Redis    Redis    `yaml:"redis"`
 	Sessions Sessions `yaml:"sessions"`
 	Gateway  Gateway  `yaml:"gateway"`
+	Server   Server   `yaml:"server"`
 	Skills   Skills   `yaml:"skills"`
 	Policies Policies `yaml:"policies"`
 	Admin    Admin    `yaml:"admin"`
@@ -104,6 +105,24 @@ type Sessions struct {
 	KeepRounds      int           `yaml:"keep_rounds"`
 }
 
+// Server bounds what a client of the HTTP listener (webhooks, probes,
+// metrics) may hold: every phase of a request has a deadline, and only
+// MaxConcurrentBodies requests may be reading a body at once, so slow or
+// unauthenticated clients cannot pin memory.
+type Server struct {
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// ReadTimeout bounds reading a whole request, body included.
+	ReadTimeout  time.Duration `yaml:"read_timeout"`
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	IdleTimeout  time.Duration `yaml:"idle_timeout"`
+	// MaxConcurrentBodies is how many requests with a body may be read and
+	// handled at once; one more is answered 503 at once, its body unread.
+	MaxConcurrentBodies int `yaml:"max_concurrent_bodies"`
+	// MetricsListen, when set, serves /metrics on this address alone and
+	// no longer on Listen (PARLEY_METRICS_LISTEN).
+	MetricsListen string `yaml:"metrics_listen"`
+}
+
 // Gateway sizes the worker pool and the shutdown drain.
 type Gateway struct {
 	Workers         int           `yaml:"workers"`
@@ -123,6 +142,12 @@ type Skills struct {
 // same in the file, in a Config built by hand and in a package.
 const (
 	DefaultListen            = ":8080"
+
+	DefaultReadHeaderTimeout   = 10 * time.Second
+	DefaultReadTimeout         = 15 * time.Second
+	DefaultWriteTimeout        = 30 * time.Second
+	DefaultIdleTimeout         = 60 * time.Second
+	DefaultMaxConcurrentBodies = 32
 	DefaultLogFormat         = "text"
 	DefaultLogLevel          = "info"
 	DefaultModelBaseURL      = "https://api.openai.com/v1"
@@ -183,6 +208,13 @@ func Default() Config {
 			MaxToolCallsPerTurn:   DefaultMaxToolCallsPerTurn,
 		},
 		Redis: Redis{Prefix: DefaultRedisPrefix},
+		Server: Server{
+			ReadHeaderTimeout:   DefaultReadHeaderTimeout,
+			ReadTimeout:         DefaultReadTimeout,
+			WriteTimeout:        DefaultWriteTimeout,
+			IdleTimeout:         DefaultIdleTimeout,
+			MaxConcurrentBodies: DefaultMaxConcurrentBodies,
+		},
 		Sessions: Sessions{
 			HistoryTTL:      DefaultHistoryTTL,
 			MaxMessages:     DefaultMaxMessages,
@@ -282,6 +314,7 @@ func expandHome(p string) string {
 func (c *Config) env() []EnvVar {
 	return []EnvVar{
 		Env("PARLEY_LISTEN", &c.Listen),
+		Env("PARLEY_METRICS_LISTEN", &c.Server.MetricsListen),
 		Env("PARLEY_HOME", &c.Home),
 		Env("PARLEY_WORKSPACE", &c.Workspace),
 		Env("PARLEY_LOG_FORMAT", &c.Log.Format),
@@ -352,6 +385,25 @@ func (c Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen", "%q is not host:port", c.Listen)
+	}
+	if c.Server.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.Server.MetricsListen); err != nil {
+			bad("server.metrics_listen", "%q is not host:port", c.Server.MetricsListen)
+		} else if c.Server.MetricsListen == c.Listen {
+			bad("server.metrics_listen", "must differ from listen")
+		}
+	}
+	for _, t := range []struct {
+		key string
+		d   time.Duration
+	}{{"server.read_header_timeout", c.Server.ReadHeaderTimeout}, {"server.read_timeout", c.Server.ReadTimeout},
+		{"server.write_timeout", c.Server.WriteTimeout}, {"server.idle_timeout", c.Server.IdleTimeout}} {
+		if t.d <= 0 {
+			bad(t.key, "must be positive")
+		}
+	}
+	if c.Server.MaxConcurrentBodies < 1 {
+		bad("server.max_concurrent_bodies", "must be at least 1")
 	}
 	switch c.Log.Format {
 	case "text", "json":

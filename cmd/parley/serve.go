@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/parleyhq/parley/config"
 )
 
 func (e *environment) serve(args []string) (err error) {
@@ -52,10 +54,24 @@ func (e *environment) serve(args []string) (err error) {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	serveErr := make(chan error, 1)
+	srv := newServer(cfg.Server, limitBodies(cfg.Server.MaxConcurrentBodies, mux, func() {
+		a.metrics.MessagesRejected.WithLabelValues("http", "busy").Inc()
+	}))
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(ln) }()
 	a.onStop("http server", srv.Shutdown)
+	if cfg.Server.MetricsListen != "" {
+		mln, err := net.Listen("tcp", cfg.Server.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("listen on %s (PARLEY_METRICS_LISTEN): %w", cfg.Server.MetricsListen, err)
+		}
+		metricsMux := http.NewServeMux()
+		metricsMux.Handle("GET /metrics", a.metricsHandler())
+		msrv := newServer(cfg.Server, metricsMux)
+		go func() { serveErr <- msrv.Serve(mln) }()
+		a.onStop("metrics server", msrv.Shutdown)
+		log.Info("metrics served on their own listener", "addr", mln.Addr().String())
+	}
 	// Stop intake first: readiness fails, so no new requests are routed
 	// here while running turns finish.
 	a.onStop("readiness", func(context.Context) error {
@@ -109,7 +125,24 @@ func (a *app) routes(draining *atomic.Bool) *http.ServeMux {
 		}
 	})
 	// OpenMetrics when the scraper asks for it: the exemplars (trace ids on
-	// the latency histograms) are only shown in that format.
-	mux.Handle("GET /metrics", a.metricsHandler())
+	// the latency histograms) are only shown in that format. With
+	// PARLEY_METRICS_LISTEN they are served there instead, off the public
+	// webhook port.
+	if a.cfg.Server.MetricsListen == "" {
+		mux.Handle("GET /metrics", a.metricsHandler())
+	}
 	return mux
+}
+
+// newServer is an HTTP server with every phase of a request under a
+// deadline (config server:), so a slow client is cut off.
+func newServer(c config.Server, h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: c.ReadHeaderTimeout,
+		ReadTimeout:       c.ReadTimeout,
+		WriteTimeout:      c.WriteTimeout,
+		IdleTimeout:       c.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+	}
 }
