@@ -142,12 +142,6 @@ type Skills struct {
 // same in the file, in a Config built by hand and in a package.
 const (
 	DefaultListen            = ":8080"
-
-	DefaultReadHeaderTimeout   = 10 * time.Second
-	DefaultReadTimeout         = 15 * time.Second
-	DefaultWriteTimeout        = 30 * time.Second
-	DefaultIdleTimeout         = 60 * time.Second
-	DefaultMaxConcurrentBodies = 32
 	DefaultLogFormat         = "text"
 	DefaultLogLevel          = "info"
 	DefaultModelBaseURL      = "https://api.openai.com/v1"
@@ -167,6 +161,15 @@ const (
 	DefaultWorkers           = 16
 	DefaultShutdownTimeout   = 30 * time.Second
 	DefaultSkillBodyBudget   = 16 * 1024
+)
+
+// Defaults of the server: section.
+const (
+	DefaultReadHeaderTimeout   = 10 * time.Second
+	DefaultReadTimeout         = 15 * time.Second
+	DefaultWriteTimeout        = 30 * time.Second
+	DefaultIdleTimeout         = 60 * time.Second
+	DefaultMaxConcurrentBodies = 32
 )
 
 // Defaults of the limits a public bot needs (see the Security model in
