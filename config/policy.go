@@ -22,6 +22,23 @@ type Level struct {
 	Skills SkillRules `yaml:"skills"`
 	Access Access     `yaml:"access"`
 	Admins []string   `yaml:"admins"`
+	Limits Limits     `yaml:"limits"`
+	Budget Budget     `yaml:"budget"`
+}
+
+// Limits cap how many messages a minute reach the model, counted over all
+// replicas: per user (of one workspace) and per workspace. Zero lifts a
+// limit set at a level above; nil leaves it to that level.
+type Limits struct {
+	UserPerMinute      *int `yaml:"user_per_minute"`
+	WorkspacePerMinute *int `yaml:"workspace_per_minute"`
+}
+
+// Budget caps the model tokens (prompt and completion, as the model
+// reports them) one user of a workspace may spend in a UTC day. Zero lifts
+// a budget set above; nil leaves it to the level above.
+type Budget struct {
+	TokensPerUserDay *int64 `yaml:"tokens_per_user_day"`
 }
 
 // ToolRules allow and deny tools by name or glob; deny wins. Write false
@@ -60,6 +77,14 @@ type WorkspacePolicy struct {
 func (p Policies) validate() error {
 	var errs []string
 	check := func(key string, l Level) {
+		for _, n := range []struct {
+			name string
+			v    *int64
+		}{{"limits.user_per_minute", int64Of(l.Limits.UserPerMinute)}, {"limits.workspace_per_minute", int64Of(l.Limits.WorkspacePerMinute)}, {"budget.tokens_per_user_day", l.Budget.TokensPerUserDay}} {
+			if n.v != nil && *n.v < 0 {
+				errs = append(errs, fmt.Sprintf("%s.%s: must not be negative (0 is no limit), got %d", key, n.name, *n.v))
+			}
+		}
 		for _, list := range []struct {
 			name string
 			pats []string
@@ -131,4 +156,11 @@ func checkAdmins(errs *[]string, key, platform string, admins []string) {
 			*errs = append(*errs, fmt.Sprintf("%s.admins: %q names platform %s, but this is %s's section", key, a, p, platform))
 		}
 	}
+}
+
+func int64Of(v *int) *int64 {
+	if v == nil {
+		return nil
+	}
+	return new(int64(*v))
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/gateway/quota"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/retry"
@@ -75,6 +76,9 @@ type Config struct {
 	Tools *agent.Registry
 	// Skills is nil on a bot without skills.
 	Skills *Skills
+	// Quotas counts messages and tokens against the policy's limits and
+	// budget, over every replica sharing its Redis; nil enforces none.
+	Quotas *quota.Quotas
 	// Tracer traces each message (receive, queue, turn and its steps);
 	// the zero value traces nothing.
 	Tracer tracing.Tracer

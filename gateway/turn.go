@@ -258,6 +258,9 @@ func (g *Gateway) refuseAccess(ctx context.Context, lock *sessions.Lock, m chann
 }
 
 func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Message, eff *policy.Effective, text string) (result, error) {
+	if r, refused, err := g.admit(ctx, m, eff); err != nil || refused {
+		return r, err
+	}
 	r := result{channel: m.Channel, turn: true, start: time.Now(), outcome: metrics.OutcomeOK}
 	g.metrics.TurnsInFlight.Inc()
 	defer g.metrics.TurnsInFlight.Dec()
@@ -310,6 +313,7 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 		g.observe(ctx, r, metrics.OutcomeError)
 		return result{}, fmt.Errorf("gateway: agent: %w", err)
 	}
+	g.spend(ctx, m, eff, res.Usage)
 	if res.Failed {
 		r.outcome = metrics.OutcomeError
 	}

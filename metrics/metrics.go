@@ -66,6 +66,8 @@ type Metrics struct {
 	MCPServerUp      *prometheus.GaugeVec     // server
 	PolicyDenials    *prometheus.CounterVec   // channel, kind (tool, skill, access, admin)
 	HistoryTrimmed   *prometheus.CounterVec   // channel
+	QuotaRefusals    *prometheus.CounterVec   // channel, limit (user, workspace, budget)
+	BudgetUsed       *prometheus.HistogramVec // channel: a user's share of their daily token budget after a turn
 
 	SkillLoads           *prometheus.CounterVec   // channel, skill, outcome
 	SkillInjectionBytes  *prometheus.HistogramVec // channel, skill
@@ -111,6 +113,8 @@ func New() *Metrics {
 	m.ToolCallDuration = f.histogram("parley_tool_call_duration_seconds", "Time one tool call ran, for the calls that ran (ok, error, timeout).", prometheus.ExponentialBuckets(0.005, 4, 9), "tool")
 	m.MCPServerUp = f.gaugeVec("parley_mcp_server_up", "1 while this replica is connected to the configured MCP server, else 0.", "server")
 	m.PolicyDenials = f.counter("parley_policy_denials_total", "Requests refused by a channel policy, by kind (tool, skill, access, admin).", "channel", "kind")
+	m.QuotaRefusals = f.counter("parley_quota_refusals_total", "Messages refused before the model by a quota, by the limit that refused them: user (limits.user_per_minute), workspace (limits.workspace_per_minute) or budget (budget.tokens_per_user_day).", "channel", "limit")
+	m.BudgetUsed = f.histogram("parley_token_budget_used_ratio", "A user's tokens of the day over their budget.tokens_per_user_day, observed after each turn that counts against a budget (1 and above: the next message is refused).", []float64{0.1, 0.25, 0.5, 0.75, 0.9, 1, 1.25}, "channel")
 	m.HistoryTrimmed = f.counter("parley_history_trimmed_total", "Turns whose history was cut to the configured maximum length.", "channel")
 
 	m.SkillLoads = f.counter("parley_skill_loads_total", "load_skill calls by outcome (injected, already_loaded, over_budget, untrusted, not_found, disabled, denied).", "channel", "skill", "outcome")

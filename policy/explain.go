@@ -97,6 +97,11 @@ func (r *Resolver) Explain(w io.Writer, s Scope, tools []ToolInfo, skills []stri
 	p("\nGLOBAL ADMINS (skills on, off, trust, reload)\n")
 	p("  %s\t%s\n", globals, levelConfigDefault)
 
+	p("\nLIMITS\n")
+	p("  limits.user_per_minute\t%s\t%s\n", describeLimit(e.userRate.val), e.userRate.level)
+	p("  limits.workspace_per_minute\t%s\t%s\n", describeLimit(e.wsRate.val), e.wsRate.level)
+	p("  budget.tokens_per_user_day\t%s\t%s\n", describeLimit(e.tokensDay.val), e.tokensDay.level)
+
 	if err := tw.Flush(); err != nil && ew.err == nil {
 		return fmt.Errorf("policy explain: %w", err)
 	}
@@ -161,6 +166,13 @@ func describeAccessList(st setting[[]string], all string) string {
 		return all + " (set to [])"
 	}
 	return strings.Join(st.val, ", ")
+}
+
+func describeLimit[T int | int64](v T) string {
+	if v <= 0 {
+		return "none"
+	}
+	return fmt.Sprint(v)
 }
 
 func describeDMs(st setting[bool]) string {

@@ -13,8 +13,9 @@
 //	policies.platforms.P.workspaces.W.chats.C
 //
 // Each field (tools.allow, tools.deny, tools.write, skills.allow, skills.deny,
-// access.users, access.chats, access.dms, admins) is taken from the most
-// specific level that sets it; lists are replaced, never merged, so an
+// access.users, access.chats, access.dms, admins, limits.user_per_minute,
+// limits.workspace_per_minute, budget.tokens_per_user_day) is taken from the
+// most specific level that sets it; lists are replaced, never merged, so an
 // operator can read one level and know the whole rule.
 //
 // A Resolver is immutable after New and safe for concurrent use.
@@ -217,6 +218,8 @@ type Effective struct {
 	// global is policies.default.admins, the admins of state shared by
 	// every platform and chat.
 	global []string
+	userRate, wsRate      setting[int]
+	tokensDay             setting[int64]
 }
 
 func resolve(levels []level) *Effective {
@@ -226,6 +229,7 @@ func resolve(levels []level) *Effective {
 	}
 	e.toolWrite = setting[bool]{val: true, level: LevelBuiltin}
 	e.dms = setting[bool]{val: true, level: LevelBuiltin}
+	e.userRate.level, e.wsRate.level, e.tokensDay.level = LevelBuiltin, LevelBuiltin, LevelBuiltin
 	for _, l := range levels {
 		c := l.cfg
 		fromList(&e.toolAllow, c.Tools.Allow, l.name)
@@ -237,8 +241,42 @@ func resolve(levels []level) *Effective {
 		fromList(&e.chats, c.Access.Chats, l.name)
 		fromBool(&e.dms, c.Access.DMs, l.name)
 		fromList(&e.admins, c.Admins, l.name)
+		fromValue(&e.userRate, c.Limits.UserPerMinute, l.name)
+		fromValue(&e.wsRate, c.Limits.WorkspacePerMinute, l.name)
+		fromValue(&e.tokensDay, c.Budget.TokensPerUserDay, l.name)
 	}
 	return e
+}
+
+// fromValue is fromList for the numeric fields.
+func fromValue[T int | int64](st *setting[T], v *T, name string) {
+	if v != nil {
+		*st = setting[T]{val: *v, set: true, level: name}
+	}
+}
+
+// Limits are the quotas of a scope. Zero is no limit.
+type Limits struct {
+	UserPerMinute      int
+	WorkspacePerMinute int
+	TokensPerUserDay   int64
+}
+
+// Limits returns the quotas in effect (limits.*, budget.*).
+func (e *Effective) Limits() Limits {
+	return Limits{UserPerMinute: e.userRate.val, WorkspacePerMinute: e.wsRate.val, TokensPerUserDay: e.tokensDay.val}
+}
+
+// LimitRule names the rule and level that set the quota that refused a
+// message: which is "user", "workspace" or "budget".
+func (e *Effective) LimitRule(which string) Decision {
+	switch which {
+	case "user":
+		return Decision{Rule: fmt.Sprintf("limits.user_per_minute: %d", e.userRate.val), Level: e.userRate.level}
+	case "workspace":
+		return Decision{Rule: fmt.Sprintf("limits.workspace_per_minute: %d", e.wsRate.val), Level: e.wsRate.level}
+	}
+	return Decision{Rule: fmt.Sprintf("budget.tokens_per_user_day: %d", e.tokensDay.val), Level: e.tokensDay.level}
 }
 
 // Tool decides whether the tool name, which writes if writes is true, may be
@@ -432,7 +470,19 @@ func cloneLevel(l config.Level) config.Level {
 			DMs:   cloneBool(l.Access.DMs),
 		},
 		Admins: slices.Clone(l.Admins),
+		Limits: config.Limits{
+			UserPerMinute:      clonePtr(l.Limits.UserPerMinute),
+			WorkspacePerMinute: clonePtr(l.Limits.WorkspacePerMinute),
+		},
+		Budget: config.Budget{TokensPerUserDay: clonePtr(l.Budget.TokensPerUserDay)},
 	}
+}
+
+func clonePtr[T any](v *T) *T {
+	if v == nil {
+		return nil
+	}
+	return new(*v)
 }
 
 func cloneBool(b *bool) *bool {

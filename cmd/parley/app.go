@@ -19,6 +19,7 @@ import (
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway"
+	"github.com/parleyhq/parley/gateway/quota"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/outbound"
 	"github.com/parleyhq/parley/policy"
@@ -252,7 +253,10 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 		Policy:          a.policy,
 		Tools:           a.tools,
 		Skills:          &gateway.Skills{Registry: a.skills, State: a.state, Reload: a.reloadSkills},
-		Tracer:          tracer,
+		// The store's Redis, embedded or shared: the limits hold over
+		// every replica that shares it.
+		Quotas: quota.New(a.store.Client(), cfg.Redis.Prefix),
+		Tracer: tracer,
 	}, a.store, a.agent, m, log)
 	// Shutdown drains running turns until its context ends, then cancels
 	// the rest; queued messages stay for the next replica.
