@@ -29,6 +29,8 @@ var boundedLabels = map[string]bool{
 	// An MCP server: a name the operator configured under
 	// tools.mcp.servers, a handful at most.
 	"server": true,
+	// The quota that refused a message: user, workspace or budget.
+	"limit": true,
 }
 
 func TestLabelsAreBounded(t *testing.T) {

@@ -218,8 +218,9 @@ type Effective struct {
 	// global is policies.default.admins, the admins of state shared by
 	// every platform and chat.
 	global []string
-	userRate, wsRate      setting[int]
-	tokensDay             setting[int64]
+	// userRate, wsRate and tokensDay are limits.* and budget.*.
+	userRate, wsRate setting[int]
+	tokensDay        setting[int64]
 }
 
 func resolve(levels []level) *Effective {
