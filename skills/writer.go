@@ -17,19 +17,29 @@ import (
 const (
 	MaxReferenceRunes     = 8000     // characters per call
 	MaxReferenceFileBytes = 64 << 10 // resulting file size
-	maxPathElement        = 255
+	// MaxSkillReferenceFiles and MaxSkillReferenceBytes cap one skill's
+	// supplement folder as a whole, so that a model told to take notes
+	// cannot fill the disk one 64 KiB file at a time.
+	MaxSkillReferenceFiles = 32
+	MaxSkillReferenceBytes = 512 << 10
+	maxPathElement         = 255
 )
 
 // Writer saves model-written notes into the user supplement folder
 // $home/skills/NAME/references/. Its mutex serialises saves in this process
-// so the size check and the append are one step; share one Writer.
+// so the size checks and the write are one step; share one Writer.
 type Writer struct {
 	home string
 	mu   sync.Mutex
+	// maxFiles and maxBytes cap one skill's supplement folder.
+	maxFiles int
+	maxBytes int64
 }
 
 // NewWriter returns a Writer for $PARLEY_HOME home.
-func NewWriter(home string) *Writer { return &Writer{home: home} }
+func NewWriter(home string) *Writer {
+	return &Writer{home: home, maxFiles: MaxSkillReferenceFiles, maxBytes: MaxSkillReferenceBytes}
+}
 
 // SaveReference is a one-off Writer.Save. Calls through different Writers
 // are not serialised with each other; the agent should share one Writer.
@@ -43,7 +53,9 @@ func SaveReference(home, name, file, content string, overwrite bool) (written in
 // writable, never SKILL.md; paths follow the ReadFile fence and a symlink
 // anywhere from $home/skills down refuses the write. content is at most
 // MaxReferenceRunes characters and gets a trailing newline if it lacks one;
-// the resulting file is at most MaxReferenceFileBytes. By default content is
+// the resulting file is at most MaxReferenceFileBytes, and the skill's
+// supplement folder at most MaxSkillReferenceFiles files and
+// MaxSkillReferenceBytes bytes. By default content is
 // appended with O_APPEND; overwrite replaces the file atomically. The
 // builtin cache and the skill's own SKILL.md are never touched.
 func (w *Writer) Save(name, file, content string, overwrite bool) (written int, path string, err error) {
@@ -70,8 +82,10 @@ func (w *Writer) Save(name, file, content string, overwrite bool) (written int, 
 	}
 	target := strings.Join(rel, "/")
 	var size int64
+	exists := true
 	switch fi, err := root.Lstat(target); {
 	case errors.Is(err, fs.ErrNotExist):
+		exists = false
 	case err != nil:
 		return 0, "", fmt.Errorf("%s: %w", file, cleanPathErr(err))
 	case fi.Mode()&fs.ModeSymlink != 0:
@@ -81,12 +95,16 @@ func (w *Writer) Save(name, file, content string, overwrite bool) (written int, 
 	default:
 		size = fi.Size()
 	}
+	kept := size // of the file's bytes, what stays after the write
 	if overwrite {
-		size = 0
+		kept = 0
 	}
-	if size+int64(len(content)) > MaxReferenceFileBytes {
+	if kept+int64(len(content)) > MaxReferenceFileBytes {
 		return 0, "", fmt.Errorf("%s would grow to %d bytes, over the %d-byte limit (save to a new file or overwrite): %w",
-			file, size+int64(len(content)), MaxReferenceFileBytes, ErrTooLarge)
+			file, kept+int64(len(content)), MaxReferenceFileBytes, ErrTooLarge)
+	}
+	if err := w.checkSkillTotal(root, name, !exists, kept+int64(len(content))-size); err != nil {
+		return 0, "", err
 	}
 	abs := filepath.Join(UserSkillsDir(w.home), filepath.FromSlash(target))
 	if overwrite {
@@ -110,6 +128,53 @@ func (w *Writer) Save(name, file, content string, overwrite bool) (written int, 
 		return n, abs, fmt.Errorf("append %s: %w", file, cleanPathErr(err))
 	}
 	return n, abs, nil
+}
+
+// checkSkillTotal refuses a write that would take skill name's supplement
+// folder past the Writer's caps: newFile says it adds a file, growth is
+// how many bytes it adds (negative when an overwrite shrinks a file).
+func (w *Writer) checkSkillTotal(root *os.Root, name string, newFile bool, growth int64) error {
+	files, total, err := referenceUsage(root, name)
+	if err != nil {
+		return err
+	}
+	if newFile && files+1 > w.maxFiles {
+		return fmt.Errorf("skill %s already has %d reference files, the limit; add to one of them or overwrite it instead: %w", name, files, ErrTooLarge)
+	}
+	if total+growth > w.maxBytes {
+		return fmt.Errorf("skill %s's reference files would total %d bytes, over the %d-byte limit per skill; overwrite an old note with a shorter one instead: %w",
+			name, total+growth, w.maxBytes, ErrTooLarge)
+	}
+	return nil
+}
+
+// referenceUsage counts the regular files under skill name's references/
+// in the supplement root and their bytes. Symlinks are not followed (a
+// write under a symlink is refused anyway) and count as nothing.
+func referenceUsage(root *os.Root, name string) (files int, total int64, err error) {
+	dir := name + "/" + referencesDir
+	err = fs.WalkDir(root.FS(), dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && p == dir {
+				return fs.SkipAll // nothing written yet
+			}
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		files++
+		total += fi.Size()
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("count the skill's reference files: %w", cleanPathErr(err))
+	}
+	return files, total, nil
 }
 
 // checkReferencePath validates name and file and returns file's elements,

@@ -196,3 +196,62 @@ func TestSaveReferenceConcurrentAppends(t *testing.T) {
 		t.Errorf("%d distinct entries", len(seen))
 	}
 }
+
+// TestSaveReferenceCapsPerSkill: one skill's supplement folder holds at
+// most the Writer's files and bytes, however the writes are spread over
+// files; other skills have caps of their own, and an overwrite that
+// shrinks a file is always possible.
+func TestSaveReferenceCapsPerSkill(t *testing.T) {
+	if MaxSkillReferenceFiles*MaxReferenceFileBytes <= MaxSkillReferenceBytes {
+		t.Fatalf("the per-skill byte cap is not reachable below the file cap")
+	}
+	home := t.TempDir()
+	w := NewWriter(home)
+	w.maxFiles, w.maxBytes = 3, 2500
+	note := strings.Repeat("x", 999) // 1000 bytes with the newline
+	for i := range 2 {
+		if _, _, err := w.Save("web-access", fmt.Sprintf("references/n%d.md", i), note, false); err != nil {
+			t.Fatalf("save %d: %v", i, err)
+		}
+	}
+	// Bytes: a third 1000-byte note would total 3000 > 2500, in a new
+	// file or appended to an old one.
+	for _, f := range []string{"references/n2.md", "references/n0.md"} {
+		if _, _, err := w.Save("web-access", f, note, false); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "per skill") {
+			t.Errorf("save %s past the byte cap = %v, want ErrTooLarge naming the per-skill limit", f, err)
+		}
+	}
+	// An overwrite that shrinks is fine, and frees room.
+	if _, _, err := w.Save("web-access", "references/n0.md", "short", true); err != nil {
+		t.Fatalf("shrinking overwrite: %v", err)
+	}
+	if _, _, err := w.Save("web-access", "references/sub/n2.md", "third file", false); err != nil {
+		t.Fatalf("third file: %v", err)
+	}
+	// Files: a fourth file is refused even though bytes are left.
+	if _, _, err := w.Save("web-access", "references/n3.md", "fourth", false); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "3 reference files") {
+		t.Errorf("fourth file = %v, want ErrTooLarge naming the file cap", err)
+	}
+	// Appending to an existing file is not a new file.
+	if _, _, err := w.Save("web-access", "references/sub/n2.md", "more", false); err != nil {
+		t.Errorf("append within the caps: %v", err)
+	}
+	// Another skill counts apart.
+	if _, _, err := w.Save("other-skill", "references/n0.md", note, false); err != nil {
+		t.Errorf("another skill: %v", err)
+	}
+	files, total, err := referenceUsage(mustRoot(t, home), "web-access")
+	if err != nil || files != 3 || total > 2500 {
+		t.Errorf("web-access holds %d files, %d bytes (%v); want 3 files within 2500 bytes", files, total, err)
+	}
+}
+
+func mustRoot(t *testing.T, home string) *os.Root {
+	t.Helper()
+	root, err := openUserSkills(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return root
+}
