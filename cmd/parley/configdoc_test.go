@@ -366,6 +366,11 @@ func envInSource(t *testing.T) map[string]string {
 			if n := d.Name(); n == "testdata" || n == "vendor" || n == "node_modules" || (strings.HasPrefix(n, ".") && n != "." && n != "..") {
 				return filepath.SkipDir
 			}
+			// The benchmark is a developer's tool, not part of the parley binary:
+			// the environment it hands its child processes is not Parley's configuration.
+			if rel, _ := filepath.Rel(repoRoot, path); rel == filepath.Join("internal", "bench") || rel == filepath.Join("cmd", "parley-bench") {
+				return filepath.SkipDir
+			}
 			return nil
 		}
 		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
