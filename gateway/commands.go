@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/parleyhq/parley/channels"
@@ -10,9 +11,11 @@ import (
 )
 
 // command handles chat commands. ok reports whether text was a command; a
-// text that merely starts with a slash but names no command goes to the
-// model like any other message. Commands run under the conversation lock,
-// so they are ordered with the messages around them.
+// text that starts with a slash but is not shaped like a command ("/etc/hosts
+// is missing") goes to the model like any other message, while an unknown
+// "/word" is answered with the list of commands, not sent to the model.
+// Commands run under the conversation lock, so they are ordered with the
+// messages around them.
 func (g *Gateway) command(ctx context.Context, lock *sessions.Lock, m channels.Message, eff *policy.Effective, text string) (reply string, ok bool, err error) {
 	name, args := splitCommand(text)
 	switch name {
@@ -28,14 +31,35 @@ func (g *Gateway) command(ctx context.Context, lock *sessions.Lock, m channels.M
 	case "/help":
 		return helpText, true, nil
 	}
+	if commandShaped(name) {
+		return fmt.Sprintf("Unknown command `%s`. %s", name, helpText), true, nil
+	}
 	return "", false, nil
+}
+
+// commandShaped reports whether name ("/word") looks like a command rather
+// than text that happens to start with a slash: a letter, then letters,
+// digits, '-' or '_', and nothing else (no second slash, no dot).
+func commandShaped(name string) bool {
+	if len(name) < 2 || len(name) > 32 {
+		return false
+	}
+	for i, r := range name[1:] {
+		switch {
+		case r >= 'a' && r <= 'z':
+		case i > 0 && (r >= '0' && r <= '9' || r == '-' || r == '_'):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 const helpText = "Commands:\n" +
 	"- `/reset` — forget this conversation\n" +
 	"- `/compact` — summarise the older part of this conversation to make room\n" +
 	"- `/skill:NAME [request]` — use a skill for this message\n" +
-	"- `/skill list | show NAME` — the skills of this conversation (administrators)\n" +
+	"- `/skill list [PAGE] | show NAME` — the skills of this conversation (administrators)\n" +
 	"- `/skill on NAME | off NAME | trust NAME | reload` — change the skills of every chat (global administrators)\n" +
 	"- `/help` — this list"
 

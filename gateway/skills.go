@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/parleyhq/parley/agent"
@@ -88,7 +89,7 @@ func (g *Gateway) skillCommand(ctx context.Context, m channels.Message, eff *pol
 	set := g.skillSet(ctx, eff)
 	switch sub {
 	case "", "list":
-		return g.listSkills(set)
+		return g.listSkills(set, name)
 	case "show":
 		s, ok := set.Catalog.Get(name)
 		if !ok {
@@ -138,18 +139,50 @@ func (g *Gateway) skillCommand(ctx context.Context, m channels.Message, eff *pol
 			g.log.Error("skills: reload", "err", err)
 			return "Reload failed; the previous skills stay in use. The logs say why."
 		}
-		return fmt.Sprintf("Reloaded: %d skills, in use from the next message on.", c.Len())
+		return fmt.Sprintf("Reloaded: %s, in use from the next message on.", countSkills(c.Len()))
 	}
-	return "Usage: /skill list | show NAME | on NAME | off NAME | trust NAME | reload"
+	return "Usage: /skill list [PAGE] | show NAME | on NAME | off NAME | trust NAME | reload"
 }
 
-func (g *Gateway) listSkills(set *agent.SkillSet) string {
+// countSkills is "1 skill", "2 skills".
+func countSkills(n int) string {
+	if n == 1 {
+		return "1 skill"
+	}
+	return fmt.Sprintf("%d skills", n)
+}
+
+// skillsPerPage bounds one page of /skill list: a chat message, not a
+// wall of text (a library may hold hundreds of skills).
+const skillsPerPage = 25
+
+// listSkills lists one page of the skills; page is "" for the first.
+func (g *Gateway) listSkills(set *agent.SkillSet, page string) string {
 	all := set.Catalog.All()
 	if len(all) == 0 {
 		return "No skills are installed."
 	}
+	pages := (len(all) + skillsPerPage - 1) / skillsPerPage
+	p := 1
+	if page != "" {
+		n, err := strconv.Atoi(page)
+		if err != nil || n < 1 || n > pages {
+			return fmt.Sprintf("There is no page %q: the list has %d %s (`/skill list 1` to `/skill list %d`).", page, pages, plural(pages, "page", "pages"), pages)
+		}
+		p = n
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d skills:\n", len(all))
+	if pages == 1 {
+		fmt.Fprintf(&b, "%s:\n", countSkills(len(all)))
+	} else {
+		first, last := (p-1)*skillsPerPage, min(p*skillsPerPage, len(all))
+		fmt.Fprintf(&b, "%s, %d–%d shown (page %d of %d", countSkills(len(all)), first+1, last, p, pages)
+		if p < pages {
+			fmt.Fprintf(&b, "; `/skill list %d` for the next", p+1)
+		}
+		b.WriteString("):\n")
+		all = all[first:last]
+	}
 	for _, s := range all {
 		fmt.Fprintf(&b, "- %s (%s", s.Name, s.Source)
 		if s.Replaced != "" {
@@ -233,6 +266,13 @@ func (g *Gateway) invokeSkill(set *agent.SkillSet, history []sessions.Message, n
 		return nil, "", fmt.Sprintf("Skill %s does not fit: the skills already loaded here use %d of %d bytes. `/compact` or `/reset` frees room.", name, used, g.cfg.SkillBudget)
 	}
 	return []sessions.Message{inj}, text, ""
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func splitWord(s string) (word, rest string) {

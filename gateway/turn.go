@@ -221,7 +221,10 @@ func (g *Gateway) handle(ctx context.Context, c *sessions.Claim, m channels.Mess
 		return result{reply: &channels.Reply{Notice: true, Failed: true, Text: fmt.Sprintf(
 			"Sorry, that message is too long for me (%d characters; the limit is %d). Please shorten it or split it up.", n, g.cfg.MaxMessageChars)}}, nil
 	}
-	if strings.HasPrefix(strings.ToLower(text), "/skill:") {
+	if name, _, ok := manualSkill(text); ok {
+		if name == "" {
+			return result{reply: &channels.Reply{Notice: true, Text: "Which skill? Write `/skill:NAME` and your request, e.g. `/skill:skill-authoring draft a skill for our release checklist`."}}, nil
+		}
 		return g.turn(ctx, c, m, eff, text)
 	}
 	if reply, ok, err := g.command(ctx, c.Lock, m, eff, text); ok {
