@@ -34,15 +34,18 @@ type Config struct {
 	Home      string `yaml:"home"`
 	Workspace string `yaml:"workspace"`
 
-	Log      Log      `yaml:"log"`
-	Model    Model    `yaml:"model"`
-	Redis    Redis    `yaml:"redis"`
-	Sessions Sessions `yaml:"sessions"`
-	Gateway  Gateway  `yaml:"gateway"`
-	Server   Server   `yaml:"server"`
-	Skills   Skills   `yaml:"skills"`
-	Policies Policies `yaml:"policies"`
-	Admin    Admin    `yaml:"admin"`
+	Log   Log   `yaml:"log"`
+	Model Model `yaml:"model"`
+	// Models are further models by name, for fallbacks and for policies
+	// that choose another model (see NamedModel).
+	Models   map[string]*NamedModel `yaml:"models"`
+	Redis    Redis                  `yaml:"redis"`
+	Sessions Sessions               `yaml:"sessions"`
+	Gateway  Gateway                `yaml:"gateway"`
+	Server   Server                 `yaml:"server"`
+	Skills   Skills                 `yaml:"skills"`
+	Policies Policies               `yaml:"policies"`
+	Admin    Admin                  `yaml:"admin"`
 
 	// Tools holds the section of every registered tool section, by name
 	// (see Tool and RegisterToolSection). In the file each is a key under
@@ -86,6 +89,12 @@ type Model struct {
 	// are answered with an error result instead of running.
 	MaxToolCallsPerAnswer int `yaml:"max_tool_calls_per_answer"`
 	MaxToolCallsPerTurn   int `yaml:"max_tool_calls_per_turn"`
+
+	// Vision marks a model that accepts images.
+	Vision bool `yaml:"vision"`
+	// Fallbacks name models of models: (or DefaultModelKey, from one of
+	// those) tried in order when this model fails.
+	Fallbacks []string `yaml:"fallbacks"`
 }
 
 // Redis is the shared store. An empty URL means the in-memory store.
@@ -341,7 +350,7 @@ func (c *Config) env() []EnvVar {
 
 // envVars is every binding of c: the core keys', then each section's.
 func (c *Config) envVars() []EnvVar {
-	vars := c.env()
+	vars := append(c.env(), c.modelEnv()...)
 	for _, s := range ToolSections() {
 		if sec, ok := c.Tools[s.Name]; ok && sec != nil {
 			vars = append(vars, sec.Env()...)
@@ -474,7 +483,8 @@ func (c Config) Validate() error {
 	if c.Redis.Prefix == "" {
 		bad("redis.prefix", "must not be empty")
 	}
-	if err := c.Policies.validate(); err != nil {
+	errs = append(errs, c.validateModels()...)
+	if err := c.Policies.validate(c.HasModel, c.modelChoices()); err != nil {
 		errs = append(errs, err.Error())
 	}
 	errs = append(errs, c.Admin.validate()...)
@@ -491,14 +501,14 @@ func (c Config) Validate() error {
 // servers (Ollama, vLLM on loopback or a private network) usually do not.
 func (c Config) RequireModelKey() error {
 	if c.Model.APIKey.IsSet() {
-		return nil
+		return c.requireModelKeys()
 	}
 	u, err := url.Parse(c.Model.BaseURL)
 	if err != nil {
 		return nil // Validate already names the bad URL
 	}
 	if isLocalHost(u.Hostname()) {
-		return nil
+		return c.requireModelKeys()
 	}
 	return fmt.Errorf("OPENAI_API_KEY is not set; %s needs an API key (set it, or point OPENAI_BASE_URL at a local server)", u.Host)
 }

@@ -24,6 +24,9 @@ type Level struct {
 	Admins []string   `yaml:"admins"`
 	Limits Limits     `yaml:"limits"`
 	Budget Budget     `yaml:"budget"`
+	// Model names the model of the scope's turns: DefaultModelKey or a
+	// key of models:. Empty leaves it to the level above.
+	Model string `yaml:"model"`
 }
 
 // Limits cap how many messages a minute reach the model, counted over all
@@ -74,9 +77,14 @@ type WorkspacePolicy struct {
 	Chats map[string]Level `yaml:"chats"`
 }
 
-func (p Policies) validate() error {
+// validate checks the tree; hasModel tells the model names a level may
+// choose, models lists them for the error.
+func (p Policies) validate(hasModel func(string) bool, models string) error {
 	var errs []string
 	check := func(key string, l Level) {
+		if l.Model != "" && !hasModel(l.Model) {
+			errs = append(errs, fmt.Sprintf("%s.model: unknown model %q (want %s)", key, l.Model, models))
+		}
 		for _, n := range []struct {
 			name string
 			v    *int64

@@ -102,6 +102,13 @@ func (r *Resolver) Explain(w io.Writer, s Scope, tools []ToolInfo, skills []stri
 	p("  limits.workspace_per_minute\t%s\t%s\n", describeLimit(e.wsRate.val), e.wsRate.level)
 	p("  budget.tokens_per_user_day\t%s\t%s\n", describeLimit(e.tokensDay.val), e.tokensDay.level)
 
+	p("\nMODEL\n")
+	model := e.model.val
+	if d, ok := r.models[model]; ok {
+		model += " (" + d + ")"
+	}
+	p("  %s\t%s\n", model, e.model.level)
+
 	if err := tw.Flush(); err != nil && ew.err == nil {
 		return fmt.Errorf("policy explain: %w", err)
 	}

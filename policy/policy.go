@@ -14,7 +14,7 @@
 //
 // Each field (tools.allow, tools.deny, tools.write, skills.allow, skills.deny,
 // access.users, access.chats, access.dms, admins, limits.user_per_minute,
-// limits.workspace_per_minute, budget.tokens_per_user_day) is taken from the
+// limits.workspace_per_minute, budget.tokens_per_user_day, model) is taken from the
 // most specific level that sets it; lists are replaced, never merged, so an
 // operator can read one level and know the whole rule.
 //
@@ -86,6 +86,16 @@ type Resolver struct {
 	// platforms are the registered platforms' builtin levels (nil: none),
 	// by name; a name that is missing is not a platform.
 	platforms map[string]*config.Level
+	// models describes each model key for Explain (nil: keys only).
+	models map[string]string
+}
+
+// WithModels returns a copy of r whose Explain describes each model by
+// key (see config.Endpoint.Describe).
+func (r *Resolver) WithModels(describe map[string]string) *Resolver {
+	c := *r
+	c.models = maps.Clone(describe)
+	return &c
 }
 
 // New returns a Resolver for p and the platforms registered with config
@@ -221,6 +231,8 @@ type Effective struct {
 	// userRate, wsRate and tokensDay are limits.* and budget.*.
 	userRate, wsRate setting[int]
 	tokensDay        setting[int64]
+	// model is the model key of the scope's turns.
+	model setting[string]
 }
 
 func resolve(levels []level) *Effective {
@@ -231,6 +243,7 @@ func resolve(levels []level) *Effective {
 	e.toolWrite = setting[bool]{val: true, level: LevelBuiltin}
 	e.dms = setting[bool]{val: true, level: LevelBuiltin}
 	e.userRate.level, e.wsRate.level, e.tokensDay.level = LevelBuiltin, LevelBuiltin, LevelBuiltin
+	e.model = setting[string]{val: config.DefaultModelKey, level: LevelBuiltin}
 	for _, l := range levels {
 		c := l.cfg
 		fromList(&e.toolAllow, c.Tools.Allow, l.name)
@@ -245,8 +258,23 @@ func resolve(levels []level) *Effective {
 		fromValue(&e.userRate, c.Limits.UserPerMinute, l.name)
 		fromValue(&e.wsRate, c.Limits.WorkspacePerMinute, l.name)
 		fromValue(&e.tokensDay, c.Budget.TokensPerUserDay, l.name)
+		if c.Model != "" {
+			e.model = setting[string]{val: c.Model, set: true, level: l.name}
+		}
 	}
 	return e
+}
+
+// Model returns the model the scope's turns use (config.DefaultModelKey
+// or a key of models:) and the level that chose it.
+func (e *Effective) Model() Decision {
+	return Decision{Allowed: true, Rule: "model: " + e.model.val, Level: e.model.level}
+}
+
+// ModelKey is the model the scope's turns use: config.DefaultModelKey or
+// a key of models:.
+func (e *Effective) ModelKey() string {
+	return e.model.val
 }
 
 // fromValue is fromList for the numeric fields.
@@ -476,6 +504,7 @@ func cloneLevel(l config.Level) config.Level {
 			WorkspacePerMinute: clonePtr(l.Limits.WorkspacePerMinute),
 		},
 		Budget: config.Budget{TokensPerUserDay: clonePtr(l.Budget.TokensPerUserDay)},
+		Model:  l.Model,
 	}
 }
 

@@ -234,7 +234,7 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 		MaxToolCallsPerAnswer: cfg.Model.MaxToolCallsPerAnswer,
 		MaxToolCallsPerTurn:   cfg.Model.MaxToolCallsPerTurn,
 	}, client, a.tools, m, log)
-	a.policy = policy.New(cfg.Policies)
+	a.policy = policy.New(cfg.Policies).WithModels(cfg.ModelDescriptions())
 
 	var stopBg context.CancelFunc
 	a.bg, stopBg = context.WithCancel(context.Background())

@@ -50,7 +50,7 @@ func (e *environment) policy(args []string) error {
 	for _, s := range sreg.Catalog().All() {
 		names = append(names, s.Name)
 	}
-	if err := policy.New(cfg.Policies).Explain(e.stdout, policy.Scope{Channel: *channel, Workspace: *workspace, Chat: *chat}, tools, names); err != nil {
+	if err := policy.New(cfg.Policies).WithModels(cfg.ModelDescriptions()).Explain(e.stdout, policy.Scope{Channel: *channel, Workspace: *workspace, Chat: *chat}, tools, names); err != nil {
 		return err
 	}
 	if len(notes) > 0 {
