@@ -107,21 +107,31 @@ func split(text string, limit int) []string {
 }
 
 // blocks splits text into paragraphs, keeping each fenced code block whole
-// (blank lines inside a fence do not end it).
+// and on its own (blank lines inside a fence do not end it). Fences follow CommonMark: a
+// run of three or more backticks or tildes opens one, and only a line of the
+// same character, at least as long and with nothing after it, closes it.
 func blocks(text string) []string {
 	var out []string
 	var cur []string
 	fence := ""
 	for _, line := range strings.Split(text, "\n") {
 		trimmed := strings.TrimSpace(line)
-		if fence == "" && strings.HasPrefix(trimmed, "```") {
-			fence = "```"
-		} else if fence != "" && strings.HasPrefix(trimmed, fence) {
-			fence = ""
+		switch {
+		case fence != "":
 			cur = append(cur, line)
+			if closesFence(trimmed, fence) { // the block ends with its fence
+				fence = ""
+				out = append(out, strings.Join(cur, "\n"))
+				cur = nil
+			}
 			continue
-		}
-		if fence == "" && trimmed == "" {
+		case openingFence(trimmed) != "":
+			fence = openingFence(trimmed)
+			if len(cur) > 0 { // a fence starts a block of its own
+				out = append(out, strings.Join(cur, "\n"))
+				cur = nil
+			}
+		case trimmed == "":
 			if len(cur) > 0 {
 				out = append(out, strings.Join(cur, "\n"))
 				cur = nil
@@ -136,39 +146,74 @@ func blocks(text string) []string {
 	return out
 }
 
-// splitBlock cuts one oversized block on lines (then spaces, then runes),
-// re-fencing the parts of a code block.
+// openingFence returns the fence (the run of backticks or tildes) that
+// trimmed opens, or "" when it opens none.
+func openingFence(trimmed string) string {
+	if trimmed == "" || (trimmed[0] != '`' && trimmed[0] != '~') {
+		return ""
+	}
+	n := 0
+	for n < len(trimmed) && trimmed[n] == trimmed[0] {
+		n++
+	}
+	if n < 3 || (trimmed[0] == '`' && strings.Contains(trimmed[n:], "`")) {
+		return "" // ```code``` on one line is inline code
+	}
+	return trimmed[:n]
+}
+
+// closesFence reports whether trimmed closes a block opened by fence.
+func closesFence(trimmed, fence string) bool {
+	n := 0
+	for n < len(trimmed) && trimmed[n] == fence[0] {
+		n++
+	}
+	return n >= len(fence) && strings.TrimSpace(trimmed[n:]) == ""
+}
+
+// minCodeRoom is the least room for code a re-fenced part must leave; with
+// less, the fences would be most of every message, so the block is cut
+// plainly instead.
+const minCodeRoom = 16
+
+// splitBlock cuts one oversized block on lines (then spaces, then runes).
+// The parts of a fenced code block are each closed and reopened with the
+// block's own fence and info string when the limit leaves room for them;
+// otherwise (a limit smaller than the fences, or a block that is nothing
+// but its fences and a long info string) the block is cut as plain text,
+// fence lines included, so that no character is lost.
 func splitBlock(block string, limit int) []string {
 	lines := strings.Split(block, "\n")
-	opening := ""
-	if strings.HasPrefix(strings.TrimSpace(lines[0]), "```") && len(lines) > 1 {
-		opening = strings.TrimSpace(lines[0])
-		last := strings.TrimSpace(lines[len(lines)-1])
-		if last == "```" {
-			lines = lines[1 : len(lines)-1]
-		} else {
-			lines = lines[1:]
+	opening, closing := strings.TrimSpace(lines[0]), ""
+	body := lines
+	if fence := openingFence(opening); fence != "" {
+		closing = fence
+		body = lines[1:]
+		if n := len(body); n > 0 && closesFence(strings.TrimSpace(body[n-1]), fence) {
+			closing = strings.TrimSpace(body[n-1])
+			body = body[:n-1]
 		}
 	}
-	overhead := 0
-	if opening != "" {
-		overhead = len(opening) + len("\n\n```")
+	room := limit
+	if closing != "" {
+		room = limit - len(opening) - len(closing) - 2 // two line breaks
 	}
-	room := limit - overhead
-	if room < 16 { // a limit this small cannot carry fences; cut plainly
-		room, opening = limit, ""
+	if closing == "" || room < minCodeRoom || blank(strings.Join(body, "\n")) {
+		return cutLines(lines, limit, func(s string) string { return s })
 	}
+	return cutLines(body, room, func(s string) string { return opening + "\n" + s + "\n" + closing })
+}
+
+// cutLines packs lines into parts of at most room bytes (before wrap), cutting
+// a line longer than room at a space or rune boundary. A part with nothing
+// visible is dropped, never sent.
+func cutLines(lines []string, room int, wrap func(string) string) []string {
 	var parts []string
 	var cur strings.Builder
 	emit := func() {
-		if cur.Len() == 0 {
-			return
+		if s := cur.String(); !blank(s) {
+			parts = append(parts, wrap(s))
 		}
-		s := cur.String()
-		if opening != "" {
-			s = opening + "\n" + s + "\n```"
-		}
-		parts = append(parts, s)
 		cur.Reset()
 	}
 	for _, line := range lines {

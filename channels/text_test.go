@@ -81,3 +81,48 @@ func TestSplitNeverEmitsBlankChunks(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitFencedBlocks: the parts of an oversized code block keep its own
+// fence and info string; a block that is only fences and an info string, or
+// a limit too small for the fences, is cut plainly rather than dropped.
+func TestSplitFencedBlocks(t *testing.T) {
+	body := strings.Repeat("y := 2\n", 12)
+	got := Split("intro\n````md\n"+body+"```go\n````\noutro", 60)
+	if len(got) < 4 || got[0] != "intro" || got[len(got)-1] != "outro" {
+		t.Fatalf("chunks %q: want intro, the re-fenced parts, outro", got)
+	}
+	for _, c := range got[1 : len(got)-1] {
+		if !strings.HasPrefix(c, "````md\n") || !strings.HasSuffix(c, "\n````") || len(c) > 60 {
+			t.Errorf("part %q is not re-fenced with ````md … ```` within 60 bytes", c)
+		}
+	}
+	if joined := strings.Join(got, "\n"); strings.Count(joined, "y := 2") != 12 || !strings.Contains(joined, "```go") {
+		t.Errorf("lines lost: %q", got)
+	}
+
+	for _, tt := range []struct {
+		text  string
+		limit int
+	}{
+		{"```0000000000\n```", 8},
+		{"```0000000000\n```", 16},
+		{"```python\nprint(1)\nprint(2)\n```", 10},
+		{"~~~\n" + strings.Repeat("z", 30) + "\n~~~", 12},
+	} {
+		got := Split(tt.text, tt.limit)
+		joined := strings.Join(got, "")
+		for _, want := range []string{"0000000000", "python", "print(1)", "print(2)", strings.Repeat("z", 30)} {
+			if strings.Contains(tt.text, want) && !strings.Contains(strings.ReplaceAll(strings.Join(got, "\n"), "\n", ""), want) {
+				t.Errorf("Split(%q, %d) = %q lost %q", tt.text, tt.limit, got, want)
+			}
+		}
+		if joined == "" {
+			t.Errorf("Split(%q, %d) lost the text", tt.text, tt.limit)
+		}
+		for _, c := range got {
+			if len(c) > tt.limit {
+				t.Errorf("Split(%q, %d): chunk %q over the limit", tt.text, tt.limit, c)
+			}
+		}
+	}
+}
