@@ -88,6 +88,10 @@ type Config struct {
 	MaxToolIterations int
 	// Timeout bounds each model request attempt.
 	Timeout time.Duration
+	// StreamIdleTimeout bounds the silence between two chunks of a
+	// streamed answer, once it has begun (at most Timeout; zero:
+	// DefaultStreamIdleTimeout).
+	StreamIdleTimeout time.Duration
 	// TurnTimeout bounds a whole turn: every model request with its
 	// retries and backoffs, and the tool calls between them. When it
 	// passes, the user gets ApologyReply.
@@ -130,6 +134,10 @@ func (c Config) withDefaults() Config {
 	if c.TurnTimeout <= 0 {
 		c.TurnTimeout = config.DefaultTurnTimeout
 	}
+	if c.StreamIdleTimeout <= 0 {
+		c.StreamIdleTimeout = DefaultStreamIdleTimeout
+	}
+	c.StreamIdleTimeout = min(c.StreamIdleTimeout, c.Timeout)
 	c.MaxRetries = max(c.MaxRetries, 0)
 	if c.MaxTokens <= 0 {
 		c.MaxTokens = config.DefaultMaxTokens
@@ -169,6 +177,9 @@ type Agent struct {
 	model []byte
 	// system is the last system message sent, encoded.
 	system atomic.Pointer[encodedSystem]
+	// noStream is set once the model has shown that it does not stream
+	// (see attempt); it stays set for the agent's life.
+	noStream atomic.Bool
 
 	toolsMu sync.Mutex
 	encoded map[string]encodedTool // by tool name
@@ -251,6 +262,11 @@ type TurnRequest struct {
 	// Calls records write-tool calls (nil: none are recorded, and a
 	// message answered twice makes its writes twice).
 	Calls CallLedger
+	// Events, when set, is told what the turn does while it runs: the
+	// answer's text as the model writes it, the tools called, the skills
+	// loaded (see Event). It is called on the turn's goroutine, one event
+	// at a time, and must return quickly: a slow listener slows the turn.
+	Events func(Event)
 }
 
 // Usage sums the tokens of every model request of a turn.
@@ -372,6 +388,7 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 	system := a.systemMessage(req.SystemExtra)
 
 	var res TurnResult
+	ev := &emitter{fn: req.Events}
 	once := &onceGuard{ledger: req.Calls, conv: req.Conversation, item: req.Item}
 	calls := 0 // tool calls of this turn that were not capped
 	for {
@@ -384,7 +401,7 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 			tools = a.offer(allow)
 		}
 		body := a.turnRequest(system, hist, turn, last, tools)
-		answer, finish, err := a.complete(ctx, req.Channel, *body, &res.Usage)
+		answer, finish, err := a.complete(ctx, req.Channel, *body, &res.Usage, ev)
 		bodyPool.Put(body)
 		if err != nil {
 			if ctxErr := parent.Err(); ctxErr != nil {
@@ -416,6 +433,9 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 			return res, nil
 		}
 
+		// Text that came with tool calls is not the answer: it leaves the
+		// screen, and the calls take its place.
+		ev.reset()
 		call := sessions.Message{
 			Role:      openai.ChatMessageRoleAssistant,
 			Content:   answer.Content,
@@ -428,6 +448,7 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 		}
 		tc.History = append(seen[:len(seen):len(seen)], turn...)
 		limit := a.toolCallLimit(len(call.ToolCalls), calls)
+		a.announceCalls(ev, call.ToolCalls[:limit.n])
 		outcomes := a.runTools(ctx, log, &tc, call.ToolCalls, allow, limit, once)
 		calls += limit.n
 		for i, o := range outcomes {
@@ -444,6 +465,7 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 					turn = append(turn, m)
 				}
 			}
+			announceSkills(ev, o.inject)
 		}
 		res.Iterations++
 		if err := parent.Err(); err != nil {

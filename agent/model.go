@@ -32,15 +32,17 @@ var errNoChoices = errors.New("agent: model response has no choices")
 // retrying what is worth retrying, and adds the tokens of the answer to
 // usage. Every attempt is counted in parley_llm_requests_total by what
 // followed it: ok, retry (it failed and was sent again) or error (it
-// failed the call).
-func (a *Agent) complete(ctx context.Context, channel string, body []byte, usage *Usage) (_ openai.ChatCompletionMessage, _ openai.FinishReason, err error) {
+// failed the call). The answer's text goes to ev as it streams in; text
+// of an attempt that failed is withdrawn (EventReset) before the next.
+func (a *Agent) complete(ctx context.Context, channel string, body []byte, usage *Usage, ev *emitter) (_ openai.ChatCompletionMessage, _ openai.FinishReason, err error) {
 	ctx, span := a.cfg.Tracer.StartKind(ctx, "model", trace.SpanKindClient)
 	var this Usage // this request's tokens, for the span
 	defer func() {
 		if span.IsRecording() {
 			span.SetAttributes(attribute.String("gen_ai.request.model", a.cfg.Model),
 				attribute.Int("gen_ai.usage.input_tokens", this.Prompt), attribute.Int("gen_ai.usage.output_tokens", this.Completion),
-				attribute.Int("parley.usage.cached_tokens", this.Cached), attribute.Int("parley.request.bytes", len(body)))
+				attribute.Int("parley.usage.cached_tokens", this.Cached), attribute.Int("parley.request.bytes", len(body)),
+				attribute.Bool("parley.request.streamed", !a.noStream.Load()))
 		}
 		tracing.Fail(span, err)
 		span.End()
@@ -50,11 +52,12 @@ func (a *Agent) complete(ctx context.Context, channel string, body []byte, usage
 	err = a.retrier.Do(ctx, "chat completion", func(ctx context.Context) (bool, time.Duration, error) {
 		actx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 		defer cancel()
-		resp, after, err := a.client.send(actx, body)
+		resp, after, err := a.attempt(actx, body, ev)
 		if err == nil && len(resp.Choices) == 0 {
 			err = errNoChoices
 		}
 		if err != nil {
+			ev.reset()
 			return retryable(err), after, retry.Mark(failureReason(err, after), fmt.Errorf("agent: chat completion: %w", err))
 		}
 		a.addUsage(channel, resp.Usage, &this)
@@ -70,6 +73,38 @@ func (a *Agent) complete(ctx context.Context, channel string, body []byte, usage
 	return answer, finish, nil
 }
 
+// attempt sends body once: streamed, unless this agent's model has shown
+// that it does not stream. A model that answers a streaming request whole,
+// or refuses it while taking the same request without "stream", is not
+// asked to stream again.
+func (a *Agent) attempt(ctx context.Context, body []byte, ev *emitter) (openai.ChatCompletionResponse, time.Duration, error) {
+	if a.noStream.Load() {
+		return a.client.send(ctx, body)
+	}
+	resp, after, whole, err := a.client.sendStream(ctx, body, a.cfg.StreamIdleTimeout, ev.onText())
+	switch {
+	case err == nil && whole:
+		a.streamingOff(ctx, "the model answered a streaming request in one piece")
+	case err != nil && refusesStreaming(err):
+		plain, plainAfter, plainErr := a.client.send(ctx, body)
+		if plainErr != nil {
+			// Refused with or without "stream": the request itself is at
+			// fault, and streaming may well work.
+			return plain, plainAfter, plainErr
+		}
+		a.streamingOff(ctx, "the model refused a streaming request and took it without streaming")
+		return plain, plainAfter, nil
+	}
+	return resp, after, err
+}
+
+// streamingOff stops asking this agent's model to stream, saying so once.
+func (a *Agent) streamingOff(ctx context.Context, why string) {
+	if a.noStream.CompareAndSwap(false, true) {
+		a.log.WarnContext(ctx, why+"; answers are asked for whole from now on, and shown only once complete")
+	}
+}
+
 // completeMessages sends a request built from go-openai's message type,
 // for the rare requests that are not a turn (compaction).
 func (a *Agent) completeMessages(ctx context.Context, channel string, msgs []openai.ChatCompletionMessage, usage *Usage) (openai.ChatCompletionMessage, error) {
@@ -77,7 +112,7 @@ func (a *Agent) completeMessages(ctx context.Context, channel string, msgs []ope
 	if err != nil {
 		return openai.ChatCompletionMessage{}, fmt.Errorf("agent: encode request: %w", err)
 	}
-	answer, _, err := a.complete(ctx, channel, body, usage)
+	answer, _, err := a.complete(ctx, channel, body, usage, nil)
 	return answer, err
 }
 
@@ -108,6 +143,7 @@ func retryable(err error) bool {
 		typeErr   *json.UnmarshalTypeError
 		netErr    net.Error
 		urlErr    *url.Error
+		streamErr *streamError
 	)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded),
@@ -117,7 +153,8 @@ func retryable(err error) bool {
 		errors.As(err, &syntaxErr),
 		errors.As(err, &typeErr),
 		errors.As(err, &netErr),
-		errors.As(err, &urlErr):
+		errors.As(err, &urlErr),
+		errors.As(err, &streamErr):
 		return true
 	}
 	return false
@@ -149,6 +186,10 @@ func failureReason(err error, after time.Duration) retry.Reason {
 	}
 	if errors.Is(err, errNoChoices) || errors.Is(err, errResponseTooLarge) {
 		return retry.BadResponse
+	}
+	var streamErr *streamError
+	if errors.As(err, &streamErr) {
+		return retry.ServerError
 	}
 	return retry.ReasonOf(err, after)
 }

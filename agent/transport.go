@@ -78,26 +78,41 @@ const errorReplyBytes = 64 << 10
 // the API's error object, *openai.RequestError otherwise); after is the
 // Retry-After of the response, if it had one.
 func (c *Client) send(ctx context.Context, body []byte) (resp openai.ChatCompletionResponse, after time.Duration, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	hr, after, err := c.post(ctx, func() io.Reader { return bytes.NewReader(body) }, int64(len(body)), "application/json")
 	if err != nil {
-		return resp, 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Authorization", c.auth)
-	hr, err := c.http.Do(req)
-	if err != nil {
-		return resp, 0, err
+		return resp, after, err
 	}
 	defer hr.Body.Close()
-	after, _ = parseRetryAfter(hr.Header.Get("Retry-After"), time.Now())
-	if hr.StatusCode < 200 || hr.StatusCode >= 400 {
-		return resp, after, statusError(hr)
-	}
 	if err := json.NewDecoder(&limitedReader{r: hr.Body, left: maxResponseBytes}).Decode(&resp); err != nil {
 		return resp, after, fmt.Errorf("decode the answer: %w", err)
 	}
 	return resp, after, nil
+}
+
+// post sends the request body of n bytes that body gives, and returns a
+// successful response for the caller to read and close; a failed one is
+// read into an error (see send). body may be called again, for the
+// transport to resend a request a stale connection lost.
+func (c *Client) post(ctx context.Context, body func() io.Reader, n int64, accept string) (*http.Response, time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, body())
+	if err != nil {
+		return nil, 0, err
+	}
+	req.ContentLength = n
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(body()), nil }
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", accept)
+	req.Header.Set("Authorization", c.auth)
+	hr, err := c.http.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	after, _ := parseRetryAfter(hr.Header.Get("Retry-After"), time.Now())
+	if hr.StatusCode < 200 || hr.StatusCode >= 400 {
+		defer hr.Body.Close()
+		return nil, after, statusError(hr)
+	}
+	return hr, after, nil
 }
 
 // statusError reads a failed response into go-openai's error types, as

@@ -69,7 +69,8 @@ func TestRequestBodiesDecodeToWhatGoOpenAISent(t *testing.T) {
 	if err := json.Unmarshal(raw, &got); err != nil {
 		t.Fatal(err)
 	}
-	want := openai.ChatCompletionRequest{Model: "test-model", MaxCompletionTokens: 321}
+	want := openai.ChatCompletionRequest{Model: "test-model", MaxCompletionTokens: 321,
+		Stream: true, StreamOptions: &openai.StreamOptions{IncludeUsage: true}}
 	want.Messages = append(want.Messages, openai.ChatCompletionMessage{Role: "system", Content: h.agent.SystemPrompt("## Skills\n- <x>")})
 	for _, m := range Sanitize(history) {
 		want.Messages = append(want.Messages, referenceMessage(m))

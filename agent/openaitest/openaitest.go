@@ -3,7 +3,10 @@
 // unmodified go-openai client pointed at URL(), and it plays back a script of
 // replies, tool calls, HTTP errors, delays and broken bodies in order. When the
 // script runs out, a default responder answers "echo: <last user message>",
-// which is enough for benchmarks and concurrency tests.
+// which is enough for benchmarks and concurrency tests. A request asking to
+// stream is answered as server-sent events, in pieces whose size and pace
+// the options set (see stream.go), unless the server is made to answer
+// whole or to refuse streaming.
 //
 // A Server is safe for concurrent requests. Scripted steps are handed out in
 // arrival order, so tests that script several steps should send their
@@ -53,6 +56,8 @@ type Step struct {
 	Usage *openai.Usage
 	// FinishReason defaults to "tool_calls" when ToolCalls is set, else "stop".
 	FinishReason string
+
+	cut int // chunks streamed before the connection drops (see CutAfter)
 }
 
 // ToolCall is one function call in a scripted answer. An empty ID is filled
@@ -137,13 +142,20 @@ type Server struct {
 	responder Responder
 	apiKey    string
 
-	mu       sync.Mutex
-	script   []Step
-	raw      [][]byte
-	headers  []http.Header
-	cached   int
-	nextCall int
-	nextResp int
+	noStream     bool // answer JSON even to streaming requests
+	refuseStream bool // answer 400 to streaming requests
+
+	mu         sync.Mutex
+	chunkDelay time.Duration
+	chunkRunes int
+	argBytes   int
+	interleave bool
+	script     []Step
+	raw        [][]byte
+	headers    []http.Header
+	cached     int
+	nextCall   int
+	nextResp   int
 }
 
 // New starts a server and registers its shutdown with t.Cleanup.
@@ -258,12 +270,21 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 
 	// A refused key consumes no step: the script describes what the model
 	// would answer, and an unauthenticated request never reaches the model.
+	// Nor does a refused stream.
 	authorized := s.apiKey == "" || r.Header.Get("Authorization") == "Bearer "+s.apiKey
+	var streaming struct {
+		Stream        bool `json:"stream"`
+		StreamOptions *struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+	}
+	_ = json.Unmarshal(body, &streaming)
+	refused := authorized && streaming.Stream && s.refuseStream
 	s.mu.Lock()
 	s.raw = append(s.raw, body)
 	s.headers = append(s.headers, r.Header.Clone())
 	var step Step
-	scripted := authorized && len(s.script) > 0
+	scripted := authorized && !refused && len(s.script) > 0
 	if scripted {
 		step = s.script[0]
 		s.script = s.script[1:]
@@ -272,6 +293,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 
 	if !authorized {
 		writeError(w, http.StatusUnauthorized, nil, "")
+		return
+	}
+	if refused {
+		writeError(w, http.StatusBadRequest, nil, errorJSON("invalid_request_error", "Unrecognized request argument supplied: stream"))
 		return
 	}
 	var req openai.ChatCompletionRequest
@@ -303,14 +328,18 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	case step.Status >= 400:
 		writeError(w, step.Status, step.Header, step.Body)
 	case step.Raw != "":
-		copyHeader(w.Header(), step.Header)
 		status := step.Status
 		if status == 0 {
 			status = http.StatusOK
 		}
 		w.Header().Set("Content-Type", "application/json")
+		// A scripted Content-Type wins: raw server-sent events, say.
+		copyHeaderOver(w.Header(), step.Header)
 		w.WriteHeader(status)
 		_, _ = io.WriteString(w, step.Raw)
+	case req.Stream && !s.noStream:
+		usage := streaming.StreamOptions != nil && streaming.StreamOptions.IncludeUsage
+		s.stream(w, r, step, s.chunks(s.completion(req, len(body), step), usage))
 	default:
 		copyHeader(w.Header(), step.Header)
 		w.Header().Set("Content-Type", "application/json")
@@ -465,6 +494,13 @@ func errorJSON(typ, message string) string {
 		"message": message, "type": typ, "param": nil, "code": strings.ToLower(typ),
 	}})
 	return string(b)
+}
+
+// copyHeaderOver sets the keys of src in dst, replacing their values.
+func copyHeaderOver(dst, src http.Header) {
+	for k, vs := range src {
+		dst[k] = append([]string(nil), vs...)
+	}
 }
 
 func copyHeader(dst, src http.Header) {

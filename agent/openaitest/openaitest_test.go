@@ -346,3 +346,95 @@ func TestConcurrentRequests(t *testing.T) {
 		t.Errorf("len(Requests) = %d, want %d", got, n)
 	}
 }
+
+// TestStreamingWireFormat: go-openai's own streaming client reads the
+// fake's event stream into the answer that was scripted: the text, tool
+// calls whose arguments arrive in pieces (interleaved between calls), the
+// finish reason, and the usage in the last chunk.
+func TestStreamingWireFormat(t *testing.T) {
+	s := New(t, WithChunkRunes(2), WithArgumentChunks(3), WithInterleavedCalls())
+	s.Script(Step{Text: "Grüße 这是", ToolCalls: []ToolCall{
+		{ID: "call_a", Name: "weather", Arguments: `{"city":"Zürich"}`},
+		{ID: "call_b", Name: "clock", Arguments: `{"tz":"UTC"}`},
+	}})
+	stream, err := client(s).CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{
+		Model:         "test-model",
+		Messages:      []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "hi"}},
+		Stream:        true,
+		StreamOptions: &openai.StreamOptions{IncludeUsage: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	var text strings.Builder
+	args := map[int]*strings.Builder{}
+	ids, names := map[int]string{}, map[int]string{}
+	var finish openai.FinishReason
+	var usage *openai.Usage
+	chunks := 0
+	for {
+		c, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunks++
+		if c.Usage != nil {
+			usage = c.Usage
+		}
+		for _, ch := range c.Choices {
+			text.WriteString(ch.Delta.Content)
+			for _, d := range ch.Delta.ToolCalls {
+				i := *d.Index
+				if args[i] == nil {
+					args[i] = &strings.Builder{}
+				}
+				if d.ID != "" {
+					ids[i] = d.ID
+				}
+				if d.Function.Name != "" {
+					names[i] = d.Function.Name
+				}
+				args[i].WriteString(d.Function.Arguments)
+			}
+			if ch.FinishReason != "" {
+				finish = ch.FinishReason
+			}
+		}
+	}
+	if text.String() != "Grüße 这是" || finish != openai.FinishReasonToolCalls {
+		t.Errorf("text %q, finish %q", text.String(), finish)
+	}
+	if ids[0] != "call_a" || names[0] != "weather" || args[0].String() != `{"city":"Zürich"}` ||
+		ids[1] != "call_b" || names[1] != "clock" || args[1].String() != `{"tz":"UTC"}` {
+		t.Errorf("calls: ids %v names %v args %q %q", ids, names, args[0], args[1])
+	}
+	if usage == nil || usage.PromptTokens == 0 || usage.CompletionTokens == 0 {
+		t.Errorf("usage = %+v, want it in the last chunk", usage)
+	}
+	if chunks < 10 {
+		t.Errorf("%d chunks; want the answer in many pieces", chunks)
+	}
+}
+
+// TestStreamingRefusedAndIgnored: RefusingStreaming answers 400 without
+// using a step; WithoutStreaming answers JSON to a streaming request.
+func TestStreamingRefusedAndIgnored(t *testing.T) {
+	const req = `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	refusing := New(t, RefusingStreaming())
+	refusing.Script(Text("scripted"))
+	if code, body := post(t, refusing, "/v1/chat/completions", req); code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body), "stream") {
+		t.Fatalf("refusing: %d %v", code, body)
+	}
+	if refusing.Remaining() != 1 {
+		t.Error("the refusal used a scripted step")
+	}
+	whole := New(t, WithoutStreaming())
+	whole.Script(Text("scripted"))
+	if code, body := post(t, whole, "/v1/chat/completions", req); code != http.StatusOK || body["object"] != "chat.completion" {
+		t.Fatalf("without streaming: %d %v", code, body)
+	}
+}

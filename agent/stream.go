@@ -1,0 +1,349 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// Model answers are asked for as server-sent events ("stream": true), so
+// that the text can be shown while it is written and a stalled server is
+// noticed between chunks instead of at the end. The chunks are assembled
+// into the same response a request without "stream" gets; a server that
+// answers JSON anyway is read as such.
+
+// streamFields turn a request body into a streaming one; they are written
+// in place of the body's closing brace, and the usage comes in the last
+// chunk only when asked for.
+const streamFields = `,"stream":true,"stream_options":{"include_usage":true}}`
+
+// DefaultStreamIdleTimeout bounds the silence between two chunks of a
+// streamed answer (Config.StreamIdleTimeout).
+const DefaultStreamIdleTimeout = 30 * time.Second
+
+// errStreamIdle is a stream that sent nothing for StreamIdleTimeout. It is
+// a deadline, retried like one.
+var errStreamIdle = fmt.Errorf("agent: the model's stream stalled: %w", context.DeadlineExceeded)
+
+// errStreamCut is a stream that ended before its finish_reason.
+var errStreamCut = fmt.Errorf("agent: the model's stream ended before the answer did: %w", io.ErrUnexpectedEOF)
+
+// streamError is an error object the server sent inside the stream, after
+// its 200: the model failed mid-answer.
+type streamError struct{ msg string }
+
+func (e *streamError) Error() string { return "agent: the model failed mid-stream: " + e.msg }
+
+// sseBufferBytes is the read buffer of a stream; longer lines are
+// assembled across reads.
+const sseBufferBytes = 16 << 10
+
+// sendStream posts body asking for a stream and reads the answer. Each
+// piece of text is passed to onText as it arrives (onText may be nil). A
+// server that answers one JSON completion instead is read as one; whole
+// reports that. idle bounds the wait for each chunk once the response has
+// begun.
+func (c *Client) sendStream(ctx context.Context, body []byte, idle time.Duration, onText func(string)) (resp openai.ChatCompletionResponse, after time.Duration, whole bool, err error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	hr, after, err := c.post(ctx, func() io.Reader { return streamBody(body) }, int64(len(body)-1+len(streamFields)), "text/event-stream")
+	if err != nil {
+		return resp, after, false, err
+	}
+	defer hr.Body.Close()
+	// The idle clock runs from the response's headers: before them only
+	// the attempt's deadline applies, as for an answer sent whole.
+	timer := time.AfterFunc(idle, func() { cancel(errStreamIdle) })
+	defer timer.Stop()
+	r := bufio.NewReaderSize(&limitedReader{r: hr.Body, left: maxResponseBytes}, sseBufferBytes)
+	if !isEventStream(hr.Header.Get("Content-Type"), r) {
+		if err := json.NewDecoder(r).Decode(&resp); err != nil {
+			return resp, after, true, streamFailure(ctx, fmt.Errorf("decode the answer: %w", err))
+		}
+		return resp, after, true, nil
+	}
+	var s streamReader
+	s.init(r)
+	for {
+		data, err := s.next()
+		timer.Reset(idle)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return resp, after, false, streamFailure(ctx, err)
+		}
+		if bytes.Equal(data, doneMarker) {
+			break
+		}
+		if err := s.asm.add(data, onText); err != nil {
+			return resp, after, false, err
+		}
+	}
+	resp, err = s.asm.response()
+	return resp, after, false, err
+}
+
+// streamBody is body with streamFields in place of its closing brace.
+func streamBody(body []byte) io.Reader {
+	return io.MultiReader(bytes.NewReader(body[:len(body)-1]), strings.NewReader(streamFields))
+}
+
+// streamFailure names why reading a stream failed: the idle clock, the
+// attempt's deadline, or err itself.
+func streamFailure(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(err, errResponseTooLarge) {
+		return fmt.Errorf("%w (%w)", cause, err)
+	}
+	return err
+}
+
+// isEventStream tells a stream from a JSON answer: by its Content-Type,
+// else by its first byte (a proxy may drop the header).
+func isEventStream(contentType string, r *bufio.Reader) bool {
+	ct := strings.ToLower(contentType)
+	switch {
+	case strings.HasPrefix(ct, "text/event-stream"):
+		return true
+	case strings.HasPrefix(ct, "application/json"):
+		return false
+	}
+	for {
+		b, err := r.Peek(1)
+		if err != nil {
+			return false
+		}
+		if b[0] != ' ' && b[0] != '\n' && b[0] != '\r' && b[0] != '\t' {
+			return b[0] != '{'
+		}
+		_, _ = r.ReadByte()
+	}
+}
+
+var (
+	dataPrefix = []byte("data:")
+	doneMarker = []byte("[DONE]")
+)
+
+// streamReader reads the "data:" lines of a server-sent event stream and
+// assembles the chunks they carry. Each data line is one chunk, as the
+// OpenAI API and its imitators send them; comments (": keep-alive"),
+// blank lines and the other fields are skipped.
+type streamReader struct {
+	r    *bufio.Reader
+	line []byte // a line longer than the buffer, assembled
+	asm  assembler
+}
+
+func (s *streamReader) init(r *bufio.Reader) { s.r = r }
+
+// next returns the payload of the next data line, valid until the next
+// call, or io.EOF at the end of the body.
+func (s *streamReader) next() ([]byte, error) {
+	for {
+		line, err := s.r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			s.line = append(s.line[:0], line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = s.r.ReadSlice('\n')
+				s.line = append(s.line, line...)
+			}
+			line = s.line
+		}
+		if err != nil && (err != io.EOF || len(line) == 0) {
+			return nil, err
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if data, ok := bytes.CutPrefix(line, dataPrefix); ok {
+			return bytes.TrimPrefix(data, []byte(" ")), nil
+		}
+		if err == io.EOF {
+			return nil, err
+		}
+	}
+}
+
+// chunk is what Parley reads of a chat.completion.chunk.
+type chunk struct {
+	Choices []chunkChoice    `json:"choices"`
+	Usage   *openai.Usage    `json:"usage"`
+	Error   *openai.APIError `json:"error"`
+}
+
+type chunkChoice struct {
+	Index int `json:"index"`
+	Delta struct {
+		Content   string      `json:"content"`
+		Refusal   string      `json:"refusal"`
+		ToolCalls []callDelta `json:"tool_calls"`
+	} `json:"delta"`
+	FinishReason openai.FinishReason `json:"finish_reason"`
+}
+
+// callDelta is a piece of a tool call. The id, type and name come in the
+// first piece of a call; the arguments in any number of pieces. Index
+// says which call a piece belongs to; servers that leave it out send the
+// calls one after another.
+type callDelta struct {
+	Index    *int   `json:"index"`
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// assembler builds one answer from its chunks.
+type assembler struct {
+	c       chunk // decoded into, reused
+	content []byte
+	refusal []byte
+	calls   []partialCall
+	finish  openai.FinishReason
+	usage   openai.Usage
+	chunks  int // chunks with a choice for the answer
+}
+
+// partialCall is a tool call being assembled.
+type partialCall struct {
+	index int
+	call  openai.ToolCall
+	args  []byte
+}
+
+// add reads one chunk into the answer, passing its text to onText.
+func (a *assembler) add(data []byte, onText func(string)) error {
+	clear(a.c.Choices[:cap(a.c.Choices)])
+	a.c = chunk{Choices: a.c.Choices[:0]}
+	if err := json.Unmarshal(data, &a.c); err != nil {
+		return fmt.Errorf("decode a chunk of the answer: %w", err)
+	}
+	if e := a.c.Error; e != nil {
+		return &streamError{msg: e.Message}
+	}
+	if a.c.Usage != nil {
+		a.usage = *a.c.Usage
+	}
+	for i := range a.c.Choices {
+		ch := &a.c.Choices[i]
+		if ch.Index != 0 {
+			continue // Parley asks for one choice; others are not its answer
+		}
+		a.chunks++
+		if ch.Delta.Content != "" {
+			a.content = append(a.content, ch.Delta.Content...)
+			if onText != nil {
+				onText(ch.Delta.Content)
+			}
+		}
+		a.refusal = append(a.refusal, ch.Delta.Refusal...)
+		for _, d := range ch.Delta.ToolCalls {
+			a.addCall(d)
+		}
+		if ch.FinishReason != "" {
+			a.finish = ch.FinishReason
+		}
+	}
+	return nil
+}
+
+// addCall adds a piece to its call: the one with its index, or without an
+// index, a new call when it brings an id of its own, else the last one.
+func (a *assembler) addCall(d callDelta) {
+	var p *partialCall
+	if d.Index != nil {
+		for i := range a.calls {
+			if a.calls[i].index == *d.Index {
+				p = &a.calls[i]
+				break
+			}
+		}
+	} else if n := len(a.calls); n > 0 && (d.ID == "" || d.ID == a.calls[n-1].call.ID) {
+		p = &a.calls[n-1]
+	}
+	if p == nil {
+		index := len(a.calls)
+		if d.Index != nil {
+			index = *d.Index
+		}
+		a.calls = append(a.calls, partialCall{index: index, call: openai.ToolCall{Type: openai.ToolTypeFunction}})
+		p = &a.calls[len(a.calls)-1]
+	}
+	if d.ID != "" {
+		p.call.ID = d.ID
+	}
+	if d.Type != "" {
+		p.call.Type = openai.ToolType(d.Type)
+	}
+	if d.Function.Name != "" {
+		// Some servers repeat the name in every piece; none splits it.
+		p.call.Function.Name = d.Function.Name
+	}
+	p.args = append(p.args, d.Function.Arguments...)
+}
+
+// response is the assembled answer, shaped as a response sent whole. A
+// stream that ended before saying why the answer ended was cut short.
+func (a *assembler) response() (openai.ChatCompletionResponse, error) {
+	if a.chunks == 0 {
+		return openai.ChatCompletionResponse{}, errNoChoices
+	}
+	if a.finish == "" {
+		return openai.ChatCompletionResponse{}, errStreamCut
+	}
+	msg := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: string(a.content), Refusal: string(a.refusal)}
+	if len(a.calls) > 0 {
+		slices.SortStableFunc(a.calls, func(x, y partialCall) int { return x.index - y.index })
+		msg.ToolCalls = make([]openai.ToolCall, len(a.calls))
+		for i, p := range a.calls {
+			p.call.Function.Arguments = string(p.args)
+			msg.ToolCalls[i] = p.call
+		}
+	}
+	return openai.ChatCompletionResponse{
+		Choices: []openai.ChatCompletionChoice{{Message: msg, FinishReason: a.finish}},
+		Usage:   a.usage,
+	}, nil
+}
+
+// refusesStreaming reports whether a streaming request failed for asking
+// to stream: the server does not implement it (501), or it rejected the
+// request (400, 422) naming "stream" or "stream_options" as the problem.
+// The request is then sent again without them. A rejection that names
+// nothing of the kind is the request's own fault and not sent again.
+func refusesStreaming(err error) bool {
+	code, ok := statusOf(err)
+	if !ok {
+		return false
+	}
+	if code == http.StatusNotImplemented {
+		return true
+	}
+	if code != http.StatusBadRequest && code != http.StatusUnprocessableEntity {
+		return false
+	}
+	var said string
+	var apiErr *openai.APIError
+	var reqErr *openai.RequestError
+	switch {
+	case errors.As(err, &apiErr):
+		said = apiErr.Message
+		if apiErr.Param != nil {
+			said += " " + *apiErr.Param
+		}
+	case errors.As(err, &reqErr):
+		said = string(reqErr.Body)
+	}
+	return strings.Contains(strings.ToLower(said), "stream")
+}
