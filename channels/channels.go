@@ -26,6 +26,13 @@ type Message struct {
 	Text      string    `json:"text"`
 	DM        bool      `json:"dm,omitempty"`
 	Received  time.Time `json:"received"`
+	// Unsupported is set by an adapter for a message with nothing it can
+	// read (an image, a sticker, a file): the note to answer it with. The
+	// adapter submits such a message like any other rather than answering
+	// it itself, so that the gateway's access rules decide first: someone
+	// they refuse gets nothing, not even the note. It never reaches the
+	// model or the history.
+	Unsupported string `json:"unsupported,omitempty"`
 	// Meta carries what the adapter needs to answer (a reply token, the
 	// message to react to). The gateway passes it back untouched.
 	Meta map[string]string `json:"meta,omitempty"`

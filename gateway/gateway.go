@@ -276,11 +276,21 @@ func (g *Gateway) Submit(ctx context.Context, m channels.Message) (err error) {
 		// the sender hears why instead of waiting for an answer that never
 		// comes (once: the id is recorded, so a re-delivery is a duplicate).
 		g.metrics.MessagesRejected.WithLabelValues(m.Channel, "queue_full").Inc()
-		g.send(ctx, m, channels.Reply{Notice: true, Failed: true, Text: "I'm still working through your earlier messages in this conversation. Please wait for my answers before sending more."})
+		if g.admits(m) {
+			g.send(ctx, m, channels.Reply{Notice: true, Failed: true, Text: "I'm still working through your earlier messages in this conversation. Please wait for my answers before sending more."})
+		}
 	default:
 		g.schedule(conv)
 	}
 	return nil
+}
+
+// admits reports whether the access rules let m's sender talk to the bot
+// (admins always may). Whoever they refuse is answered only by the turn's
+// own refusal, never by a note sent before it.
+func (g *Gateway) admits(m channels.Message) bool {
+	eff := g.cfg.Policy.Resolve(policy.Scope{Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat})
+	return eff.Access(m.User, m.Chat, m.DM).Allowed || eff.IsAdmin(m.User)
 }
 
 func (g *Gateway) channel(name string) channels.Channel {

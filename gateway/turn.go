@@ -213,6 +213,10 @@ func (g *Gateway) handle(ctx context.Context, c *sessions.Claim, m channels.Mess
 	if d := eff.Access(m.User, m.Chat, m.DM); !d.Allowed && !eff.IsAdmin(m.User) {
 		return g.refuseAccess(ctx, c.Lock, m, d)
 	}
+	if m.Unsupported != "" {
+		g.metrics.MessagesRejected.WithLabelValues(m.Channel, "unsupported").Inc()
+		return result{reply: &channels.Reply{Notice: true, Text: m.Unsupported}}, nil
+	}
 	// The limit comes before every path a text can take (a /skill:NAME
 	// request and the commands too), so that no prefix reaches the model
 	// with more than it.
@@ -250,6 +254,11 @@ func (g *Gateway) refuseAccess(ctx context.Context, lock *sessions.Lock, m chann
 	g.metrics.PolicyDenials.WithLabelValues(m.Channel, "access").Inc()
 	g.metrics.MessagesRejected.WithLabelValues(m.Channel, "access").Inc()
 	g.log.InfoContext(ctx, "access refused", "channel", m.Channel, "rule", d.Rule, "level", d.Level)
+	if m.Unsupported != "" {
+		// An image or a sticker asks nothing: answering it, even with the
+		// refusal, would only tell a stranger that a bot is listening.
+		return result{}, nil
+	}
 	told, err := g.store.Seen(ctx, "access-refusal", lock.Conversation()+":"+m.User)
 	if err != nil {
 		return result{}, storeError{err}

@@ -28,9 +28,6 @@ const (
 // UnsupportedNote is the one answer to a message that is not text or post.
 const UnsupportedNote = "Sorry, I can only read text messages for now."
 
-// noteTTL keeps the "note sent" marker as long as Feishu may re-push.
-const noteTTL = 24 * time.Hour
-
 // Dispatch hands one plaintext event (the JSON a long-connection frame
 // carries, or a verified and decrypted HTTP callback) to the dispatcher both
 // transports share. It returns once the message is queued (or dropped);
@@ -161,11 +158,14 @@ func (a *Adapter) onMessageReceive(ctx context.Context, ev *larkim.P2MessageRece
 	}
 
 	text, ok := messageText(deref(msg.MessageType), deref(msg.Content), mentions, botID)
-	if !ok {
-		a.noteUnsupported(ctx, m, deref(msg.MessageType))
-		return nil
-	}
-	if text == "" {
+	switch {
+	case !ok:
+		// Handed over like any message: the gateway answers it with the
+		// note, and only if the access rules admit the sender. A re-push
+		// is a duplicate there, so the note goes out once.
+		log.Debug("unsupported message type: handed over for a note", "type", deref(msg.MessageType))
+		m.Unsupported = UnsupportedNote
+	case text == "":
 		log.Debug("empty message after removing the mention: ignored")
 		return nil
 	}
@@ -178,26 +178,6 @@ func (a *Adapter) onMessageReceive(ctx context.Context, ev *larkim.P2MessageRece
 	// every replica): a re-push, or the same event on another connection,
 	// is dropped there.
 	return h.Submit(ctx, m)
-}
-
-// noteUnsupported answers a non-text message once, directly: it is not a
-// turn, so it does not go through the gateway. The note is claimed in Redis
-// on the message id so a re-push or another replica never repeats it.
-func (a *Adapter) noteUnsupported(_ context.Context, m channels.Message, msgType string) {
-	a.log.Info("unsupported message type", "type", msgType, "message_id", m.ID)
-	a.goBackground(func(ctx context.Context) {
-		first, err := a.state.once(ctx, "note:"+m.ID, noteTTL)
-		if err != nil {
-			a.log.Warn("cannot claim the unsupported-type note; not sending it", "message_id", m.ID, "err", err)
-			return
-		}
-		if !first {
-			return // a re-push, or another replica got it
-		}
-		if err := a.Send(ctx, m, channels.Reply{Text: UnsupportedNote, Notice: true}); err != nil {
-			a.log.Warn("unsupported-type note not sent", "message_id", m.ID, "err", err)
-		}
-	})
 }
 
 type mention struct {

@@ -172,31 +172,30 @@ func TestPostWithLocaleWrapper(t *testing.T) {
 	}
 }
 
-func TestUnsupportedTypeGetsOneNote(t *testing.T) {
+// The adapter never answers an image itself: it hands it to the gateway
+// with the note, so that the access rules decide whether the sender hears
+// anything (the gateway's tests show a stranger does not).
+func TestAccessBeforeUnsupportedNoteFeishuHandsTheImageOver(t *testing.T) {
 	f := newFixture(t, nil)
 	img := feishutest.Message{MessageID: "om_img", ChatID: "oc_dm", ChatType: "p2p", Sender: "ou_a", MsgType: "image", Content: `{"image_key":"img_x"}`}
 	f.mustPost(t, img)
-	f.mustPost(t, img) // a re-push
-	waitUntil(t, "the note", func() bool { return len(f.api.Sent()) >= 1 })
-	if len(f.rec.messages()) != 0 {
-		t.Fatal("an image reached the handler")
+	f.mustPost(t, img) // a re-push: the gateway's de-duplication drops it
+	msgs := f.rec.messages()
+	if len(msgs) != 1 || msgs[0].Unsupported != UnsupportedNote || msgs[0].Text != "" || msgs[0].User != "ou_a" || !msgs[0].DM {
+		t.Fatalf("submitted: %+v", msgs)
 	}
-	// Let a (wrong) second note have its chance.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_ = f.ch.Run(ctx, f.rec) // returns at once and waits for background sends
-	sent := f.api.Sent()
-	if len(sent) != 1 || sent[0].Text != UnsupportedNote {
-		t.Fatalf("notes sent: %+v", sent)
+	_ = f.ch.Run(ctx, f.rec)
+	if sent := f.api.Sent(); len(sent) != 0 {
+		t.Fatalf("the adapter answered the image itself: %+v", sent)
 	}
-	// An image in a group, outside any thread the bot is in, gets nothing.
+	// An image in a group, outside any thread the bot is in, is not
+	// handed over at all.
 	f2 := newFixture(t, nil)
 	f2.mustPost(t, feishutest.Message{MessageID: "om_gimg", ChatID: "oc_g", ChatType: "group", Sender: "ou_a", MsgType: "image", Content: `{"image_key":"img_x"}`})
-	ctx2, cancel2 := context.WithCancel(context.Background())
-	cancel2()
-	_ = f2.ch.Run(ctx2, f2.rec)
-	if len(f2.api.Sent()) != 0 {
-		t.Fatalf("group image answered: %+v", f2.api.Sent())
+	if msgs := f2.rec.messages(); len(msgs) != 0 {
+		t.Fatalf("group image handed over: %+v", msgs)
 	}
 }
 

@@ -153,16 +153,12 @@ type Adapter struct {
 	state   stateStore
 	limiter *chatLimiter
 
-	mu       sync.Mutex
-	handler  channels.Handler
-	botID    string
-	running  bool  // Run is active
-	wsUp     bool  // the long connection is open
-	wsErr    error // why it is not
-	bgCtx    context.Context
-	bgCancel context.CancelFunc
-	bg       sync.WaitGroup
-	closed   bool
+	mu      sync.Mutex
+	handler channels.Handler
+	botID   string
+	running bool  // Run is active
+	wsUp    bool  // the long connection is open
+	wsErr   error // why it is not
 }
 
 var (
@@ -219,7 +215,6 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 	} else {
 		a.state = newMemState()
 	}
-	a.bgCtx, a.bgCancel = context.WithCancel(context.Background())
 	// One dispatcher for both transports. Verification and decryption of
 	// HTTP callbacks happen before it is called, so it gets no token or key.
 	a.disp = dispatcher.NewEventDispatcher("", "").OnP2MessageReceiveV1(a.onMessageReceive)
@@ -269,8 +264,7 @@ func (a *Adapter) setConnected(up bool, err error) {
 
 // Run implements channels.Runner. It learns the bot's own open_id (needed
 // to tell a mention of the bot) and runs the long connection unless Mode
-// is webhook; when ctx ends it also waits for every goroutine the
-// callbacks started.
+// is webhook.
 func (a *Adapter) Run(ctx context.Context, h channels.Handler) error {
 	a.mu.Lock()
 	if a.handler == nil {
@@ -281,10 +275,7 @@ func (a *Adapter) Run(ctx context.Context, h channels.Handler) error {
 	defer func() {
 		a.mu.Lock()
 		a.running = false
-		a.closed = true
 		a.mu.Unlock()
-		a.bgCancel()
-		a.bg.Wait()
 	}()
 
 	var wg sync.WaitGroup
@@ -349,17 +340,6 @@ func (a *Adapter) currentHandler() channels.Handler {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.handler
-}
-
-// goBackground runs f after the ack, on a goroutine that Run waits for.
-func (a *Adapter) goBackground(f func(ctx context.Context)) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.closed {
-		return false
-	}
-	a.bg.Go(func() { f(a.bgCtx) })
-	return true
 }
 
 // sdkLogger routes the SDK's log lines to slog.

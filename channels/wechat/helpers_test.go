@@ -18,7 +18,8 @@ import (
 
 // fakeGateway stands in for the gateway: it de-duplicates on Message.ID
 // with SET NX in Redis, as the gateway does, records what it accepted and
-// answers "echo: <text>" through the channel.
+// answers "echo: <text>" through the channel (a message with nothing to
+// read: its note).
 type fakeGateway struct {
 	r  *redistest.Redis
 	ch *Adapter
@@ -47,6 +48,10 @@ func (g *fakeGateway) Submit(ctx context.Context, m channels.Message) error {
 	g.mu.Unlock()
 	stop := g.ch.StartTyping(ctx, m)
 	defer stop()
+	if m.Unsupported != "" {
+		// As the gateway answers a sender its access rules admit.
+		return g.ch.Send(ctx, m, channels.Reply{Text: m.Unsupported, Notice: true})
+	}
 	return g.ch.Send(ctx, m, channels.Reply{Text: "echo: " + m.Text})
 }
 

@@ -244,20 +244,21 @@ func (s *ilinkSide) handleBatch(ctx context.Context, a Account, msgs []json.RawM
 			}
 			s.adapter.m.WeChatTokenAge.WithLabelValues(a.BotID).Set(0)
 		}
-		text := messageText(m.ItemList)
-		if text == "" {
-			s.noteUnsupported(ctx, a, m.FromUserID, id, m.ContextToken)
-			continue
-		}
 		msg := channels.Message{
 			ID:        ViaILink + ":" + a.BotID + ":" + id,
 			Channel:   Name,
 			Workspace: a.BotID,
 			Chat:      m.FromUserID,
 			User:      m.FromUserID,
-			Text:      text,
+			Text:      messageText(m.ItemList),
 			DM:        true,
 			Meta:      map[string]string{"via": ViaILink, "context_token": m.ContextToken},
+		}
+		if msg.Text == "" {
+			// An image, a file or a video: the gateway answers with the
+			// note if the access rules admit the sender; a redelivered
+			// batch is a duplicate there.
+			msg.Unsupported = unsupportedNote
 		}
 		if err := h.Submit(ctx, msg); err != nil {
 			return err
@@ -278,19 +279,6 @@ func messageText(items []messageItem) string {
 		}
 	}
 	return strings.TrimSpace(strings.Join(parts, "\n"))
-}
-
-// noteUnsupported answers an image, file or video once: a redelivered
-// batch does not repeat the note.
-func (s *ilinkSide) noteUnsupported(ctx context.Context, a Account, user, id, token string) {
-	first, err := s.adapter.opts.Client.SetNX(ctx, s.adapter.opts.Prefix+"wechat:ilink:{"+a.BotID+"}:noted:"+id, 1, 24*time.Hour).Result()
-	if err != nil || !first {
-		return
-	}
-	s.adapter.reject("unsupported")
-	if err := s.sendChunks(ctx, a, user, token, []string{unsupportedNote}); err != nil {
-		s.log.Warn("could not send the unsupported-message note", "bot", a.BotID, "err", err)
-	}
 }
 
 // send delivers a reply over iLink, split into phone-sized chunks.

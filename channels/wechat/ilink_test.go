@@ -103,7 +103,7 @@ func TestILinkReceiveAndSend(t *testing.T) {
 	)
 	waitFor(t, "answers to alice, bob, carol and dave", func() bool {
 		return len(sendsTo(f, "alice@im.wechat")) == 1 && len(sendsTo(f, "bob@im.wechat")) == 1 &&
-			len(sendsTo(f, "carol@im.wechat")) == 1 && strings.Count(texts(sendsTo(f, "dave@im.wechat")), "字") == 100
+			len(sendsTo(f, "carol@im.wechat")) == 3 && strings.Count(texts(sendsTo(f, "dave@im.wechat")), "字") == 100
 	})
 	a := sendsTo(f, "alice@im.wechat")[0]
 	if a.Text != "echo: hello" || a.ContextToken != "ctx-a1" || a.ClientID == "" {
@@ -112,8 +112,16 @@ func TestILinkReceiveAndSend(t *testing.T) {
 	if b := sendsTo(f, "bob@im.wechat")[0]; b.Text != "echo: what's the weather" || b.ContextToken != "ctx-b1" {
 		t.Errorf("voice transcript: bob got %+v", b)
 	}
-	if c := sendsTo(f, "carol@im.wechat")[0]; c.Text != unsupportedNote || c.ContextToken != "ctx-c1" {
+	// The note, sent like any answer, in chunks of 40 characters here.
+	if c := sendsTo(f, "carol@im.wechat"); texts(c) != "Sorry, I can only read text and voice | messages for now. Please send your | question as text." || c[0].ContextToken != "ctx-c1" {
 		t.Errorf("image: carol got %+v", c)
+	}
+	// The note is the gateway's to send (after its access rules): the
+	// adapter handed the image over rather than answering it.
+	for _, m := range rn.gw.messages() {
+		if (m.User == "carol@im.wechat") != (m.Unsupported == unsupportedNote) || m.User == "carol@im.wechat" && m.Text != "" {
+			t.Errorf("handed over %+v", m)
+		}
 	}
 	d := sendsTo(f, "dave@im.wechat")
 	ids := map[string]bool{}
@@ -139,8 +147,8 @@ func TestILinkReceiveAndSend(t *testing.T) {
 			t.Errorf("message = %+v", m)
 		}
 	}
-	if len(rn.gw.messages()) != 3 {
-		t.Errorf("gateway got %d messages, want 3 (alice, bob, dave)", len(rn.gw.messages()))
+	if len(rn.gw.messages()) != 4 {
+		t.Errorf("gateway got %d messages, want 4 (alice, bob, carol's image, dave)", len(rn.gw.messages()))
 	}
 	if n := counter(t, cfg.Metrics, "rejected", "wechat", "bad_frame"); n != 1 {
 		t.Errorf("bad_frame rejections = %v, want 1", n)

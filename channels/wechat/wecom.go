@@ -292,11 +292,6 @@ func (s *wecomSide) onMessage(ctx context.Context, c *wecomConn, f wsFrame) {
 		chat = b.ChatID
 	}
 	recv := time.Now()
-	if text == "" {
-		s.adapter.reject("unsupported")
-		c.tasks.Go(func() { s.noteUnsupported(ctx, c, reqID, chat, b.MsgID, recv) })
-		return
-	}
 	bot := s.bot
 	if b.AIBotID != "" {
 		bot = b.AIBotID
@@ -315,15 +310,10 @@ func (s *wecomSide) onMessage(ctx context.Context, c *wecomConn, f wsFrame) {
 			"recv_ms": strconv.FormatInt(recv.UnixMilli(), 10),
 		},
 	}
+	if text == "" {
+		// An image or a file: the gateway answers with the note, on the
+		// req_id like any reply, if the access rules admit the sender.
+		m.Unsupported = unsupportedNote
+	}
 	c.submit(m)
-}
-
-func (s *wecomSide) noteUnsupported(ctx context.Context, c *wecomConn, reqID, chat, msgID string, recv time.Time) {
-	first, err := s.adapter.opts.Client.SetNX(ctx, s.adapter.opts.Prefix+"wechat:wecom:{"+s.bot+"}:noted:"+msgID, 1, 24*time.Hour).Result()
-	if err != nil || !first {
-		return
-	}
-	if err := s.deliver(ctx, c, wecomJob{Kind: "reply", ReqID: reqID, ChatID: chat, RecvMS: recv.UnixMilli(), Text: unsupportedNote}); err != nil {
-		s.log.Warn("could not send the unsupported-message note", "err", err)
-	}
 }

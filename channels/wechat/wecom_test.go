@@ -99,13 +99,17 @@ func TestWeComGroupMentionStreamsTheAnswer(t *testing.T) {
 	if got := rn.gw.messages(); len(got) != 2 || got[1].Chat != "lisi" || !got[1].DM {
 		t.Errorf("messages = %+v", got)
 	}
-	// An image alone gets one short note.
+	// An image alone gets one short note, from the gateway (after its
+	// access rules): the adapter hands it over.
 	if err := f.SendCallback(wechattest.Callback{ReqID: "req-3", MsgID: "msg-3", User: "lisi", MsgType: "image"}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the note", func() bool { return finished(f, "req-3") })
 	if fr := respondFrames(f, "req-3"); fr[len(fr)-1].Stream().Content != unsupportedNote {
 		t.Errorf("note = %q", fr[len(fr)-1].Stream().Content)
+	}
+	if got := rn.gw.messages(); len(got) != 3 || got[2].Unsupported != unsupportedNote || got[2].Text != "" || got[2].User != "lisi" {
+		t.Errorf("messages = %+v", got)
 	}
 	if len(respondFrames(f, "req-1b")) != 0 {
 		t.Error("a duplicate msgid was answered")

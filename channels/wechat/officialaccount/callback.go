@@ -19,7 +19,6 @@ import (
 const (
 	ReasonTooLarge    = "too_large"
 	ReasonUnavailable = "unavailable"
-	ReasonUnsupported = "unsupported"
 	// ReasonUnencrypted: a plaintext callback although an EncodingAESKey
 	// is configured (or an encrypted one without it).
 	ReasonUnencrypted = "unencrypted"
@@ -129,24 +128,12 @@ func (a *Adapter) callback(w http.ResponseWriter, r *http.Request) {
 		a.m.MessagesRejected.WithLabelValues(Name, wxcrypto.ReasonBadRequest).Inc()
 		a.log.Warn("message without MsgId ignored", "type", msg.MsgType)
 		writeEmpty(w)
-	case text == "":
-		a.m.MessagesRejected.WithLabelValues(Name, ReasonUnsupported).Inc()
-		a.noteUnsupported(w, r, msg, encrypted)
 	default:
+		// A message without text (an image, a location) is handed over
+		// too: the gateway answers it with the note, passively like any
+		// answer, if the access rules admit the sender.
 		a.converse(w, r, msg, text, encrypted, arrived)
 	}
-}
-
-// noteUnsupported answers a message Parley cannot read with a passive
-// note — once, however often WeChat delivers the message.
-func (a *Adapter) noteUnsupported(w http.ResponseWriter, r *http.Request, msg wxcrypto.Message, encrypted bool) {
-	key := a.opts.Prefix + Name + ":noted:{" + a.cfg.AppID + ":" + msg.MsgID + "}"
-	first, err := a.opts.Redis.SetNX(r.Context(), key, 1, a.opts.StateTTL).Result()
-	if err != nil || !first {
-		writeEmpty(w)
-		return
-	}
-	a.writeReply(w, msg, encrypted, unsupportedNote)
 }
 
 // converse hands the message to the gateway and waits, up to PassiveWait
@@ -164,7 +151,11 @@ func (a *Adapter) converse(w http.ResponseWriter, r *http.Request, msg wxcrypto.
 		writeEmpty(w) // answered already, passively or on its way actively
 		return
 	}
-	if err := a.submit(ctx, a.message(msg, text)); err != nil {
+	m := a.message(msg, text)
+	if text == "" {
+		m.Unsupported = unsupportedNote
+	}
+	if err := a.submit(ctx, m); err != nil {
 		if aerr := a.passive.abandon(context.WithoutCancel(ctx), msg.MsgID, owner); aerr != nil {
 			a.log.Warn("could not drop the claim of an unsubmitted message", "err", aerr)
 		}

@@ -70,7 +70,11 @@ func (g *gateway) Submit(ctx context.Context, m channels.Message) error {
 		if release != nil {
 			<-release
 		}
-		if err := ch.Send(ctx, m, channels.Reply{Text: g.answer(m.Text)}); err != nil {
+		reply := channels.Reply{Text: g.answer(m.Text)}
+		if m.Unsupported != "" { // as the gateway answers a sender it admits
+			reply = channels.Reply{Text: m.Unsupported, Notice: true}
+		}
+		if err := ch.Send(ctx, m, reply); err != nil {
 			g.mu.Lock()
 			g.errs = append(g.errs, err)
 			g.mu.Unlock()

@@ -362,8 +362,8 @@ func TestClosedWindowKeepsTheAnswer(t *testing.T) {
 	}
 }
 
-// Pictures and untranscribed voice get a passive note; transcribed voice
-// is a question; events are acked empty.
+// Pictures and untranscribed voice get a passive note (the gateway's);
+// transcribed voice is a question; events are acked empty.
 func TestMessageTypes(t *testing.T) {
 	c := newCluster(t, testAESKey)
 	rp, gw, platform := c.replica(t, "a", nil), c.gw, c.platform
@@ -389,8 +389,14 @@ func TestMessageTypes(t *testing.T) {
 	if got, ok := post(wechattest.Inbound{From: "u4", MsgType: "event", Event: "subscribe"}); ok {
 		t.Errorf("subscribe was answered: %q", got)
 	}
-	if n := len(gw.messages()); n != 1 {
-		t.Errorf("%d messages reached the gateway; want the transcribed voice only", n)
+	// The notes are the gateway's to give (after its access rules): the
+	// image and the untranscribed voice were handed over with them.
+	var got []string
+	for _, m := range gw.messages() {
+		got = append(got, m.User+"="+m.Text+"|"+m.Unsupported)
+	}
+	if want := "u1=|" + unsupportedNote + ",u2=|" + unsupportedNote + ",u3=你好|"; strings.Join(got, ",") != want {
+		t.Errorf("gateway got %q; want %q", got, want)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/wechat/wxcrypto"
@@ -17,7 +16,6 @@ import (
 const (
 	ReasonTooLarge    = "too_large"
 	ReasonUnavailable = "unavailable"
-	ReasonUnsupported = "unsupported"
 	ReasonWrongAgent  = "wrong_agent"
 )
 
@@ -114,8 +112,8 @@ func (a *Adapter) callback(w http.ResponseWriter, r *http.Request, ap *app) {
 
 // message turns a callback message into the gateway's, or reports false
 // for what the gateway does not take: events (entering the app, joining
-// it), which are acked and ignored, and messages without text, which get
-// a note.
+// it), which are acked and ignored. A message without text is taken,
+// with the note that answers it.
 func (a *Adapter) message(ap *app, msg wxcrypto.Message) (channels.Message, bool) {
 	var text string
 	switch msg.MsgType {
@@ -133,13 +131,7 @@ func (a *Adapter) message(ap *app, msg wxcrypto.Message) (channels.Message, bool
 		ap.log.Warn("message without MsgId ignored", "type", msg.MsgType)
 		return channels.Message{}, false
 	}
-	if text == "" {
-		a.m.MessagesRejected.WithLabelValues(Name, ReasonUnsupported).Inc()
-		user, id := msg.FromUserName, msg.MsgID
-		a.bg.Go(func(ctx context.Context) { a.noteUnsupported(ctx, ap, user, id) })
-		return channels.Message{}, false
-	}
-	return channels.Message{
+	m := channels.Message{
 		ID:        ap.cfg.Name + ":" + msg.MsgID,
 		Channel:   Name,
 		Workspace: ap.cfg.Name,
@@ -149,23 +141,15 @@ func (a *Adapter) message(ap *app, msg wxcrypto.Message) (channels.Message, bool
 		DM:        true,
 		Received:  a.opts.Now(),
 		Meta:      map[string]string{MetaMsgID: msg.MsgID},
-	}, true
+	}
+	if text == "" {
+		// An image or a file: the gateway answers with the note if the
+		// access rules admit the member; a retried callback is a
+		// duplicate there.
+		m.Unsupported = unsupportedNote
+	}
+	return m, true
 }
 
 // MetaMsgID is the Message.Meta key of the WeCom MsgId.
 const MetaMsgID = "msg_id"
-
-// noteUnsupported tells the member, once per message across replicas and
-// retries, that Parley cannot read it.
-func (a *Adapter) noteUnsupported(ctx context.Context, ap *app, user, msgID string) {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	key := a.opts.Prefix + Name + ":{" + ap.cfg.Name + "}:noted:" + msgID
-	first, err := a.opts.Redis.SetNX(ctx, key, 1, 24*time.Hour).Result()
-	if err != nil || !first {
-		return
-	}
-	if err := a.sendText(ctx, ap, user, "", unsupportedNote); err != nil {
-		ap.log.Warn("could not send the unsupported-message note", "err", err)
-	}
-}

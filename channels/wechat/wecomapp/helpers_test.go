@@ -57,7 +57,11 @@ func (g *gateway) Submit(ctx context.Context, m channels.Message) error {
 	g.turns.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		if err := g.ch.Send(ctx, m, channels.Reply{Text: "echo: " + m.Text}); err != nil {
+		reply := channels.Reply{Text: "echo: " + m.Text}
+		if m.Unsupported != "" { // as the gateway answers a sender it admits
+			reply = channels.Reply{Text: m.Unsupported, Notice: true}
+		}
+		if err := g.ch.Send(ctx, m, reply); err != nil {
 			g.mu.Lock()
 			g.errs = append(g.errs, err)
 			g.mu.Unlock()

@@ -90,9 +90,6 @@ type Adapter struct {
 
 	mu      sync.Mutex
 	handler channels.Handler
-
-	// bg runs the notes for unreadable messages; it ends with Run.
-	bg channels.Background
 }
 
 // app is one configured app with its crypto and API client.
@@ -183,7 +180,6 @@ func (a *Adapter) Run(ctx context.Context, h channels.Handler) error {
 		wg.Go(func() { ap.api.Tokens.Keep(ctx) })
 	}
 	wg.Wait()
-	a.bg.Stop()
 	return nil
 }
 

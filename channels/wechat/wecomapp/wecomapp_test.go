@@ -280,9 +280,10 @@ func TestMessageTypes(t *testing.T) {
 	rp.gw.turns.Wait()
 	var got []string
 	for _, m := range rp.gw.messages() {
-		got = append(got, m.Chat+"="+m.Text)
+		got = append(got, m.Chat+"="+m.Text+"|"+m.Unsupported)
 	}
-	if strings.Join(got, ",") != "u1=a question,u2=spoken question" {
+	// The notes are the gateway's to give, after its access rules.
+	if strings.Join(got, ",") != "u1=a question|,u2=spoken question|,u3=|"+unsupportedNote+",u4=|"+unsupportedNote {
 		t.Fatalf("gateway got %v", got)
 	}
 	byUser := map[string][]string{}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parleyhq/parley/agent/openaitest"
+	"github.com/parleyhq/parley/channels/feishu"
+	"github.com/parleyhq/parley/channels/feishu/feishutest"
+	"github.com/parleyhq/parley/channels/wechat/wechattest"
+	"github.com/parleyhq/parley/internal/redistest"
+)
+
+// metricLine reports whether serve's /metrics has line.
+func metricLine(base, line string) bool {
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return strings.Contains(string(b), line)
+}
+
+// Someone outside access.users who sends Feishu an image hears nothing:
+// the fake Open API records no message to them. An allowed user gets the
+// "I can only read text" note.
+func TestAccessBeforeUnsupportedNoteFeishu(t *testing.T) {
+	r := redistest.New(t)
+	api := feishutest.New(t)
+	cfg := writeConfig(t, fmt.Sprintf("redis:\n  prefix: %q\npolicies:\n  platforms:\n    feishu:\n      access: {users: [ou_alice]}\n", r.Prefix))
+	s := startWeChatServe(t, map[string]string{
+		"PARLEY_CONFIG": cfg, "REDIS_URL": r.URL, "OPENAI_BASE_URL": openaitest.New(t).URL(), "OPENAI_API_KEY": "sk-test",
+		"PARLEY_HOME":   t.TempDir(),
+		"FEISHU_APP_ID": "cli_e2e_" + t.Name(), "FEISHU_APP_SECRET": "app-secret",
+		"FEISHU_VERIFICATION_TOKEN": e2eFeishuToken, "FEISHU_ENCRYPT_KEY": e2eFeishuKey,
+		"FEISHU_BASE_URL": api.URL, "FEISHU_MODE": "webhook",
+	})
+	image := func(id, sender, chat string) []byte {
+		return feishutest.Event(feishutest.Message{Token: e2eFeishuToken, MessageID: id, ChatID: chat, ChatType: "p2p", Sender: sender, MsgType: "image", Content: `{"image_key":"img_x"}`})
+	}
+	fs := &feishuServe{base: s.base}
+	for _, ev := range [][]byte{image("om_eve", "ou_eve", "oc_eve"), image("om_alice", "ou_alice", "oc_alice")} {
+		if code := fs.post(t, ev); code != http.StatusOK {
+			t.Fatalf("callback answered %d", code)
+		}
+	}
+	wechatEventually(t, "the allowed user's note and the stranger's refusal", func() bool {
+		return len(api.Sent()) > 0 && metricLine(s.base, `parley_messages_rejected_total{channel="feishu",reason="access"} 1`)
+	}, s.stderr)
+	time.Sleep(500 * time.Millisecond) // room for a wrong send to show up
+	sent := api.Sent()
+	if len(sent) != 1 || sent[0].ChatID != "oc_alice" || sent[0].Text != feishu.UnsupportedNote {
+		t.Fatalf("sends = %+v; want only the note to ou_alice", sent)
+	}
+}
+
+// The same on WeChat: a stranger's image on the WeCom AI bot and on iLink
+// gets no frame and no send; an allowed user's gets the note.
+func TestAccessBeforeUnsupportedNoteWeChat(t *testing.T) {
+	r := redistest.New(t)
+	ilink := wechattest.NewILink(t)
+	wecom := wechattest.NewWeCom(t, "aibot-access", "wecom-secret")
+	cfg := writeConfig(t, fmt.Sprintf("redis:\n  prefix: %q\npolicies:\n  platforms:\n    wechat:\n      access: {users: [alice@im.wechat, zhangsan]}\n", r.Prefix))
+	env := map[string]string{
+		"PARLEY_CONFIG": cfg, "REDIS_URL": r.URL, "OPENAI_BASE_URL": openaitest.New(t).URL(), "OPENAI_API_KEY": "sk-test",
+		"PARLEY_HOME": t.TempDir(), "WECHAT_ILINK_BASE_URL": ilink.URL(),
+		"WECOM_BOT_ID": wecom.BotID, "WECOM_BOT_SECRET": wecom.Secret, "WECOM_WS_URL": wecom.URL(),
+	}
+	wechatLogin(t, env)
+	s := startWeChatServe(t, env)
+	wechatEventually(t, "the WeCom subscription", wecom.Connected, s.stderr)
+
+	ilink.Add(
+		wechattest.Message{ID: 1, From: "eve@im.wechat", ItemType: 2, ContextToken: "ctx-eve"},
+		wechattest.Message{ID: 2, From: "alice@im.wechat", ItemType: 2, ContextToken: "ctx-alice"},
+	)
+	for _, cb := range []wechattest.Callback{
+		{ReqID: "req-eve", MsgID: "msg-eve", ChatType: "single", User: "eve", MsgType: "image"},
+		{ReqID: "req-zs", MsgID: "msg-zs", ChatType: "single", User: "zhangsan", MsgType: "image"},
+	} {
+		if err := wecom.SendCallback(cb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wechatEventually(t, "both notes and both refusals", func() bool {
+		_, fin := wechatFinishedFrames(wecom, "req-zs")
+		return fin > 0 && len(ilink.Sends()) > 0 &&
+			metricLine(s.base, `parley_messages_rejected_total{channel="wechat",reason="access"} 2`)
+	}, s.stderr)
+	time.Sleep(500 * time.Millisecond) // room for a wrong send to show up
+
+	if sends := ilink.Sends(); len(sends) != 1 || sends[0].To != "alice@im.wechat" || !strings.HasPrefix(sends[0].Text, "Sorry, I can only read text") {
+		t.Errorf("iLink sends = %+v; want only the note to alice", sends)
+	}
+	if frames, _ := wechatFinishedFrames(wecom, "req-eve"); len(frames) != 0 {
+		t.Errorf("the stranger's WeCom image was answered: %+v", frames)
+	}
+	if n := len(wecom.Frames("aibot_send_msg")); n != 0 {
+		t.Errorf("%d pushed messages; want none", n)
+	}
+	frames, _ := wechatFinishedFrames(wecom, "req-zs")
+	if last := frames[len(frames)-1].Stream(); !strings.HasPrefix(last.Content, "Sorry, I can only read text") {
+		t.Errorf("zhangsan's note = %+v", last)
+	}
+}
