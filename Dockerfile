@@ -18,9 +18,11 @@ FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/parley /usr/local/bin/parley
 COPY --from=build --chown=65532:65532 /out/home /var/lib/parley
 COPY --from=build --chown=65532:65532 /out/workspace /workspace
+# No PARLEY_LISTEN: the variable would override the listen: of a mounted
+# config file without a word. The binary's default, :8080, is the port
+# below; a config file's listen: moves it, and parley healthcheck follows.
 ENV PARLEY_HOME=/var/lib/parley \
     PARLEY_WORKSPACE=/workspace \
-    PARLEY_LISTEN=:8080 \
     PARLEY_LOG_FORMAT=json
 VOLUME ["/var/lib/parley"]
 WORKDIR /workspace

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,6 +25,19 @@ import (
 
 // The binary's contracts the deployment files lean on.
 const listenPort = "8080"
+
+// The port rule: the listen port is the mounted config file's listen: (or
+// the binary's default in the bare image), never PARLEY_LISTEN, which
+// would override the file without a word (variables win over the file).
+// portOf is the port of a listen address.
+func portOf(t *testing.T, listen string) string {
+	t.Helper()
+	_, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		t.Fatalf("listen %q is not host:port", listen)
+	}
+	return port
+}
 
 // knownEnv is every variable the binary reads.
 func knownEnv() map[string]bool {
@@ -104,8 +118,8 @@ func TestComposeFile(t *testing.T) {
 			t.Errorf("compose parley.environment sets %s, which the binary does not read", name)
 		}
 	}
-	if listen := dig(parley, "environment", "PARLEY_LISTEN"); listen != ":"+listenPort {
-		t.Errorf("PARLEY_LISTEN = %v; want :%s", listen, listenPort)
+	if listen := dig(parley, "environment", "PARLEY_LISTEN"); listen != nil {
+		t.Errorf("compose sets PARLEY_LISTEN=%v, which would override listen: of the mounted parley.yaml; set the port there", listen)
 	}
 	if ports := fmt.Sprint(dig(parley, "ports")); !strings.Contains(ports, ":"+listenPort) {
 		t.Errorf("ports %s do not publish %s", ports, listenPort)
@@ -135,6 +149,9 @@ func TestComposeFile(t *testing.T) {
 		if !env[name] {
 			t.Errorf(".env.example names %s, which the binary does not read", name)
 		}
+		if name == "PARLEY_LISTEN" {
+			t.Error(".env.example sets PARLEY_LISTEN, which would override listen: of the mounted parley.yaml")
+		}
 	}
 	// Every mounted file or folder exists, and the config mounted is valid.
 	for _, svc := range []string{"parley", "prometheus", "grafana"} {
@@ -148,7 +165,10 @@ func TestComposeFile(t *testing.T) {
 		}
 	}
 	body, _ := os.ReadFile("parley.yaml")
-	checkConfig(t, "deploy/parley.yaml", string(body))
+	cfg := checkConfig(t, "deploy/parley.yaml", string(body))
+	if port := portOf(t, cfg.Listen); port != listenPort || !strings.Contains(fmt.Sprint(dig(parley, "ports")), ":"+port) {
+		t.Errorf("deploy/parley.yaml listens on %s; compose publishes %v", cfg.Listen, dig(parley, "ports"))
+	}
 	if redis := fmt.Sprint(dig(docs[0], "services", "redis", "command")); !strings.Contains(redis, "--appendonly yes") {
 		t.Errorf("redis runs without append-only persistence: %s", redis)
 	}
@@ -181,18 +201,14 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	c := dig(dep, "spec", "template", "spec", "containers", 0)
 	env := knownEnv()
-	var listen string
 	for _, e := range dig(c, "env").([]any) {
 		name := dig(e, "name").(string)
 		if !env[name] {
 			t.Errorf("deployment sets %s, which the binary does not read", name)
 		}
 		if name == "PARLEY_LISTEN" {
-			listen = dig(e, "value").(string)
+			t.Error("the deployment sets PARLEY_LISTEN, which would override listen: of the config map; set the port there")
 		}
-	}
-	if listen != ":"+listenPort || fmt.Sprint(dig(c, "ports", 0, "containerPort")) != listenPort {
-		t.Errorf("container port %v and PARLEY_LISTEN %q disagree with %s", dig(c, "ports", 0, "containerPort"), listen, listenPort)
 	}
 	for probe, want := range map[string]string{"readinessProbe": "/readyz", "livenessProbe": "/healthz"} {
 		if p := dig(c, probe, "httpGet", "path"); p != want {
@@ -214,6 +230,9 @@ func TestKubernetesManifests(t *testing.T) {
 		if body, ok := dig(cm, "data", "parley.yaml").(string); ok {
 			cfg = checkConfig(t, "configmap parley.yaml", body)
 		}
+	}
+	if port := fmt.Sprint(dig(c, "ports", 0, "containerPort")); port != listenPort || portOf(t, cfg.Listen) != port {
+		t.Errorf("container port %s and the config map's listen %q disagree with %s", port, cfg.Listen, listenPort)
 	}
 	grace := time.Duration(dig(dep, "spec", "template", "spec", "terminationGracePeriodSeconds").(int)) * time.Second
 	if grace <= cfg.Gateway.ShutdownTimeout {
@@ -418,13 +437,17 @@ func TestDockerfile(t *testing.T) {
 		switch fields[0] {
 		case "ENV":
 			for _, f := range fields[1:] {
-				if name, _, ok := strings.Cut(f, "="); ok && !env[name] {
+				name, _, ok := strings.Cut(f, "=")
+				if ok && !env[name] {
 					t.Errorf("Dockerfile sets %s, which the binary does not read", name)
+				}
+				if name == "PARLEY_LISTEN" {
+					t.Error("the Dockerfile sets PARLEY_LISTEN, which would override listen: of a mounted config file")
 				}
 			}
 		case "EXPOSE":
-			if fields[1] != listenPort {
-				t.Errorf("EXPOSE %s; the binary listens on %s", fields[1], listenPort)
+			if fields[1] != listenPort || portOf(t, config.DefaultListen) != listenPort {
+				t.Errorf("EXPOSE %s; the binary listens on %s by default", fields[1], config.DefaultListen)
 			}
 		case "USER":
 			if strings.HasPrefix(fields[1], "0") || fields[1] == "root" {
@@ -439,9 +462,6 @@ func TestDockerfile(t *testing.T) {
 				build = line
 			}
 		}
-	}
-	if !strings.Contains(df, "PARLEY_LISTEN=:"+listenPort) {
-		t.Errorf("the image does not listen on :%s", listenPort)
 	}
 	if build == "" || !strings.Contains(build, "CGO_ENABLED=0") || !strings.Contains(build, "-X main.version=${VERSION}") {
 		t.Fatalf("the build command does not build a static, version-stamped binary: %s", build)

@@ -72,6 +72,11 @@ func (a *app) startChannels(ctx context.Context, mux *http.ServeMux) error {
 		}
 		a.log.Info("channel enabled", "channel", ch.Name())
 	}
+	if len(chs) == 0 {
+		// Without a channel the server answers probes and nothing else; an
+		// operator who forgot the credentials' variables should see why.
+		a.log.Warn("no channel is configured: no chat platform can reach this server; set a platform's credentials (docs/configuration.md) or talk to the bot with parley chat")
+	}
 	return nil
 }
 

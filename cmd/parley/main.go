@@ -34,7 +34,8 @@ Usage:
   parley config  check [--config FILE]              validate and print the effective config
   parley wechat  login [--config FILE] [--codes N] | status [--config FILE]
                                                     log a personal-WeChat bot in (QR code), show its state
-  parley healthcheck [--addr HOST:PORT] [--ready]   exit 0 if the local server is healthy (for images without a shell)
+  parley healthcheck [--config FILE] [--addr HOST:PORT] [--ready]
+                                                    exit 0 if the local server is healthy (for images without a shell)
   parley version                                    print the version
 
 Environment variables override the config file; every key and variable: docs/configuration.md.

@@ -28,6 +28,12 @@ func (e *environment) policy(args []string) error {
 	if *channel == "" {
 		return fmt.Errorf("%w: --channel is required", errUsage)
 	}
+	// A misspelt platform would otherwise explain the policy of a channel
+	// that never exists: every rule of policies.default, none of the
+	// platform's own.
+	if _, ok := config.LookupPlatform(*channel); !ok {
+		return fmt.Errorf("policy explain: --channel %q is not a platform; want one of %s", *channel, strings.Join(config.PlatformNames(), ", "))
+	}
 	cfg, err := config.Load(*path, e.getenv)
 	if err != nil {
 		return err

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parleyhq/parley/agent/openaitest"
+	"github.com/parleyhq/parley/channels/slack/slacktest"
+	"github.com/parleyhq/parley/internal/redistest"
+)
+
+// TestHealthcheckReadsListenFromTheConfig: without --addr, the health check
+// probes the address serve listens on, which a config file's listen: sets
+// (named by --config or PARLEY_CONFIG); PARLEY_LISTEN still overrides it,
+// as it does for serve.
+func TestHealthcheckReadsListenFromTheConfig(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
+	defer up.Close()
+	addr := strings.TrimPrefix(up.URL, "http://")
+	closed := freeAddr(t)
+	atUp := writeConfig(t, "listen: "+addr+"\n")
+	atClosed := writeConfig(t, "listen: "+closed+"\n")
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		ok   bool
+	}{
+		{"--config", []string{"--config", atUp}, nil, true},
+		{"PARLEY_CONFIG", nil, map[string]string{"PARLEY_CONFIG": atUp}, true},
+		{"config names a closed port", []string{"--config", atClosed}, nil, false},
+		{"PARLEY_LISTEN overrides the file, as for serve", []string{"--config", atClosed}, map[string]string{"PARLEY_LISTEN": addr}, true},
+		{"--addr wins", []string{"--config", atClosed, "--addr", addr}, nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), append([]string{"healthcheck"}, tt.args...), nil, &stdout, &stderr, mapEnv(tt.env))
+			if (code == 0) != tt.ok {
+				t.Fatalf("exit %d, want success %v; stderr %q", code, tt.ok, stderr.String())
+			}
+		})
+	}
+	var stderr bytes.Buffer
+	bad := writeConfig(t, "listen: nowhere\n")
+	if code := run(context.Background(), []string{"healthcheck", "--config", bad}, nil, io.Discard, &stderr, mapEnv(nil)); code == 0 || !strings.Contains(stderr.String(), "listen") {
+		t.Fatalf("a config with a bad listen: exit %d, %q; want a failure naming listen", code, stderr.String())
+	}
+}
+
+// TestPolicyExplainRefusesAnUnknownPlatform: a misspelt --channel is an
+// error listing the platforms, not the explanation of a channel that
+// cannot exist.
+func TestPolicyExplainRefusesAnUnknownPlatform(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	env := mapEnv(map[string]string{"PARLEY_HOME": t.TempDir()})
+	code := run(context.Background(), []string{"policy", "explain", "--channel", "slak", "--wait", "1s"}, nil, &stdout, &stderr, env)
+	if code == 0 || stdout.Len() != 0 {
+		t.Fatalf("exit %d, stdout %q; want a failure and no explanation", code, stdout.String())
+	}
+	for _, want := range []string{`"slak"`, "slack", "feishu", "wechat"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %s: %q", want, stderr.String())
+		}
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := run(context.Background(), []string{"policy", "explain", "--channel", "slack", "--wait", "1s"}, nil, &stdout, &stderr, env); code != 0 || !strings.Contains(stdout.String(), "TOOLS") {
+		t.Fatalf("a real platform: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+}
+
+const noChannelWarning = "no channel is configured"
+
+// TestServeWarnsWithoutAChannel: a server no platform can reach says so once;
+// one with a channel does not.
+func TestServeWarnsWithoutAChannel(t *testing.T) {
+	model := openaitest.New(t)
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	var stderr syncBuffer
+	getenv := mapEnv(map[string]string{"OPENAI_BASE_URL": model.URL(), "OPENAI_API_KEY": "sk-test", "PARLEY_LISTEN": addr, "PARLEY_HOME": t.TempDir()})
+	go func() { done <- run(ctx, []string{"serve"}, nil, io.Discard, &stderr, getenv) }()
+	waitFor(t, "http://"+addr+"/healthz", &stderr)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	if n := strings.Count(stderr.String(), noChannelWarning); n != 1 || !strings.Contains(stderr.String(), "level=WARN") {
+		t.Fatalf("the warning appears %d times; want one WARN line:\n%s", n, stderr.String())
+	}
+
+	srv := startSlackServe(t, redistest.New(t), openaitest.New(t), slacktest.New(t))
+	if strings.Contains(srv.stderr.String(), noChannelWarning) {
+		t.Fatalf("serve with Slack configured warns of no channel:\n%s", srv.stderr.String())
+	}
+}
