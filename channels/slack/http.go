@@ -152,6 +152,17 @@ func (a *Adapter) command(ctx context.Context, c slackapi.SlashCommand, h channe
 // submit hands an event's message to the gateway. A follow-up in a thread
 // the bot does not take part in is dropped, not failed.
 func (a *Adapter) submit(ctx context.Context, h channels.Handler, eventID string, m channels.Message) error {
+	if m.Meta[metaMention] != "" {
+		// A mention does not say whether it came from a group DM, which
+		// the access rules treat as a direct message.
+		delete(m.Meta, metaMention)
+		dm, err := a.isGroupDM(ctx, m.Chat)
+		if err != nil {
+			a.log.Error("could not tell whether a mention came from a group DM; Slack will deliver it again", "event_id", eventID, "err", err)
+			return err
+		}
+		m.DM = dm
+	}
 	err := h.Submit(ctx, m)
 	switch {
 	case errors.Is(err, channels.ErrUnmarked):

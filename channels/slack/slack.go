@@ -23,7 +23,9 @@
 //
 // The Slack app needs the bot scopes app_mentions:read, chat:write,
 // reactions:write, im:history and commands (plus channels:history,
-// groups:history and mpim:history for thread following), the bot events
+// groups:history and mpim:history for thread following, and channels:read,
+// groups:read and mpim:read to tell a mention in a group DM, which the
+// access rules treat as a direct message), the bot events
 // app_mention and message.im (plus message.channels, message.groups and
 // message.mpim for thread following), and for Socket Mode an app-level
 // token with connections:write.
@@ -140,6 +142,8 @@ type Adapter struct {
 	botUserID string // from auth.test
 	botID     string
 	handler   channels.Handler // from Run, when opts.Handler is nil
+
+	groupDMs groupDMs // channels known to be group DMs, or not
 
 	connected atomic.Bool
 	connects  atomic.Int64 // connections of the current Socket Mode client
@@ -358,9 +362,14 @@ func (a *Adapter) appMention(env envelope, bot string, m channels.Message) (_ ch
 		// does, rather than with nothing.
 		m.Text = "/help"
 	}
-	m.Meta = map[string]string{MetaTS: e.TimeStamp, MetaThreadTS: thread}
+	m.Meta = map[string]string{MetaTS: e.TimeStamp, MetaThreadTS: thread, metaMention: "1"}
 	return m, true, ""
 }
+
+// metaMention marks, between message and submit, a mention whose channel
+// kind (a group DM or not) submit must look up; it is removed before the
+// message is handed over.
+const metaMention = "mention"
 
 // messageEvent takes a DM, or a follow-up in a thread the bot answered;
 // channel messages that mention the bot come as app_mention instead.
@@ -396,6 +405,9 @@ func (a *Adapter) messageEvent(env envelope, bot string, m channels.Message) (_ 
 	// Taken only if the bot takes part in the thread: the gateway checks
 	// the mark when it accepts the message (channels.ErrUnmarked if not).
 	m.RequireMark, m.Marks = MarkFollowed, followed
+	// A group DM is threaded like a channel but is a direct message to
+	// the access rules: access.dms governs it, not access.chats.
+	m.DM = e.ChannelType == slackevents.ChannelTypeMPIM
 	m.Thread = e.ThreadTimeStamp
 	m.Meta = map[string]string{MetaTS: e.TimeStamp, MetaThreadTS: e.ThreadTimeStamp}
 	return m, true, ""
@@ -406,6 +418,13 @@ var followed = []string{MarkFollowed}
 
 // isDMChannel reports a direct-message channel id.
 func isDMChannel(id string) bool { return strings.HasPrefix(id, "D") }
+
+// isDMName reports the channel_name Slack gives a slash command run in a
+// direct message ("directmessage") or a group DM ("mpdm-ann--bob-1"),
+// whose id does not tell it from a private channel.
+func isDMName(name string) bool {
+	return name == "directmessage" || strings.HasPrefix(name, "mpdm-")
+}
 
 // commandMessage turns a slash command into the message to submit. The
 // text goes to the gateway as typed after the command: "/parley /skill
@@ -423,7 +442,7 @@ func (a *Adapter) commandMessage(c slackapi.SlashCommand) channels.Message {
 	return channels.Message{
 		ID: id, Channel: Name, Workspace: c.TeamID, Chat: c.ChannelID,
 		Thread: "slash:" + c.UserID, User: c.UserID, UserName: c.UserName,
-		Text: text, DM: isDMChannel(c.ChannelID), Received: time.Now(),
+		Text: text, DM: isDMChannel(c.ChannelID) || isDMName(c.ChannelName), Received: time.Now(),
 		Meta: map[string]string{MetaResponseURL: c.ResponseURL},
 	}
 }

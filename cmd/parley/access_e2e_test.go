@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/channels/feishu"
 	"github.com/parleyhq/parley/channels/feishu/feishutest"
+	"github.com/parleyhq/parley/channels/slack/slacktest"
 	"github.com/parleyhq/parley/channels/wechat/wechattest"
 	"github.com/parleyhq/parley/internal/redistest"
 )
@@ -106,5 +108,40 @@ func TestAccessBeforeUnsupportedNoteWeChat(t *testing.T) {
 	frames, _ := wechatFinishedFrames(wecom, "req-zs")
 	if last := frames[len(frames)-1].Stream(); !strings.HasPrefix(last.Content, "Sorry, I can only read text") {
 		t.Errorf("zhangsan's note = %+v", last)
+	}
+}
+
+// access.dms: false refuses a Slack group DM (mpim) as it refuses a DM:
+// a mention there (whose event does not say it is a group DM; Parley asks
+// conversations.info) and a follow-up in its thread, while a mention in a
+// channel is answered.
+func TestAccessDMsCoversSlackGroupDMs(t *testing.T) {
+	r := redistest.New(t)
+	model := openaitest.New(t)
+	fake := slacktest.New(t)
+	fake.SetGroupDMs("G1")
+	srv := startSlackServeWith(t, r, model, fake, "policies:\n  platforms:\n    slack:\n      access: {dms: false}\n")
+
+	const root = "1700000001.000100"
+	srv.event(t, slacktest.Event("EvG1", slacktest.Mention("G1", "U1", root, "", "hello group")), 0)
+	srv.event(t, slacktest.Event("EvG2", slacktest.Message("G1", "mpim", "U2", "1700000001.000200", root, "and me?")), 0)
+	srv.event(t, slacktest.Event("EvD1", slacktest.Message("D1", "im", "U1", "1700000001.000300", "", "hello in private")), 0)
+	srv.event(t, slacktest.Event("EvC1", slacktest.Mention("C1", "U1", "1700000001.000400", "", "hello channel")), 0)
+	waitPost(t, fake, "C1", "1700000001.000400", "echo: hello channel")
+	slacktest.WaitFor(t, "three refusals", slackDeadline, func() bool {
+		return srv.metric(t, `parley_messages_rejected_total{channel="slack",reason="access"}`) == "3"
+	})
+	var refusals []string
+	for _, p := range fake.Posts() {
+		if strings.Contains(p.Text, "not available to you") {
+			refusals = append(refusals, p.Channel+"/"+p.ThreadTS)
+		}
+	}
+	slices.Sort(refusals) // the DM and the group DM are answered side by side
+	if got := strings.Join(refusals, ","); got != "D1/,G1/"+root+",G1/"+root {
+		t.Errorf("refusals posted in %q; want two in the group DM's thread and one in the DM", got)
+	}
+	if n := model.RequestCount(); n != 1 {
+		t.Errorf("the model saw %d requests; want only the channel's", n)
 	}
 }

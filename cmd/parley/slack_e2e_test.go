@@ -28,8 +28,15 @@ type slackServe struct {
 // Slack and Redis r (with r's prefix), and stops it at cleanup.
 func startSlackServe(t *testing.T, r *redistest.Redis, model *openaitest.Server, fake *slacktest.Server) *slackServe {
 	t.Helper()
+	return startSlackServeWith(t, r, model, fake, "")
+}
+
+// startSlackServeWith is startSlackServe with more of the config file
+// (YAML, e.g. a policies: section).
+func startSlackServeWith(t *testing.T, r *redistest.Redis, model *openaitest.Server, fake *slacktest.Server, extra string) *slackServe {
+	t.Helper()
 	addr := freeAddr(t)
-	cfg := writeConfig(t, fmt.Sprintf("redis:\n  prefix: %q\ngateway:\n  shutdown_timeout: 10s\n", r.Prefix))
+	cfg := writeConfig(t, fmt.Sprintf("redis:\n  prefix: %q\ngateway:\n  shutdown_timeout: 10s\n", r.Prefix)+extra)
 	getenv := mapEnv(map[string]string{
 		"OPENAI_BASE_URL": model.URL(), "OPENAI_API_KEY": "sk-test", "PARLEY_LISTEN": addr,
 		"PARLEY_HOME": t.TempDir(), "REDIS_URL": r.URL,

@@ -78,6 +78,7 @@ type Server struct {
 	opened    int // apps.connections.open calls
 	acks      []json.RawMessage
 	closed    bool
+	groupDMs  map[string]bool // channel ids conversations.info calls is_mpim
 }
 
 type wsConn struct {
@@ -132,6 +133,17 @@ func (s *Server) Calls() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.calls...)
+}
+
+// SetGroupDMs makes conversations.info describe the channels ids as group
+// DMs (is_mpim); every other channel is a channel.
+func (s *Server) SetGroupDMs(ids ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.groupDMs = map[string]bool{}
+	for _, id := range ids {
+		s.groupDMs[id] = true
+	}
 }
 
 // Count reports how many times method was called.
@@ -238,6 +250,14 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		s.posts = append(s.posts, Post{Channel: params.Get("channel"), Text: params.Get("text"), ThreadTS: params.Get("thread_ts"), TS: ts})
 		s.mu.Unlock()
 		writeJSON(w, map[string]any{"ok": true, "channel": params.Get("channel"), "ts": ts})
+	case "conversations.info":
+		id := params.Get("channel")
+		s.mu.Lock()
+		mpim := s.groupDMs[id]
+		s.mu.Unlock()
+		writeJSON(w, map[string]any{"ok": true, "channel": map[string]any{
+			"id": id, "is_mpim": mpim, "is_im": strings.HasPrefix(id, "D"), "is_channel": !mpim && !strings.HasPrefix(id, "D"),
+		}})
 	case "reactions.add", "reactions.remove":
 		s.mu.Lock()
 		s.reactions = append(s.reactions, Reaction{Method: method, Channel: params.Get("channel"), Timestamp: params.Get("timestamp"), Name: params.Get("name")})
