@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	_ "github.com/parleyhq/parley/agent/mcp" // tools.mcp
 	_ "github.com/parleyhq/parley/agent/web" // tools.web_fetch, tools.web_search
@@ -480,5 +481,27 @@ func TestAdminScopeMatchesBlastRadius_Config(t *testing.T) {
 				t.Fatalf("Load = %v; want an error with %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestApprovalKeysLoad: the approval keys of a policy level decode from
+// the file, a duration included, and config check prints them back.
+func TestApprovalKeysLoad(t *testing.T) {
+	cfg, err := config.Load(writeFile(t, "policies:\n  platforms:\n    slack:\n      tools:\n        approve: [deploy_*]\n        approve_writes: true\n      approvers:\n        users: [UOPS]\n        requester: false\n      approval_timeout: 90s\n"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := cfg.Policies.Platforms["slack"].Level
+	if l.Tools.Approve[0] != "deploy_*" || !*l.Tools.ApproveWrites || l.Approvers.Users[0] != "UOPS" || *l.Approvers.Requester || *l.ApprovalTimeout != 90*time.Second {
+		t.Fatalf("decoded %+v", l)
+	}
+	out, err := cfg.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"approve_writes: true", "approval_timeout: 1m30s", "requester: false"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("config check does not show %q:\n%s", want, out)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Policies is the policy tree: a global default, then per platform, per
@@ -27,6 +28,23 @@ type Level struct {
 	// Model names the model of the scope's turns: DefaultModelKey or a
 	// key of models:. Empty leaves it to the level above.
 	Model string `yaml:"model"`
+	// Approvers may decide the approvals this level's tools need.
+	Approvers Approvers `yaml:"approvers"`
+	// ApprovalTimeout is how long an approval waits for a decision before
+	// it expires (nil: the level above; DefaultApprovalTimeout).
+	ApprovalTimeout *time.Duration `yaml:"approval_timeout"`
+}
+
+// DefaultApprovalTimeout is how long a tool call waits for an approver
+// unless approval_timeout says otherwise.
+const DefaultApprovalTimeout = 10 * time.Minute
+
+// Approvers says who may approve or deny a tool call. Users unset means
+// the admins in effect at the conversation's level; Requester unset (or
+// true) lets the user whose message led to the call decide it too.
+type Approvers struct {
+	Users     []string `yaml:"users"`
+	Requester *bool    `yaml:"requester"`
 }
 
 // Limits cap how many messages a minute reach the model, counted over all
@@ -50,6 +68,10 @@ type ToolRules struct {
 	Allow []string `yaml:"allow"`
 	Deny  []string `yaml:"deny"`
 	Write *bool    `yaml:"write"`
+	// Approve names (or globs) the tools whose every call waits for an
+	// approver; ApproveWrites true does so for every write tool.
+	Approve       []string `yaml:"approve"`
+	ApproveWrites *bool    `yaml:"approve_writes"`
 }
 
 // SkillRules hide skills from the index, load_skill, find_skills and /skill:.
@@ -96,12 +118,15 @@ func (p Policies) validate(hasModel func(string) bool, models string) error {
 		for _, list := range []struct {
 			name string
 			pats []string
-		}{{"tools.allow", l.Tools.Allow}, {"tools.deny", l.Tools.Deny}, {"skills.allow", l.Skills.Allow}, {"skills.deny", l.Skills.Deny}} {
+		}{{"tools.allow", l.Tools.Allow}, {"tools.deny", l.Tools.Deny}, {"tools.approve", l.Tools.Approve}, {"skills.allow", l.Skills.Allow}, {"skills.deny", l.Skills.Deny}} {
 			for _, pat := range list.pats {
 				if _, err := path.Match(pat, ""); err != nil || pat == "" {
 					errs = append(errs, fmt.Sprintf("%s.%s: %q is not a valid name or glob", key, list.name, pat))
 				}
 			}
+		}
+		if t := l.ApprovalTimeout; t != nil && *t <= 0 {
+			errs = append(errs, fmt.Sprintf("%s.approval_timeout: must be positive, got %s", key, *t))
 		}
 	}
 	check("policies.default", p.Default)
@@ -111,6 +136,11 @@ func (p Policies) validate(hasModel func(string) bool, models string) error {
 	for _, a := range p.Default.Admins {
 		if platform, id := SplitAdmin(a); platform == "" || id == "" {
 			errs = append(errs, fmt.Sprintf("policies.default.admins: %q must name its platform, as PLATFORM:ID (one of %s), since a user id is only unique within one platform", a, strings.Join(PlatformNames(), ", ")))
+		}
+	}
+	for _, a := range p.Default.Approvers.Users {
+		if platform, id := SplitAdmin(a); platform == "" || id == "" {
+			errs = append(errs, fmt.Sprintf("policies.default.approvers.users: %q must name its platform, as PLATFORM:ID (one of %s)", a, strings.Join(PlatformNames(), ", ")))
 		}
 	}
 	names := make([]string, 0, len(p.Platforms))
@@ -126,14 +156,17 @@ func (p Policies) validate(hasModel func(string) bool, models string) error {
 			continue
 		}
 		check(key, pp.Level)
-		checkAdmins(&errs, key, name, pp.Admins)
+		checkAdmins(&errs, key+".admins", name, pp.Admins)
+		checkAdmins(&errs, key+".approvers.users", name, pp.Approvers.Users)
 		for ws, wp := range pp.Workspaces {
 			wkey := key + ".workspaces." + ws
 			check(wkey, wp.Level)
-			checkAdmins(&errs, wkey, name, wp.Admins)
+			checkAdmins(&errs, wkey+".admins", name, wp.Admins)
+			checkAdmins(&errs, wkey+".approvers.users", name, wp.Approvers.Users)
 			for chat, cl := range wp.Chats {
 				check(wkey+".chats."+chat, cl)
-				checkAdmins(&errs, wkey+".chats."+chat, name, cl.Admins)
+				checkAdmins(&errs, wkey+".chats."+chat+".admins", name, cl.Admins)
+				checkAdmins(&errs, wkey+".chats."+chat+".approvers.users", name, cl.Approvers.Users)
 			}
 		}
 	}
@@ -156,12 +189,12 @@ func SplitAdmin(entry string) (platform, id string) {
 	return "", entry
 }
 
-// checkAdmins refuses, under platform's section, an admin entry that names
+// checkAdmins refuses, under platform's section, an admin (or approver) entry that names
 // another platform: it could never match, and was surely meant elsewhere.
 func checkAdmins(errs *[]string, key, platform string, admins []string) {
 	for _, a := range admins {
 		if p, _ := SplitAdmin(a); p != "" && p != platform {
-			*errs = append(*errs, fmt.Sprintf("%s.admins: %q names platform %s, but this is %s's section", key, a, p, platform))
+			*errs = append(*errs, fmt.Sprintf("%s: %q names platform %s, but this is %s's section", key, a, p, platform))
 		}
 	}
 }

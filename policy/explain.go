@@ -97,6 +97,8 @@ func (r *Resolver) Explain(w io.Writer, s Scope, tools []ToolInfo, skills []stri
 	p("\nGLOBAL ADMINS (skills on, off, trust, reload)\n")
 	p("  %s\t%s\n", globals, levelConfigDefault)
 
+	explainApprovals(p, e, tools)
+
 	p("\nLIMITS\n")
 	p("  limits.user_per_minute\t%s\t%s\n", describeLimit(e.userRate.val), e.userRate.level)
 	p("  limits.workspace_per_minute\t%s\t%s\n", describeLimit(e.wsRate.val), e.wsRate.level)
@@ -209,4 +211,40 @@ func (ew *errWriter) Write(p []byte) (int, error) {
 		ew.err = err
 	}
 	return n, err
+}
+
+// explainApprovals lists the tools whose calls wait for an approver, and
+// who may approve them.
+func explainApprovals(p func(string, ...any), e *Effective, tools []ToolInfo) {
+	p("\nAPPROVALS  approve: %s  approve_writes: %s  timeout: %s (%s)\n",
+		describeDeny(e.toolApprove), describeWrite(e.approveWrites), e.approvalTimeout.val, e.approvalTimeout.level)
+	var listed bool
+	for _, t := range slices.SortedFunc(slices.Values(tools), func(a, b ToolInfo) int { return cmp.Compare(a.Name, b.Name) }) {
+		if !e.Tool(t.Name, t.Writes).Allowed {
+			continue
+		}
+		if needed, why := e.Approval(t.Name, t.Writes); needed {
+			if !listed {
+				p("  TOOL\tRULE\tLEVEL\n")
+				listed = true
+			}
+			p("  %s\t%s\t%s\n", t.Name, why.Rule, why.Level)
+		}
+	}
+	if !listed {
+		p("  (no allowed tool needs approval)\n")
+	}
+	who := "the admins above"
+	if e.approverUsers.set {
+		who = "none"
+		if len(e.approverUsers.val) > 0 {
+			who = strings.Join(e.approverUsers.val, ", ")
+		}
+	}
+	p("  approvers\t%s\t%s\n", who, e.approverUsers.level)
+	requester := "may approve their own calls"
+	if !e.approverRequester.val {
+		requester = "may not approve their own calls"
+	}
+	p("  requester\t%s\t%s\n", requester, e.approverRequester.level)
 }

@@ -14,7 +14,9 @@
 //
 // Each field (tools.allow, tools.deny, tools.write, skills.allow, skills.deny,
 // access.users, access.chats, access.dms, admins, limits.user_per_minute,
-// limits.workspace_per_minute, budget.tokens_per_user_day, model) is taken from the
+// limits.workspace_per_minute, budget.tokens_per_user_day, model, tools.approve,
+// tools.approve_writes, approvers.users, approvers.requester,
+// approval_timeout) is taken from the
 // most specific level that sets it; lists are replaced, never merged, so an
 // operator can read one level and know the whole rule.
 //
@@ -27,6 +29,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/parleyhq/parley/config"
 )
@@ -233,17 +236,28 @@ type Effective struct {
 	tokensDay        setting[int64]
 	// model is the model key of the scope's turns.
 	model setting[string]
+	// toolApprove, approveWrites, approverUsers, approverRequester and
+	// approvalTimeout are tools.approve, tools.approve_writes, approvers.*
+	// and approval_timeout.
+	toolApprove       setting[[]string]
+	approveWrites     setting[bool]
+	approverUsers     setting[[]string]
+	approverRequester setting[bool]
+	approvalTimeout   setting[time.Duration]
 }
 
 func resolve(levels []level) *Effective {
 	e := &Effective{}
-	for _, st := range []*setting[[]string]{&e.toolAllow, &e.toolDeny, &e.skillAllow, &e.skillDeny, &e.users, &e.chats, &e.admins} {
+	for _, st := range []*setting[[]string]{&e.toolAllow, &e.toolDeny, &e.skillAllow, &e.skillDeny, &e.users, &e.chats, &e.admins, &e.toolApprove, &e.approverUsers} {
 		st.level = LevelBuiltin
 	}
 	e.toolWrite = setting[bool]{val: true, level: LevelBuiltin}
 	e.dms = setting[bool]{val: true, level: LevelBuiltin}
 	e.userRate.level, e.wsRate.level, e.tokensDay.level = LevelBuiltin, LevelBuiltin, LevelBuiltin
 	e.model = setting[string]{val: config.DefaultModelKey, level: LevelBuiltin}
+	e.approveWrites.level = LevelBuiltin
+	e.approverRequester = setting[bool]{val: true, level: LevelBuiltin}
+	e.approvalTimeout = setting[time.Duration]{val: config.DefaultApprovalTimeout, level: LevelBuiltin}
 	for _, l := range levels {
 		c := l.cfg
 		fromList(&e.toolAllow, c.Tools.Allow, l.name)
@@ -261,6 +275,11 @@ func resolve(levels []level) *Effective {
 		if c.Model != "" {
 			e.model = setting[string]{val: c.Model, set: true, level: l.name}
 		}
+		fromList(&e.toolApprove, c.Tools.Approve, l.name)
+		fromBool(&e.approveWrites, c.Tools.ApproveWrites, l.name)
+		fromList(&e.approverUsers, c.Approvers.Users, l.name)
+		fromBool(&e.approverRequester, c.Approvers.Requester, l.name)
+		fromValue(&e.approvalTimeout, c.ApprovalTimeout, l.name)
 	}
 	return e
 }
@@ -278,7 +297,7 @@ func (e *Effective) ModelKey() string {
 }
 
 // fromValue is fromList for the numeric fields.
-func fromValue[T int | int64](st *setting[T], v *T, name string) {
+func fromValue[T int | int64 | time.Duration](st *setting[T], v *T, name string) {
 	if v != nil {
 		*st = setting[T]{val: *v, set: true, level: name}
 	}
@@ -327,6 +346,42 @@ func (e *Effective) Tool(name string, writes bool) Decision {
 		return Decision{Allowed: true, Rule: "tools.write: true", Level: e.toolWrite.level}
 	}
 	return Decision{Allowed: true, Rule: RuleDefaultAllowed, Level: LevelBuiltin}
+}
+
+// Approval reports whether a call of the tool name, which writes if writes
+// is true, waits for an approver before it runs, and the rule and level
+// that say so (Allowed is true when it needs approval). A tool the policy
+// does not allow at all is never asked about: Tool decides first.
+func (e *Effective) Approval(name string, writes bool) (needed bool, why Decision) {
+	if pat, ok := firstMatch(e.toolApprove.val, name); ok {
+		return true, Decision{Allowed: true, Rule: fmt.Sprintf("tools.approve %q", pat), Level: e.toolApprove.level}
+	}
+	if writes && e.approveWrites.val {
+		return true, Decision{Allowed: true, Rule: "tools.approve_writes: true", Level: e.approveWrites.level}
+	}
+	return false, Decision{Rule: "no approval", Level: LevelBuiltin}
+}
+
+// ApprovalTimeout is how long an approval waits for a decision
+// (approval_timeout).
+func (e *Effective) ApprovalTimeout() time.Duration { return e.approvalTimeout.val }
+
+// MayApprove reports whether user may approve or deny a call that
+// requester's message led to: named in approvers.users (matched like
+// admins, per platform and exactly), or an admin here when approvers.users
+// is unset, or the requester unless approvers.requester is false. The
+// empty id may approve nothing.
+func (e *Effective) MayApprove(user, requester string) bool {
+	if user == "" {
+		return false
+	}
+	if e.approverRequester.val && user == requester {
+		return true
+	}
+	if e.approverUsers.set {
+		return matchAdmin(e.approverUsers.val, e.approverUsers.level != levelConfigDefault, e.channel, user)
+	}
+	return e.IsAdmin(user)
 }
 
 // Skill decides whether the skill name may be listed, loaded or invoked.
@@ -485,9 +540,11 @@ func clonePolicies(p config.Policies) config.Policies {
 func cloneLevel(l config.Level) config.Level {
 	return config.Level{
 		Tools: config.ToolRules{
-			Allow: slices.Clone(l.Tools.Allow),
-			Deny:  slices.Clone(l.Tools.Deny),
-			Write: cloneBool(l.Tools.Write),
+			Allow:         slices.Clone(l.Tools.Allow),
+			Deny:          slices.Clone(l.Tools.Deny),
+			Write:         cloneBool(l.Tools.Write),
+			Approve:       slices.Clone(l.Tools.Approve),
+			ApproveWrites: cloneBool(l.Tools.ApproveWrites),
 		},
 		Skills: config.SkillRules{
 			Allow: slices.Clone(l.Skills.Allow),
@@ -505,6 +562,11 @@ func cloneLevel(l config.Level) config.Level {
 		},
 		Budget: config.Budget{TokensPerUserDay: clonePtr(l.Budget.TokensPerUserDay)},
 		Model:  l.Model,
+		Approvers: config.Approvers{
+			Users:     slices.Clone(l.Approvers.Users),
+			Requester: cloneBool(l.Approvers.Requester),
+		},
+		ApprovalTimeout: clonePtr(l.ApprovalTimeout),
 	}
 }
 

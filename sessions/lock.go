@@ -112,6 +112,17 @@ func (l *Lock) renew(ctx context.Context) {
 	}
 }
 
+// Token is the holder's token, the value the lock key holds while the
+// lock is this holder's: a script of another package that must act only
+// while the lock is held compares it (see Key).
+func (l *Lock) Token() string { return l.token }
+
+// Detach stops renewing the lock without releasing it: the holder has
+// handed the conversation to something else in Redis (a paused turn
+// waiting for an approval replaces the lock's value), so the lock is no
+// longer this holder's to renew or delete.
+func (l *Lock) Detach() { l.end() }
+
 // Lost reports whether a renewal found the lock taken or expired.
 func (l *Lock) Lost() bool {
 	l.mu.Lock()

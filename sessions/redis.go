@@ -106,6 +106,11 @@ func (s *RedisStore) Client() redis.UniversalClient { return s.client }
 // Prefix is the configured key prefix.
 func (s *RedisStore) Prefix() string { return s.opts.Prefix }
 
+// Key is the Redis key of conv's part kind ("lock", "inbox", …), for the
+// packages that keep more state of a conversation under its hash tag, so
+// that their scripts run on its slot.
+func (s *RedisStore) Key(conv, kind string) string { return s.key(conv, kind) }
+
 func (s *RedisStore) key(conv, kind string) string {
 	return s.opts.Prefix + "conv:{" + conv + "}:" + kind
 }
