@@ -58,6 +58,9 @@ type result struct {
 	// stopTyping clears the channel's typing indicator once the reply is
 	// sent (or the turn given up); nil when none was shown.
 	stopTyping func()
+	// live shows the answer while it is written, on channels that can;
+	// finish delivers the reply through it or discards it.
+	live *liveReply
 }
 
 // storeError marks a failure of Redis during a turn: the message stays
@@ -147,6 +150,11 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 		defer r.stopTyping()
 	}
 	done, err := g.complete(ctx, c, r.msgs)
+	if err != nil {
+		// The message is answered again, here or elsewhere: what was shown
+		// of this answer goes.
+		r.live.discard(ctx)
+	}
 	switch {
 	case errors.Is(err, sessions.ErrLockLost):
 		g.log.WarnContext(ctx, "conversation lock lost before the turn was written; its next holder answers the message", "channel", q.Msg.Channel)
@@ -170,7 +178,9 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 		g.metrics.HistoryTrimmed.WithLabelValues(q.Msg.Channel).Inc()
 	}
 	if r.reply != nil {
-		g.send(ctx, q.Msg, *r.reply)
+		g.deliver(ctx, q.Msg, *r.reply, r.live)
+	} else {
+		r.live.discard(ctx)
 	}
 	g.observe(ctx, r, r.outcome)
 	return next{again: done.Queued > 0}
@@ -313,6 +323,12 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 	if len(omitted) > 0 {
 		g.log.DebugContext(ctx, "skills left out of the index; find_skills still reaches them", "omitted", omitted)
 	}
+	live := g.startLive(ctx, m)
+	defer func() {
+		if !handedOver {
+			live.discard(ctx)
+		}
+	}()
 	res, err := g.agent.Run(ctx, agent.TurnRequest{
 		Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat, Conversation: c.Lock.Conversation(), User: m.User,
 		History: history, UserText: text, SystemExtra: index, Skills: set, Preface: preface,
@@ -320,6 +336,7 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 		// The queued item, nonce included, is the same on every attempt
 		// at this message and differs from every other message's.
 		Item: itemID(c.Item), Calls: g.store,
+		Events: live.events(),
 	})
 	if err != nil {
 		g.observe(ctx, r, metrics.OutcomeError)
@@ -330,7 +347,8 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 		r.outcome = metrics.OutcomeError
 	}
 	r.msgs, r.reply = res.Messages, &channels.Reply{Text: res.Reply, Failed: res.Failed}
-	handedOver = true // finish clears the indicator after the reply
+	r.live = live
+	handedOver = true // finish clears the indicator after the reply, and ends the live reply
 	return r, nil
 }
 

@@ -39,6 +39,7 @@ const (
 	Typing      Capability = "Typing"
 	HTTPChannel Capability = "HTTPChannel"
 	Health      Capability = "Health"
+	Streamer    Capability = "Streamer"
 )
 
 // implements reports whether ch implements c.
@@ -55,6 +56,9 @@ func implements(ch channels.Channel, c Capability) bool {
 		return ok
 	case Health:
 		_, ok := ch.(channels.Health)
+		return ok
+	case Streamer:
+		_, ok := ch.(channels.Streamer)
 		return ok
 	}
 	return false
@@ -144,7 +148,7 @@ func checkCapabilities(t *testing.T, s Subject) {
 	if ch.Name() != s.Name {
 		t.Errorf("Name() = %q, want %q", ch.Name(), s.Name)
 	}
-	for _, c := range []Capability{Runner, Typing, HTTPChannel, Health} {
+	for _, c := range []Capability{Runner, Typing, HTTPChannel, Health, Streamer} {
 		declared, has := slices.Contains(s.Capabilities, c), implements(ch, c)
 		switch {
 		case declared && !has:

@@ -58,6 +58,12 @@ type Options struct {
 	// Durable says that the conversation outlives the process (it is
 	// kept in a shared Redis), so the banner may offer --conversation.
 	Durable bool
+	// Live makes REPL print each answer as it is written (see AskLive).
+	Live bool
+	// Status, when set, is told what a live answer is doing (a tool
+	// running, a skill loaded), one line each; the answer's own output
+	// stays free of it.
+	Status io.Writer
 }
 
 // Adapter is the console channel. Replies are matched to the message that
@@ -68,17 +74,30 @@ type Adapter struct {
 	opts         Options
 
 	mu      sync.Mutex
-	waiters map[string]chan channels.Reply
+	waiters map[string]*waiter
+}
+
+// waiter is a message of this process waiting for its answer.
+type waiter struct {
+	answers chan answer
+	live    io.Writer // where the answer is printed as it is written; nil: not live
+}
+
+// answer is a reply, and whether it is already printed (live).
+type answer struct {
+	reply channels.Reply
+	shown bool
 }
 
 var (
-	_ channels.Channel = (*Adapter)(nil)
-	_ channels.Awaited = (*Adapter)(nil)
+	_ channels.Channel  = (*Adapter)(nil)
+	_ channels.Awaited  = (*Adapter)(nil)
+	_ channels.Streamer = (*Adapter)(nil)
 )
 
 // New returns a console adapter for one conversation.
 func New(conversation, user string, opts Options) *Adapter {
-	return &Adapter{conversation: conversation, user: user, opts: opts, waiters: map[string]chan channels.Reply{}}
+	return &Adapter{conversation: conversation, user: user, opts: opts, waiters: map[string]*waiter{}}
 }
 
 // NewConversationID returns a fresh random conversation id.
@@ -105,7 +124,7 @@ func (c *Adapter) Send(ctx context.Context, m channels.Message, r channels.Reply
 	c.mu.Unlock()
 	if ok {
 		select {
-		case w <- r:
+		case w.answers <- answer{reply: r}:
 			return nil
 		default: // a second reply to the same message: to the mailbox below
 		}
@@ -130,10 +149,24 @@ const mailboxPoll = 100 * time.Millisecond
 
 // Ask submits text and waits for its reply, until ctx ends.
 func (c *Adapter) Ask(ctx context.Context, h channels.Handler, text string) (channels.Reply, error) {
+	a, err := c.ask(ctx, h, text, nil)
+	return a.reply, err
+}
+
+// AskLive submits text and prints its answer to out as it is written,
+// ending with a newline once the answer is complete. shown reports that r
+// is printed so; a reply that was not (a notice, an apology, an answer
+// another process gave) is the caller's to print.
+func (c *Adapter) AskLive(ctx context.Context, h channels.Handler, text string, out io.Writer) (r channels.Reply, shown bool, err error) {
+	a, err := c.ask(ctx, h, text, out)
+	return a.reply, a.shown, err
+}
+
+func (c *Adapter) ask(ctx context.Context, h channels.Handler, text string, live io.Writer) (answer, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
-	w := make(chan channels.Reply, 1)
+	w := &waiter{answers: make(chan answer, 1), live: live}
 	c.mu.Lock()
 	c.waiters[id] = w
 	c.mu.Unlock()
@@ -147,7 +180,7 @@ func (c *Adapter) Ask(ctx context.Context, h channels.Handler, text string) (cha
 		Text: text, Received: time.Now(), Meta: map[string]string{"console_id": id},
 	}
 	if err := h.Submit(ctx, m); err != nil {
-		return channels.Reply{}, err
+		return answer{}, err
 	}
 	var poll <-chan time.Time
 	if c.opts.Mailbox != nil {
@@ -157,10 +190,10 @@ func (c *Adapter) Ask(ctx context.Context, h channels.Handler, text string) (cha
 	}
 	for {
 		select {
-		case r := <-w:
-			return r, nil
+		case a := <-w.answers:
+			return a, nil
 		case <-ctx.Done():
-			return channels.Reply{}, ctx.Err()
+			return answer{}, ctx.Err()
 		case <-poll:
 			body, ok, err := c.opts.Mailbox.TakeReply(ctx, id)
 			if err != nil || !ok {
@@ -169,9 +202,9 @@ func (c *Adapter) Ask(ctx context.Context, h channels.Handler, text string) (cha
 			}
 			var r channels.Reply
 			if err := json.Unmarshal(body, &r); err != nil {
-				return channels.Reply{}, fmt.Errorf("console: a reply in the mailbox does not decode: %w", err)
+				return answer{}, fmt.Errorf("console: a reply in the mailbox does not decode: %w", err)
 			}
-			return r, nil
+			return answer{reply: r}, nil
 		}
 	}
 }
@@ -279,10 +312,16 @@ func (c *Adapter) REPL(ctx context.Context, h channels.Handler, in io.Reader, ou
 			return nil
 		}
 		// A cancelled turn is the caller's to report (ctx's error).
-		r, err := c.Ask(ctx, h, text)
+		var live io.Writer
+		if c.opts.Live {
+			live = out
+		}
+		a, err := c.ask(ctx, h, text, live)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(out, r.Text)
+		if !a.shown {
+			fmt.Fprintln(out, a.reply.Text)
+		}
 	}
 }

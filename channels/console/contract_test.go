@@ -17,6 +17,7 @@ func TestContract(t *testing.T) {
 		New: func(*testing.T, *metrics.Metrics, *slog.Logger) channels.Channel {
 			return New("contract", "tester", Options{})
 		},
-		Local: true,
+		Capabilities: []channeltest.Capability{channeltest.Streamer},
+		Local:        true,
 	})
 }

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 
+	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/console"
 )
 
@@ -64,7 +67,13 @@ func (e *environment) chat(args []string) error {
 	if user == "" {
 		user = "console"
 	}
-	opts := console.Options{Durable: a.shared}
+	// On a terminal the answer is printed as it is written; into a file or
+	// a pipe it is printed whole, so that the output is only the answer.
+	live := isTerminal(e.stdout)
+	opts := console.Options{Durable: a.shared, Live: live}
+	if live {
+		opts.Status = e.stderr
+	}
 	if a.shared {
 		// Another chat process on the same conversation may answer this
 		// one's messages, and this one theirs.
@@ -77,17 +86,35 @@ func (e *environment) chat(args []string) error {
 	}
 
 	if oneShot {
-		r, err := ch.Ask(e.ctx, a.gateway, *message)
+		var r channels.Reply
+		var shown bool
+		if live {
+			r, shown, err = ch.AskLive(e.ctx, a.gateway, *message, e.stdout)
+		} else {
+			r, err = ch.Ask(e.ctx, a.gateway, *message)
+		}
 		if err != nil {
 			return e.cancelled(err, a.shared)
 		}
 		if r.Failed {
 			return fmt.Errorf("the message was not answered: %s", r.Text)
 		}
-		fmt.Fprintln(e.stdout, r.Text)
+		if !shown {
+			fmt.Fprintln(e.stdout, r.Text)
+		}
 		return nil
 	}
 	return e.cancelled(ch.REPL(e.ctx, a.gateway, e.stdin, e.stdout), a.shared)
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
 }
 
 // cancelled words the error of a turn that Ctrl-C (or SIGTERM) stopped.

@@ -1,0 +1,209 @@
+package gateway
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/parleyhq/parley/agent"
+	"github.com/parleyhq/parley/channels"
+)
+
+// liveReply feeds a channel's ReplySink with the events of one turn. The
+// agent hands events over without waiting; one goroutine shows them in
+// order, and text that arrives while the sink is busy (a platform call in
+// flight) is merged into one piece, so that a slow platform never slows
+// the turn and a fast model never queues up edits.
+type liveReply struct {
+	sink    channels.ReplySink
+	msg     channels.Message
+	visible func() // called once, when the user first sees progress
+	g       *Gateway
+
+	mu    sync.Mutex
+	queue []channels.Progress // not yet taken by the pump
+	// textOut reports that text the pump took since the last reset it
+	// took is shown (or being shown): a reset must then reach the sink.
+	textOut bool
+	wake    chan struct{}
+	stopped chan struct{} // closed by stop
+	done    chan struct{} // closed when the pump has returned
+}
+
+// startLive starts the live reply to m when its channel streams replies;
+// nil otherwise, or when the channel cannot stream this one.
+func (g *Gateway) startLive(ctx context.Context, m channels.Message) *liveReply {
+	st, ok := g.channel(m.Channel).(channels.Streamer)
+	if !ok {
+		return nil
+	}
+	sink, err := st.StartReply(ctx, m)
+	if err != nil {
+		g.log.WarnContext(ctx, "cannot start a live reply; the answer is sent when complete", "channel", m.Channel, "err", err)
+		return nil
+	}
+	if sink == nil {
+		return nil
+	}
+	l := &liveReply{
+		sink: sink, msg: m, g: g,
+		wake:    make(chan struct{}, 1),
+		stopped: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	go l.pump(ctx)
+	return l
+}
+
+// events is the agent's event listener for the turn; nil without a live
+// reply, so the agent does not report.
+func (l *liveReply) events() func(agent.Event) {
+	if l == nil {
+		return nil
+	}
+	return l.event
+}
+
+// event queues one agent event for the sink, merging it with what waits.
+func (l *liveReply) event(e agent.Event) {
+	l.mu.Lock()
+	switch e.Kind {
+	case agent.EventText:
+		if n := len(l.queue); n > 0 && l.queue[n-1].Kind == channels.ProgressText {
+			l.queue[n-1].Text += e.Text
+		} else {
+			l.queue = append(l.queue, channels.Progress{Kind: channels.ProgressText, Text: e.Text})
+		}
+	case agent.EventReset:
+		l.withdrawText()
+	case agent.EventTool:
+		l.queue = append(l.queue, channels.Progress{Kind: channels.ProgressTool, Name: e.Name})
+	case agent.EventSkill:
+		l.queue = append(l.queue, channels.Progress{Kind: channels.ProgressSkill, Name: e.Name})
+	}
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// withdrawText drops the queued text, never to be shown, and queues a
+// reset when text the pump took is out (only that can have left a reset
+// in the queue, so it takes the place of any). l.mu is held.
+func (l *liveReply) withdrawText() {
+	kept := l.queue[:0]
+	for _, p := range l.queue {
+		if p.Kind != channels.ProgressText && p.Kind != channels.ProgressReset {
+			kept = append(kept, p)
+		}
+	}
+	l.queue = kept
+	if l.textOut {
+		l.queue = append(l.queue, channels.Progress{Kind: channels.ProgressReset})
+	}
+}
+
+// pump shows the queued progress until stop.
+func (l *liveReply) pump(ctx context.Context) {
+	defer close(l.done)
+	failed, seen := false, false
+	for {
+		select {
+		case <-l.stopped:
+			return
+		case <-l.wake:
+		}
+		l.mu.Lock()
+		batch := l.queue
+		l.queue = nil
+		for _, p := range batch {
+			switch p.Kind {
+			case channels.ProgressText:
+				l.textOut = true
+			case channels.ProgressReset:
+				l.textOut = false
+			}
+		}
+		l.mu.Unlock()
+		for _, p := range batch {
+			if failed {
+				break
+			}
+			visible, err := l.sink.Show(ctx, p)
+			if err != nil {
+				// The final reply still comes, through Finish or Send.
+				failed = true
+				l.g.log.WarnContext(ctx, "live reply stopped showing progress; the answer is sent when complete", "channel", l.msg.Channel, "err", err)
+				continue
+			}
+			if visible && !seen {
+				seen = true
+				l.g.firstVisible(ctx, l.msg)
+			}
+		}
+	}
+}
+
+// stop ends the pump, waiting for a Show in flight; progress still queued
+// is dropped, since the final reply (or the discard) replaces it.
+func (l *liveReply) stop() {
+	select {
+	case <-l.stopped:
+	default:
+		close(l.stopped)
+	}
+	<-l.done
+}
+
+// finish hands the final reply to the sink; false when the sink could not
+// deliver it, and it is to be sent with Send.
+func (l *liveReply) finish(ctx context.Context, r channels.Reply) bool {
+	l.stop()
+	if err := l.sink.Finish(ctx, r); err != nil {
+		l.g.log.WarnContext(ctx, "live reply could not deliver the answer; sending it plainly", "channel", l.msg.Channel, "err", err)
+		return false
+	}
+	return true
+}
+
+// discard removes what the live reply showed. Safe on a nil reply.
+func (l *liveReply) discard(ctx context.Context) {
+	if l == nil {
+		return
+	}
+	l.stop()
+	if err := l.sink.Discard(ctx); err != nil {
+		l.g.log.WarnContext(ctx, "could not remove a live reply", "channel", l.msg.Channel, "err", err)
+	}
+}
+
+// deliver sends a reply: the model's answer through the turn's live reply
+// when there is one, a notice (or an answer the live reply could not
+// deliver) with Send.
+func (g *Gateway) deliver(ctx context.Context, m channels.Message, r channels.Reply, live *liveReply) {
+	if live != nil {
+		if r.Notice || r.Failed {
+			live.discard(ctx)
+		} else if g.finishLive(ctx, m, r, live) {
+			return
+		}
+	}
+	g.send(ctx, m, r)
+}
+
+// finishLive delivers r through live, counted and traced as a send.
+func (g *Gateway) finishLive(ctx context.Context, m channels.Message, r channels.Reply, live *liveReply) bool {
+	ctx, span := g.cfg.Tracer.Start(ctx, "send")
+	defer span.End()
+	if !live.finish(ctx, r) {
+		return false
+	}
+	g.metrics.RepliesSent.WithLabelValues(m.Channel, "ok").Inc()
+	return true
+}
+
+// firstVisible records that the reply to m became visible.
+func (g *Gateway) firstVisible(ctx context.Context, m channels.Message) {
+	g.log.DebugContext(ctx, "reply visible", "channel", m.Channel, "after", time.Since(m.Received))
+}
