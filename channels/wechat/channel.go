@@ -4,9 +4,9 @@
 // that delivers aibot_msg_callback and takes aibot_respond_msg stream
 // frames). Neither needs a public URL.
 //
-// Both arrive as one channel named "wechat". A conversation is one user of
-// one iLink bot, or one WeCom chat (chatid in groups, the user in single
-// chats). Message.Meta["via"] says which transport a message came by, and
+// Both arrive as one channel named "wechat". A conversation is one user
+// (or, for a message with a group_id, one group) of one iLink bot, or one
+// WeCom chat (chatid in groups, the user in single chats). Message.Meta["via"] says which transport a message came by, and
 // Send answers by the same one.
 //
 // Several replicas may run: a Redis lease per bot makes exactly one of them

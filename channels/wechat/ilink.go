@@ -238,8 +238,15 @@ func (s *ilinkSide) handleBatch(ctx context.Context, a Account, msgs []json.RawM
 			s.log.Warn("skipping an iLink message without message_id or from_user_id", "bot", a.BotID)
 			continue
 		}
+		// A group message belongs to the group: its own conversation,
+		// under the group's access rules (access.chats), answered there
+		// with the group's newest context token; not a DM of its sender.
+		chat, dm := m.FromUserID, true
+		if m.GroupID != "" {
+			chat, dm = m.GroupID, false
+		}
 		if m.ContextToken != "" {
-			if err := s.tokens.record(ctx, a.BotID, m.FromUserID, m.ContextToken); err != nil {
+			if err := s.tokens.record(ctx, a.BotID, chat, m.ContextToken); err != nil {
 				return fmt.Errorf("record context token: %w", err)
 			}
 			s.adapter.m.WeChatTokenAge.WithLabelValues(a.BotID).Set(0)
@@ -248,10 +255,10 @@ func (s *ilinkSide) handleBatch(ctx context.Context, a Account, msgs []json.RawM
 			ID:        ViaILink + ":" + a.BotID + ":" + id,
 			Channel:   Name,
 			Workspace: a.BotID,
-			Chat:      m.FromUserID,
+			Chat:      chat,
 			User:      m.FromUserID,
 			Text:      messageText(m.ItemList),
-			DM:        true,
+			DM:        dm,
 			Meta:      map[string]string{"via": ViaILink, "context_token": m.ContextToken},
 		}
 		if msg.Text == "" {
@@ -371,6 +378,11 @@ func isDialError(err error) bool {
 // or the channel ends: getconfig for a typing_ticket, then sendtyping
 // repeated every TypingInterval, and a cancel at the end.
 func (s *ilinkSide) startTyping(ctx context.Context, m channels.Message) func() {
+	if !m.DM {
+		// A group: the typing ticket is per user (ilink_user_id), and a
+		// group shows no one typing.
+		return func() {}
+	}
 	a, ok, err := s.adapter.opts.State.Account(ctx, m.Workspace)
 	if err != nil || !ok || a.Expired {
 		return func() {}

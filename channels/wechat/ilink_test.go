@@ -536,3 +536,41 @@ func TestStateStoresExpiryPerToken(t *testing.T) {
 		}
 	}
 }
+
+// An iLink message with a group_id is the group's: its own conversation
+// (Chat is the group), not a DM of its sender, answered in the group with
+// the group's context token; the sender's own DM keeps its token.
+func TestAccessILinkGroupMessagesAreGroups(t *testing.T) {
+	r := redistest.New(t)
+	f := wechattest.NewILink(t)
+	f.SetLongPoll(200)
+	st := NewRedisState(r.Client, r.Prefix)
+	loggedIn(t, st, f)
+	cfg := testConfig(r, "A")
+	cfg.State = st
+	rn := start(t, r, cfg, nil)
+
+	f.Add(
+		wechattest.Message{ID: 1, From: "alice@im.wechat", GroupID: "team@chatroom", Text: "hello group", ContextToken: "ctx-g1"},
+		wechattest.Message{ID: 2, From: "alice@im.wechat", Text: "hello me", ContextToken: "ctx-a1"},
+	)
+	waitFor(t, "both answers", func() bool {
+		return len(sendsTo(f, "team@chatroom")) == 1 && len(sendsTo(f, "alice@im.wechat")) == 1
+	})
+	if g := sendsTo(f, "team@chatroom")[0]; g.Text != "echo: hello group" || g.ContextToken != "ctx-g1" {
+		t.Errorf("group answer = %+v", g)
+	}
+	if d := sendsTo(f, "alice@im.wechat")[0]; d.Text != "echo: hello me" || d.ContextToken != "ctx-a1" {
+		t.Errorf("DM answer = %+v", d)
+	}
+	msgs := rn.gw.messages()
+	if len(msgs) != 2 {
+		t.Fatalf("gateway got %+v", msgs)
+	}
+	if g := msgs[0]; g.Chat != "team@chatroom" || g.User != "alice@im.wechat" || g.DM || g.ConversationKey() == msgs[1].ConversationKey() {
+		t.Errorf("group message = %+v", g)
+	}
+	if d := msgs[1]; d.Chat != "alice@im.wechat" || !d.DM {
+		t.Errorf("DM = %+v", d)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/parleyhq/parley/channels/slack/slacktest"
 	"github.com/parleyhq/parley/channels/wechat/wechattest"
 	"github.com/parleyhq/parley/internal/redistest"
+	"github.com/parleyhq/parley/sessions"
 )
 
 // metricLine reports whether serve's /metrics has line.
@@ -143,5 +144,37 @@ func TestAccessDMsCoversSlackGroupDMs(t *testing.T) {
 	}
 	if n := model.RequestCount(); n != 1 {
 		t.Errorf("the model saw %d requests; want only the channel's", n)
+	}
+}
+
+// An iLink message with a group_id is a group's, through a real serve:
+// with access.dms: false the sender's DM is refused while the group is
+// answered, in a conversation of the group's own.
+func TestAccessILinkGroupIsAGroupConversation(t *testing.T) {
+	r := redistest.New(t)
+	ilink := wechattest.NewILink(t)
+	cfg := writeConfig(t, fmt.Sprintf("redis:\n  prefix: %q\npolicies:\n  platforms:\n    wechat:\n      access: {dms: false}\n", r.Prefix))
+	env := map[string]string{
+		"PARLEY_CONFIG": cfg, "REDIS_URL": r.URL, "OPENAI_BASE_URL": openaitest.New(t).URL(), "OPENAI_API_KEY": "sk-test",
+		"PARLEY_HOME": t.TempDir(), "WECHAT_ILINK_BASE_URL": ilink.URL(),
+	}
+	wechatLogin(t, env)
+	s := startWeChatServe(t, env)
+	ilink.Add(
+		wechattest.Message{ID: 1, From: "bob@im.wechat", Text: "hello in private", ContextToken: "ctx-b1"},
+		wechattest.Message{ID: 2, From: "bob@im.wechat", GroupID: "team@chatroom", Text: "hello team", ContextToken: "ctx-g1"},
+	)
+	wechatEventually(t, "the group's answer and the DM's refusal", func() bool {
+		var group, dm bool
+		for _, snd := range ilink.Sends() {
+			group = group || snd.To == "team@chatroom" && snd.Text == "echo: hello team"
+			dm = dm || snd.To == "bob@im.wechat" && strings.Contains(snd.Text, "not available to you")
+		}
+		return group && dm
+	}, s.stderr)
+	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix})
+	history, err := store.History(t.Context(), "wechat:"+ilink.BotID+":team@chatroom:")
+	if err != nil || len(history) != 2 || history[0].Content != "hello team" {
+		t.Fatalf("group history = %+v, %v", history, err)
 	}
 }

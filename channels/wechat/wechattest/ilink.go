@@ -61,8 +61,9 @@ type Message struct {
 	From         string
 	Text         string
 	ContextToken string
-	Type         int // 1 user (default), 2 bot
-	ItemType     int // 1 text (default), 2 image, 3 voice
+	GroupID      string // set for a message in a group
+	Type         int    // 1 user (default), 2 bot
+	ItemType     int    // 1 text (default), 2 image, 3 voice
 	Raw          string
 }
 
@@ -427,7 +428,7 @@ func (m Message) wire(bot string) json.RawMessage {
 	}
 	raw, _ := json.Marshal(map[string]any{
 		"message_id": m.ID, "from_user_id": m.From, "to_user_id": bot, "create_time_ms": time.Now().UnixMilli(),
-		"message_type": typ, "item_list": []any{item}, "context_token": m.ContextToken,
+		"message_type": typ, "item_list": []any{item}, "context_token": m.ContextToken, "group_id": m.GroupID,
 	})
 	return raw
 }
