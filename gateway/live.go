@@ -7,6 +7,7 @@ import (
 
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/tracing"
 )
 
 // liveReply feeds a channel's ReplySink with the events of one turn. The
@@ -203,7 +204,10 @@ func (g *Gateway) finishLive(ctx context.Context, m channels.Message, r channels
 	return true
 }
 
-// firstVisible records that the reply to m became visible.
+// firstVisible records that the reply to m became visible, timed from
+// the message's arrival (parley_reply_first_visible_seconds).
 func (g *Gateway) firstVisible(ctx context.Context, m channels.Message) {
-	g.log.DebugContext(ctx, "reply visible", "channel", m.Channel, "after", time.Since(m.Received))
+	after := time.Since(m.Received)
+	tracing.Observe(ctx, g.metrics.ReplyFirstVisible.WithLabelValues(m.Channel), after.Seconds())
+	g.log.DebugContext(ctx, "reply visible", "channel", m.Channel, "after", after)
 }

@@ -12,6 +12,9 @@ import (
 	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/gateway"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // streamer is a channel whose replies are shown live: it records every
@@ -140,6 +143,23 @@ func TestLiveReplyFinishesWithTheStoredAnswer(t *testing.T) {
 	if got := ch.all(); got[len(got)-1] != "finish:"+liveAnswer {
 		t.Errorf("last call %q, want the finish", got[len(got)-1])
 	}
+	if n := testutil.CollectAndCount(rg.metrics.ReplyFirstVisible); n != 1 {
+		t.Errorf("first-visible series = %d, want 1", n)
+	}
+	if n := histogramCount(t, rg, "live"); n != 1 {
+		t.Errorf("first-visible observations = %d, want 1 (the first piece shown)", n)
+	}
+}
+
+// histogramCount is how many times parley_reply_first_visible_seconds
+// was observed for channel.
+func histogramCount(t *testing.T, rg *rig, channel string) uint64 {
+	t.Helper()
+	var m dto.Metric
+	if err := rg.metrics.ReplyFirstVisible.WithLabelValues(channel).(prometheus.Metric).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount()
 }
 
 // TestLiveReplyCutMidStreamIsResetAndFinishedOnce: a stream that dies
@@ -167,6 +187,9 @@ func TestLiveReplyApologyIsAPlainPost(t *testing.T) {
 	got := ch.wait(t, 1)
 	if !got[0].reply.Failed || ch.count("discard") != 1 || ch.count("finish") != 0 || ch.count("send:") != 1 {
 		t.Fatalf("calls = %q, reply %+v; want a discard and the apology sent", ch.all(), got[0].reply)
+	}
+	if n := testutil.CollectAndCount(rg.metrics.ReplyFirstVisible); n != 0 {
+		t.Errorf("first-visible observed %d times for a reply nothing of which was shown", n)
 	}
 }
 

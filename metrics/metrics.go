@@ -55,6 +55,7 @@ type Metrics struct {
 	TurnDuration         *prometheus.HistogramVec // channel, outcome
 	TurnsInFlight        prometheus.Gauge
 	QueueWaitSeconds     *prometheus.HistogramVec // channel
+	ReplyFirstVisible    *prometheus.HistogramVec // channel: message received → first progress its user sees
 
 	LLMRequests *prometheus.CounterVec   // outcome
 	LLMLatency  *prometheus.HistogramVec // outcome
@@ -103,6 +104,7 @@ func New() *Metrics {
 	m.TurnDuration = f.histogram("parley_turn_duration_seconds", "Time from dequeue to reply for one turn.", prometheus.ExponentialBuckets(0.05, 2, 12), "channel", "outcome")
 	m.TurnsInFlight = f.gauge("parley_turns_in_flight", "Turns running on this replica.")
 	m.QueueWaitSeconds = f.histogram("parley_queue_wait_seconds", "Time a message waited in its conversation queue before its turn started.", prometheus.ExponentialBuckets(0.001, 4, 10), "channel")
+	m.ReplyFirstVisible = f.histogram("parley_reply_first_visible_seconds", "Time from a message's arrival to the first progress of its reply that the user sees, on channels that show replies while they are written.", []float64{0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 20, 40}, "channel")
 
 	m.LLMRequests = f.counter("parley_llm_requests_total", "Chat completion requests, by outcome (ok, error, retry).", "outcome")
 	m.LLMLatency = f.histogram("parley_llm_request_duration_seconds", "Latency of one chat completion request.", prometheus.ExponentialBuckets(0.05, 2, 12), "outcome")
