@@ -101,3 +101,22 @@ func TestScriptsTestBuildsLikeParleybin(t *testing.T) {
 		t.Errorf("scripts/test does not export %s", parleybin.Env)
 	}
 }
+
+// TestCIRunsVet: .ci/run vets inside go test (-vet=all, every analyzer)
+// rather than with a separate `go vet ./...`; dropping both would leave CI
+// with go test's short default list only.
+func TestCIRunsVet(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "#") {
+			continue
+		}
+		if strings.Contains(l, "go vet ./...") || (strings.Contains(l, "scripts/test") && strings.Contains(l, "-vet=all")) {
+			return
+		}
+	}
+	t.Error(".ci/run neither runs `go vet ./...` nor `scripts/test -vet=all`")
+}
