@@ -42,6 +42,7 @@ type Config struct {
 	Redis    Redis                  `yaml:"redis"`
 	Sessions Sessions               `yaml:"sessions"`
 	Gateway  Gateway                `yaml:"gateway"`
+	Outbox   Outbox                 `yaml:"outbox"`
 	Server   Server                 `yaml:"server"`
 	Skills   Skills                 `yaml:"skills"`
 	Policies Policies               `yaml:"policies"`
@@ -138,6 +139,12 @@ type Gateway struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 }
 
+// Outbox bounds how long a reply that could not be delivered is tried
+// again before it is counted as failed.
+type Outbox struct {
+	MaxAge time.Duration `yaml:"max_age"`
+}
+
 // Skills configures the skill layers' budgets.
 type Skills struct {
 	BodyBudget int `yaml:"body_budget"` // bytes of injections kept in one history
@@ -169,6 +176,7 @@ const (
 	DefaultKeepRounds        = 4
 	DefaultWorkers           = 16
 	DefaultShutdownTimeout   = 30 * time.Second
+	DefaultOutboxMaxAge      = 10 * time.Minute
 	DefaultSkillBodyBudget   = 16 * 1024
 )
 
@@ -237,6 +245,7 @@ func Default() Config {
 			KeepRounds:      DefaultKeepRounds,
 		},
 		Gateway:   Gateway{Workers: DefaultWorkers, ShutdownTimeout: DefaultShutdownTimeout},
+		Outbox:    Outbox{MaxAge: DefaultOutboxMaxAge},
 		Skills:    Skills{BodyBudget: DefaultSkillBodyBudget},
 		Admin:     Admin{Listen: DefaultAdminListen, SessionTTL: DefaultAdminSessionTTL},
 		Tools:     map[string]SectionConfig{},
@@ -466,6 +475,7 @@ func (c Config) Validate() error {
 		{"sessions.history_ttl", c.Sessions.HistoryTTL},
 		{"sessions.lock_ttl", c.Sessions.LockTTL},
 		{"gateway.shutdown_timeout", c.Gateway.ShutdownTimeout},
+		{"outbox.max_age", c.Outbox.MaxAge},
 	}
 	for _, d := range durations {
 		if d.v <= 0 {

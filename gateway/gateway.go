@@ -32,6 +32,7 @@ import (
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/gateway/outbox"
 	"github.com/parleyhq/parley/gateway/quota"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/policy"
@@ -79,6 +80,11 @@ type Config struct {
 	// Quotas counts messages and tokens against the policy's limits and
 	// budget, over every replica sharing its Redis; nil enforces none.
 	Quotas *quota.Quotas
+	// Outbox delivers the replies of channels that post part by part
+	// (channels.Poster): a failed post is tried again by whichever replica
+	// is alive, and no part is posted twice. nil sends every reply once,
+	// through the channel's Send.
+	Outbox *outbox.Outbox
 	// Tracer traces each message (receive, queue, turn and its steps);
 	// the zero value traces nothing.
 	Tracer tracing.Tracer
@@ -109,7 +115,10 @@ type Gateway struct {
 	runCtx    context.Context // parent of every turn; cancelled at the shutdown deadline
 	cancelRun context.CancelFunc
 	stop      chan struct{} // closed when Shutdown begins
-	wg        sync.WaitGroup
+	// stopOutbox ends the outbox loop when Shutdown begins; an item it
+	// was trying goes back to the outbox for another replica.
+	stopOutbox context.CancelFunc
+	wg         sync.WaitGroup
 }
 
 // Defaults of the Config fields that are not keys of the file (those
@@ -192,6 +201,19 @@ func (g *Gateway) Start() {
 		go g.worker()
 	}
 	g.wg.Go(g.sweep)
+	if g.cfg.Outbox != nil {
+		ctx, cancel := context.WithCancel(g.runCtx)
+		g.mu.Lock()
+		g.stopOutbox = cancel
+		g.mu.Unlock()
+		g.wg.Go(func() { g.cfg.Outbox.Run(ctx, g.poster) })
+	}
+}
+
+// poster is the channel named name if it posts part by part, else nil.
+func (g *Gateway) poster(name string) channels.Poster {
+	p, _ := g.channel(name).(channels.Poster)
+	return p
 }
 
 // Shutdown stops intake, lets running turns finish until ctx ends, then
@@ -203,6 +225,9 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	if !g.closed {
 		g.closed = true
 		close(g.stop)
+		if g.stopOutbox != nil {
+			g.stopOutbox()
+		}
 		g.stopTimersLocked()
 		g.cond.Broadcast()
 	}
@@ -297,6 +322,27 @@ func (g *Gateway) channel(name string) channels.Channel {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.channels[name]
+}
+
+// post sends the reply of a turn: through the outbox when there is one
+// and the channel posts part by part, so that a post that fails is tried
+// again (by any replica) and none is made twice; else as send does.
+func (g *Gateway) post(ctx context.Context, m channels.Message, r channels.Reply) {
+	p := g.poster(m.Channel)
+	if g.cfg.Outbox == nil || p == nil {
+		g.send(ctx, m, r)
+		return
+	}
+	ctx, span := g.cfg.Tracer.Start(ctx, "send")
+	defer span.End()
+	outcome := metrics.OutcomeOK
+	// A failure that may pass is queued and not an error here; the
+	// outbox logs and counts what it gives up.
+	if err := g.cfg.Outbox.Deliver(ctx, p, m, r); err != nil {
+		tracing.Fail(span, err)
+		outcome = metrics.OutcomeError
+	}
+	g.metrics.RepliesSent.WithLabelValues(m.Channel, outcome).Inc()
 }
 
 func (g *Gateway) send(ctx context.Context, m channels.Message, r channels.Reply) {

@@ -181,7 +181,8 @@ func (l *liveReply) discard(ctx context.Context) {
 
 // deliver sends a reply: the model's answer through the turn's live reply
 // when there is one, a notice (or an answer the live reply could not
-// deliver) with Send.
+// deliver) as post does (through the outbox when the channel posts part
+// by part, else with Send).
 func (g *Gateway) deliver(ctx context.Context, m channels.Message, r channels.Reply, live *liveReply) {
 	if live != nil {
 		if r.Notice || r.Failed {
@@ -190,7 +191,7 @@ func (g *Gateway) deliver(ctx context.Context, m channels.Message, r channels.Re
 			return
 		}
 	}
-	g.send(ctx, m, r)
+	g.post(ctx, m, r)
 }
 
 // finishLive delivers r through live, counted and traced as a send.

@@ -41,6 +41,16 @@ const (
 	SkillDenied        = "denied"
 )
 
+// Outcomes of parley_deliveries_total.
+const (
+	DeliverySent    = "sent"
+	DeliveryRetried = "retried"
+	DeliveryFailed  = "failed"
+)
+
+// DeliveryOutcomes are the outcomes of parley_deliveries_total.
+var DeliveryOutcomes = []string{DeliverySent, DeliveryRetried, DeliveryFailed}
+
 // Metrics holds every collector. The zero value is not usable; call New.
 type Metrics struct {
 	Registry *prometheus.Registry
@@ -81,6 +91,9 @@ type Metrics struct {
 	Compactions          *prometheus.CounterVec // channel, outcome
 
 	RedisUp prometheus.Gauge
+
+	OutboxPending prometheus.Gauge       // replies waiting in the outbox, over every replica
+	Deliveries    *prometheus.CounterVec // channel, outcome (sent, retried, failed)
 
 	ChannelConnected  *prometheus.GaugeVec     // channel: 1 while a long connection or poll is up
 	ChannelReconnects *prometheus.CounterVec   // channel
@@ -129,6 +142,8 @@ func New() *Metrics {
 	m.SkillReloads = f.counter("parley_skill_reloads_total", "Skill registry reloads, by outcome.", "outcome")
 	m.Compactions = f.counter("parley_compactions_total", "History compactions, by outcome.", "channel", "outcome")
 
+	m.OutboxPending = f.gauge("parley_outbox_pending", "Replies waiting in the outbox for another try, counted in the Redis every replica shares (each replica reports the same number).")
+	m.Deliveries = f.counter("parley_deliveries_total", "Replies delivered through the outbox's paced, resumable path, by outcome: sent (every part posted), retried (a failure that may pass; tried again later), failed (given up: refused for good, or not delivered within outbox.max_age).", "channel", "outcome")
 	m.RedisUp = f.gauge("parley_redis_up", "1 when the last Redis health check succeeded, else 0.")
 
 	m.ChannelConnected = f.gaugeVec("parley_channel_connected", "1 while a channel's long connection or long poll is up on this replica, else 0.", "channel")
@@ -151,6 +166,9 @@ func (m *Metrics) Prime(channels ...string) {
 		for _, o := range []string{OutcomeOK, OutcomeError} {
 			m.RepliesSent.WithLabelValues(ch, o)
 			m.TurnDuration.WithLabelValues(ch, o)
+		}
+		for _, o := range DeliveryOutcomes {
+			m.Deliveries.WithLabelValues(ch, o)
 		}
 	}
 	for _, o := range []string{OutcomeOK, OutcomeError, OutcomeRetry} {

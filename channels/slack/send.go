@@ -29,16 +29,9 @@ const TypingReaction = "eyes"
 // (after Retry-After), 5xx and network errors, up to Options.MaxAttempts
 // tries.
 func (a *Adapter) Send(ctx context.Context, m channels.Message, r channels.Reply) error {
-	chunks := channels.Split(ToMrkdwn(r.Text, a.cfg.AllowMentions), MaxMessageBytes)
+	chunks := a.Parts(m, r)
 	for i, chunk := range chunks {
-		opts := []slackapi.MsgOption{slackapi.MsgOptionText(chunk, false), slackapi.MsgOptionDisableLinkUnfurl()}
-		method := "chat.postMessage"
-		if u := m.Meta[MetaResponseURL]; u != "" {
-			opts = append(opts, slackapi.MsgOptionResponseURL(u, slackapi.ResponseTypeEphemeral))
-			method = "response_url"
-		} else if ts := m.Meta[MetaThreadTS]; ts != "" {
-			opts = append(opts, slackapi.MsgOptionTS(ts))
-		}
+		method, opts := postOptions(m, chunk)
 		err := a.call(ctx, method, a.opts.MaxAttempts, func(ctx context.Context) error {
 			_, _, err := a.api.PostMessageContext(ctx, m.Chat, opts...)
 			return err
@@ -48,6 +41,51 @@ func (a *Adapter) Send(ctx context.Context, m channels.Message, r channels.Reply
 		}
 	}
 	return nil
+}
+
+// Parts implements channels.Poster: the reply in mrkdwn, cut to size.
+func (a *Adapter) Parts(_ channels.Message, r channels.Reply) []string {
+	return channels.Split(ToMrkdwn(r.Text, a.cfg.AllowMentions), MaxMessageBytes)
+}
+
+// Post implements channels.Poster: one chat.postMessage (or response_url
+// post) of part, returning the ts of the message it made (a response_url
+// gives none). A failure is counted by Slack's error code and classified
+// like the retry loop's.
+func (a *Adapter) Post(ctx context.Context, m channels.Message, part string) (string, error) {
+	method, opts := postOptions(m, part)
+	_, ts, err := a.api.PostMessageContext(ctx, m.Chat, opts...)
+	if err == nil {
+		return ts, nil
+	}
+	if ctx.Err() != nil {
+		return "", fmt.Errorf("slack: %s: %w", method, err)
+	}
+	f := classify(err)
+	a.m.ChannelAPIErrors.WithLabelValues(Name, f.code).Inc()
+	return "", &channels.PostError{Retry: f.retry, After: f.retryAfter, Err: retry.Mark(f.reason, fmt.Errorf("slack: %s: %w", method, err))}
+}
+
+// PostsPerSecond is Slack's published rate for posting into one channel:
+// about one message a second, with short bursts tolerated.
+const PostsPerSecond = 1
+
+// Pace implements channels.Poster: one post a second per channel.
+func (a *Adapter) Pace() channels.Pace {
+	return channels.Pace{Every: time.Second / PostsPerSecond, Burst: 1}
+}
+
+// postOptions are the options of one post of text answering m, and the
+// method it goes through.
+func postOptions(m channels.Message, text string) (string, []slackapi.MsgOption) {
+	opts := []slackapi.MsgOption{slackapi.MsgOptionText(text, false), slackapi.MsgOptionDisableLinkUnfurl()}
+	if u := m.Meta[MetaResponseURL]; u != "" {
+		return "response_url", append(opts, slackapi.MsgOptionResponseURL(u, slackapi.ResponseTypeEphemeral))
+	}
+	if ts := m.Meta[MetaThreadTS]; ts != "" {
+		opts = append(opts, slackapi.MsgOptionTS(ts))
+	}
+	return "chat.postMessage", opts
 }
 
 // StartTyping implements channels.Typing with an :eyes: reaction on the

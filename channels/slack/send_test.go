@@ -1,8 +1,10 @@
 package slack
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/slack/slacktest"
@@ -22,7 +24,7 @@ func TestSendPostsMrkdwnInTheThread(t *testing.T) {
 	if len(posts) != 1 {
 		t.Fatalf("posts %+v", posts)
 	}
-	want := slacktest.Post{Channel: "C1", ThreadTS: "100.1", Text: "*Answer*\nIt is *42* &amp; more: <https://example.com|docs>", TS: posts[0].TS}
+	want := slacktest.Post{Channel: "C1", ThreadTS: "100.1", Text: "*Answer*\nIt is *42* &amp; more: <https://example.com|docs>", TS: posts[0].TS, At: posts[0].At}
 	if posts[0] != want {
 		t.Fatalf("post %+v\nwant %+v", posts[0], want)
 	}
@@ -143,5 +145,46 @@ func TestIdentify(t *testing.T) {
 	err := g.a.Identify(t.Context())
 	if !IsAuthError(err) || g.apiErrors("invalid_auth") != 1 {
 		t.Fatalf("wrong token: %v", err)
+	}
+}
+
+// TestPostClassifiesEachFailure: Post makes one attempt and says whether
+// another may succeed, with the wait Slack asked for.
+func TestPostClassifiesEachFailure(t *testing.T) {
+	tests := []struct {
+		name  string
+		fail  slacktest.Failure
+		retry bool
+		after time.Duration
+	}{
+		{"rate limited", slacktest.Failure{Status: 429, RetryAfter: "7"}, true, 7 * time.Second},
+		{"server error", slacktest.Failure{Status: 502}, true, 0},
+		{"slack's own retryable code", slacktest.Failure{Error: "internal_error"}, true, 0},
+		{"refused for good", slacktest.Failure{Error: "channel_not_found"}, false, 0},
+		{"bad token", slacktest.Failure{Error: "invalid_auth"}, false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			f.slack.Fail("chat.postMessage", tt.fail)
+			_, err := f.a.Post(t.Context(), threadMsg(), "hello")
+			var pe *channels.PostError
+			if !errors.As(err, &pe) {
+				t.Fatalf("Post = %v; want a *channels.PostError", err)
+			}
+			if pe.Retry != tt.retry || pe.After != tt.after {
+				t.Errorf("retry=%v after=%v, want %v and %v", pe.Retry, pe.After, tt.retry, tt.after)
+			}
+			if n := f.slack.Count("chat.postMessage"); n != 1 {
+				t.Errorf("%d calls; Post must try once", n)
+			}
+			if strings.Contains(err.Error(), slacktest.BotToken) {
+				t.Errorf("the error shows the token: %v", err)
+			}
+			ts, err := f.a.Post(t.Context(), threadMsg(), "hello")
+			if err != nil || ts == "" || f.slack.Posts()[0].TS != ts || f.slack.Posts()[0].ThreadTS != "100.1" {
+				t.Errorf("Post after recovery = %q, %v; want the ts of the post in the thread", ts, err)
+			}
+		})
 	}
 }

@@ -156,6 +156,7 @@ var (
 	_ channels.Typing      = (*Adapter)(nil)
 	_ channels.HTTPChannel = (*Adapter)(nil)
 	_ channels.Health      = (*Adapter)(nil)
+	_ channels.Poster      = (*Adapter)(nil)
 )
 
 // New returns an adapter for cfg; it makes no network call. m nil counts

@@ -19,6 +19,7 @@ import (
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway"
+	"github.com/parleyhq/parley/gateway/outbox"
 	"github.com/parleyhq/parley/gateway/quota"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/outbound"
@@ -256,6 +257,9 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 		// The store's Redis, embedded or shared: the limits hold over
 		// every replica that shares it.
 		Quotas: quota.New(a.store.Client(), cfg.Redis.Prefix),
+		// Replies that could not be posted wait in the same Redis for
+		// whichever replica is alive.
+		Outbox: outbox.New(a.store.Client(), cfg.Redis.Prefix, outbox.Config{MaxAge: cfg.Outbox.MaxAge}, m, log),
 		Tracer: tracer,
 	}, a.store, a.agent, m, log)
 	// Shutdown drains running turns until its context ends, then cancels

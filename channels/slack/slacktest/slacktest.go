@@ -41,6 +41,9 @@ type Post struct {
 	Text     string
 	ThreadTS string
 	TS       string // the ts the fake gave the posted message
+	// At is when the fake received the post, for checks of the pace of
+	// posting.
+	At time.Time
 	// ResponseURL is set for a post to a slash command's response_url,
 	// with ResponseType (ephemeral, in_channel).
 	ResponseURL  string
@@ -61,6 +64,9 @@ type Failure struct {
 	Status     int
 	RetryAfter string
 	Error      string
+	// Pass lets the call through as if no failure were scripted, so that
+	// a failure can be scripted after some successes.
+	Pass bool
 }
 
 // Server is the fake Slack.
@@ -126,6 +132,14 @@ func (s *Server) Fail(method string, f ...Failure) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failures[method] = append(s.failures[method], f...)
+}
+
+// Heal drops the failures still scripted for method: the platform has
+// recovered.
+func (s *Server) Heal(method string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.failures, method)
 }
 
 // Calls lists the Web API methods called, in order.
@@ -213,6 +227,9 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 	if fs := s.failures[method]; len(fs) > 0 {
 		fail = &fs[0]
 		s.failures[method] = fs[1:]
+		if fail.Pass {
+			fail = nil
+		}
 	}
 	s.mu.Unlock()
 
@@ -247,7 +264,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		ts := fmt.Sprintf("1800000000.%06d", s.nextTS)
 		s.nextTS++
-		s.posts = append(s.posts, Post{Channel: params.Get("channel"), Text: params.Get("text"), ThreadTS: params.Get("thread_ts"), TS: ts})
+		s.posts = append(s.posts, Post{Channel: params.Get("channel"), Text: params.Get("text"), ThreadTS: params.Get("thread_ts"), TS: ts, At: time.Now()})
 		s.mu.Unlock()
 		writeJSON(w, map[string]any{"ok": true, "channel": params.Get("channel"), "ts": ts})
 	case "conversations.info":

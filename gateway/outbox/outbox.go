@@ -1,0 +1,351 @@
+// Package outbox makes the delivery of replies durable. A reply is posted
+// part by part through its channel's channels.Poster; when a post fails
+// for a reason that may pass (a 5xx, a rate limit, a dropped connection,
+// a shutdown), the reply — with the ids of the parts already posted — goes
+// to an outbox in Redis, and whichever replica is alive tries it again with
+// backoff until it is delivered or MaxAge has passed, when it is counted
+// as failed. Nothing is dropped without being counted and logged.
+//
+// Nothing is posted twice either: a replica claims an item for a lease
+// before trying it, records each part it posts (with the platform's
+// message id) under that claim, and the last part's record finishes the
+// item in the same Redis step. A replica that dies mid-delivery leaves its
+// claim to expire; the next claim resumes at the first part not recorded.
+// Each attempt ends before its lease does, so two replicas never post
+// the same item at once. (A platform that posts a message and then fails
+// to answer is the one case left where a part can appear twice.)
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/metrics"
+	"github.com/parleyhq/parley/retry"
+)
+
+// Defaults of Config's zero fields.
+const (
+	DefaultMaxAge         = config.DefaultOutboxMaxAge
+	DefaultLease          = 30 * time.Second
+	DefaultPoll           = time.Second
+	DefaultMinWait        = time.Second
+	DefaultMaxWait        = time.Minute
+	DefaultInlineAttempts = 3
+)
+
+// Config shapes an Outbox. The zero value takes the defaults.
+type Config struct {
+	// MaxAge is how long a reply is tried before it is counted as failed,
+	// from its first failure.
+	MaxAge time.Duration
+	// Lease is how long a claim of an item lasts; an attempt stops before
+	// it ends. A dead replica's item is tried again after at most a lease.
+	Lease time.Duration
+	// Poll is how often a replica looks for due items.
+	Poll time.Duration
+	// MinWait and MaxWait bound the backoff between tries of one item.
+	MinWait, MaxWait time.Duration
+	// InlineAttempts is how many times each part is tried when the reply
+	// is first sent, before the reply goes to the outbox.
+	InlineAttempts int
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxAge <= 0 {
+		c.MaxAge = DefaultMaxAge
+	}
+	if c.Lease <= 0 {
+		c.Lease = DefaultLease
+	}
+	if c.Poll <= 0 {
+		c.Poll = DefaultPoll
+	}
+	if c.MinWait <= 0 {
+		c.MinWait = DefaultMinWait
+	}
+	if c.MaxWait < c.MinWait {
+		c.MaxWait = max(DefaultMaxWait, c.MinWait)
+	}
+	if c.InlineAttempts <= 0 {
+		c.InlineAttempts = DefaultInlineAttempts
+	}
+	return c
+}
+
+// Outbox delivers replies and keeps those that could not be delivered.
+// It is safe for concurrent use.
+type Outbox struct {
+	cfg   Config
+	store *store
+	m     *metrics.Metrics
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	retriers map[string]*retry.Retrier // by channel
+}
+
+// New returns an Outbox keeping its items in client under prefix (the
+// store's key prefix). m nil counts into a private registry; log nil
+// discards.
+func New(client redis.UniversalClient, prefix string, cfg Config, m *metrics.Metrics, log *slog.Logger) *Outbox {
+	if m == nil {
+		m = metrics.New()
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Outbox{cfg: cfg.withDefaults(), store: newStore(client, prefix), m: m,
+		log: log.With("component", "outbox"), retriers: map[string]*retry.Retrier{}}
+}
+
+// retrier is the retry loop of posts to channel.
+func (o *Outbox) retrier(channel string) *retry.Retrier {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r, ok := o.retriers[channel]
+	if !ok {
+		r = retry.New(channel, retry.Policy{Attempts: o.cfg.InlineAttempts, MinWait: o.cfg.MinWait / 2, MaxWait: 4 * o.cfg.MinWait}, o.m, o.log)
+		o.retriers[channel] = r
+	}
+	return r
+}
+
+// Deliver posts r, answering m, through p. A reply that fails for a reason
+// that may pass (also this replica shutting down) is queued and nil is
+// returned: the outbox delivers it later. The error is a failure that will
+// not pass (the chat is gone, the token refused) or an outbox Redis cannot
+// keep; either is counted as a failed delivery and logged.
+func (o *Outbox) Deliver(ctx context.Context, p channels.Poster, m channels.Message, r channels.Reply) error {
+	it := &Item{ID: newToken(), Message: m, Parts: p.Parts(m, r)}
+	if len(it.Parts) == 0 {
+		return nil
+	}
+	err := o.postAll(ctx, p, it, o.cfg.InlineAttempts, nil)
+	if err == nil {
+		o.m.Deliveries.WithLabelValues(m.Channel, metrics.DeliverySent).Inc()
+		return nil
+	}
+	if permanent(err) && ctx.Err() == nil {
+		o.failed(ctx, it, err)
+		return err
+	}
+	_, after := channels.Retryable(err)
+	// A shutdown leaves the reply to another replica too: the outbox
+	// outlives this one.
+	if qerr := o.store.add(context.WithoutCancel(ctx), it, max(after, retry.Jitter(o.cfg.MinWait))); qerr != nil {
+		err = errors.Join(err, qerr)
+		o.failed(ctx, it, err)
+		return err
+	}
+	o.m.Deliveries.WithLabelValues(m.Channel, metrics.DeliveryRetried).Inc()
+	o.log.WarnContext(ctx, "reply not delivered; queued in the outbox", "channel", m.Channel, "item", it.ID,
+		"parts_posted", len(it.Sent), "parts", len(it.Parts), "err", err)
+	o.refreshPending(context.WithoutCancel(ctx))
+	return nil
+}
+
+// failed counts and logs a reply given up: its user cannot be told, since
+// the channel itself is what failed.
+func (o *Outbox) failed(ctx context.Context, it *Item, err error) {
+	o.m.Deliveries.WithLabelValues(it.Channel(), metrics.DeliveryFailed).Inc()
+	o.log.ErrorContext(ctx, "reply could not be delivered; giving up", "channel", it.Channel(), "item", it.ID,
+		"parts_posted", len(it.Sent), "parts", len(it.Parts), "posted_ids", it.Sent, "attempts", it.Attempts, "err", err)
+}
+
+// postAll posts the parts of it not yet posted, in order, each tried up
+// to attempts times. recorded, when set, is called with each part's id
+// and keeps it.Sent; otherwise the id is appended here.
+func (o *Outbox) postAll(ctx context.Context, p channels.Poster, it *Item, attempts int, recorded func(id string) error) error {
+	for len(it.Sent) < len(it.Parts) {
+		n := len(it.Sent)
+		var id string
+		err := o.retrier(it.Channel()).WithAttempts(attempts).Do(ctx, "post reply", func(ctx context.Context) (bool, time.Duration, error) {
+			var err error
+			id, err = p.Post(ctx, it.Message, it.Parts[n])
+			if err == nil {
+				return false, 0, nil
+			}
+			again, after := channels.Retryable(err)
+			return again, after, err
+		})
+		if err != nil {
+			return fmt.Errorf("outbox: part %d of %d: %w", n+1, len(it.Parts), err)
+		}
+		if recorded == nil {
+			it.Sent = append(it.Sent, id)
+			continue
+		}
+		if err := recorded(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unknownChannel is the channel label of an item whose channel cannot be
+// read.
+const unknownChannel = "unknown"
+
+// Run tries due items until ctx ends, one at a time; posters names the
+// channel of each platform (nil when this replica has none by that name).
+func (o *Outbox) Run(ctx context.Context, posters func(channel string) channels.Poster) {
+	var failing bool
+	for ctx.Err() == nil {
+		it, wait, now, err := o.store.claim(ctx, o.cfg.Lease)
+		switch {
+		case errors.Is(err, errUndecodable):
+			// Never tried, never retried: it would come due again forever.
+			o.log.Error("dropping an undecodable outbox item", "item", it.ID, "err", err)
+			o.m.Deliveries.WithLabelValues(unknownChannel, metrics.DeliveryFailed).Inc()
+			if ferr := o.store.fail(context.WithoutCancel(ctx), it, "undecodable"); ferr != nil {
+				o.log.Warn("cannot mark an outbox item failed", "item", it.ID, "err", ferr)
+			}
+			continue
+		case err != nil:
+			if ctx.Err() != nil {
+				return
+			}
+			if !failing { // once per outage, not every poll
+				o.log.Warn("cannot read the outbox; trying again", "err", err)
+			}
+			failing, wait = true, o.cfg.Poll
+		case it != nil:
+			failing = false
+			o.attempt(ctx, it, now, posters(it.Channel()))
+			o.refreshPending(ctx)
+			continue
+		default:
+			failing = false
+			o.refreshPending(ctx)
+			if wait <= 0 || wait > o.cfg.Poll {
+				wait = o.cfg.Poll
+			}
+		}
+		if !retry.Sleep(ctx, wait) {
+			return
+		}
+	}
+}
+
+// attempt tries one claimed item: past MaxAge it fails; otherwise its
+// remaining parts are posted, each recorded under the claim, and a failure
+// that may pass makes it due again after a backoff.
+func (o *Outbox) attempt(ctx context.Context, it *Item, now time.Time, p channels.Poster) {
+	log := o.log.With("channel", it.Channel(), "item", it.ID, "attempt", it.Attempts)
+	if age := now.Sub(it.Created); age > o.cfg.MaxAge {
+		o.finishFailed(ctx, it, "max_age", fmt.Errorf("outbox: not delivered within %s", o.cfg.MaxAge))
+		return
+	}
+	if p == nil {
+		// A replica without the channel leaves the item to one with it.
+		log.Warn("no channel on this replica for an item of the outbox")
+		o.release(ctx, it, o.cfg.Poll)
+		return
+	}
+	// The attempt ends before the lease would, so that no other replica
+	// claims the item while a post of this one is in flight.
+	actx, cancel := context.WithTimeout(ctx, o.cfg.Lease*3/4)
+	defer cancel()
+	delivered := false
+	err := o.postAll(actx, p, it, 1, func(id string) error {
+		// The post happened: record it even when ctx has just ended.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		done, err := o.store.posted(rctx, it, id, o.cfg.Lease)
+		delivered = done
+		return err
+	})
+	switch {
+	case err == nil && delivered:
+		o.m.Deliveries.WithLabelValues(it.Channel(), metrics.DeliverySent).Inc()
+		log.Info("reply delivered from the outbox", "parts", len(it.Parts), "posted_ids", it.Sent)
+		return
+	case err == nil:
+		err = errors.New("outbox: every part posted but the item was not finished")
+	case errors.Is(err, errLeaseLost):
+		log.Warn("outbox item claimed by another replica mid-attempt; leaving it", "err", err)
+		return
+	}
+	if ctx.Err() != nil {
+		// Shutting down: hand the item to another replica now rather than
+		// when the lease ends.
+		o.release(ctx, it, 0)
+		return
+	}
+	if permanent(err) && actx.Err() == nil {
+		o.finishFailed(ctx, it, retry.ReasonOf(err, 0).String(), err)
+		return
+	}
+	_, after := channels.Retryable(err)
+	delay := max(after, o.backoff(it.Attempts))
+	// Never wait past the deadline: the failure is counted when it is due.
+	delay = min(delay, it.Created.Add(o.cfg.MaxAge).Sub(now)+time.Millisecond)
+	o.m.Deliveries.WithLabelValues(it.Channel(), metrics.DeliveryRetried).Inc()
+	log.Warn("reply from the outbox not delivered; trying again later", "retry_in", delay,
+		"parts_posted", len(it.Sent), "parts", len(it.Parts), "err", err)
+	o.release(ctx, it, delay)
+}
+
+// permanent reports whether err is a post the platform refused for good
+// (a deleted chat, a refused token). Anything else — a 5xx, a rate limit,
+// Redis failing to record a post — may pass, and is tried again until
+// MaxAge.
+func permanent(err error) bool {
+	var pe *channels.PostError
+	return errors.As(err, &pe) && !pe.Retry
+}
+
+// backoff is the wait after the n-th failed claim of an item.
+func (o *Outbox) backoff(n int) time.Duration {
+	d := o.cfg.MinWait
+	for i := 1; i < n && d < o.cfg.MaxWait; i++ {
+		d *= 2
+	}
+	return retry.Jitter(min(d, o.cfg.MaxWait))
+}
+
+func (o *Outbox) release(ctx context.Context, it *Item, delay time.Duration) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := o.store.release(rctx, it, delay); err != nil {
+		o.log.Warn("cannot give an outbox item back; it is tried again when its lease ends", "item", it.ID, "err", err)
+	}
+}
+
+// finishFailed ends a claimed item as failed; why is a bounded reason
+// (max_age, or the retry reason of the last failure), kept with the item.
+func (o *Outbox) finishFailed(ctx context.Context, it *Item, why string, err error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if ferr := o.store.fail(rctx, it, why); ferr != nil {
+		if errors.Is(ferr, errLeaseLost) {
+			return // another replica holds it now, and decides
+		}
+		o.log.Warn("cannot mark an outbox item failed; it is tried again when its lease ends", "item", it.ID, "err", ferr)
+		return
+	}
+	o.failed(ctx, it, err)
+}
+
+// refreshPending sets parley_outbox_pending from Redis: every replica
+// reports the same shared count.
+func (o *Outbox) refreshPending(ctx context.Context) {
+	if n, err := o.store.pending(ctx); err == nil {
+		o.m.OutboxPending.Set(float64(n))
+	}
+}
+
+// Lookup reads what the outbox keeps of item id: while it is pending, and
+// for a day after it finished. ok is false when it keeps nothing.
+func (o *Outbox) Lookup(ctx context.Context, id string) (Record, bool, error) {
+	return o.store.lookup(ctx, id)
+}

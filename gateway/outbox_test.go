@@ -1,0 +1,112 @@
+package gateway_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/parleyhq/parley/agent"
+	"github.com/parleyhq/parley/agent/openaitest"
+	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/channels/slack"
+	"github.com/parleyhq/parley/channels/slack/slacktest"
+	"github.com/parleyhq/parley/gateway"
+	"github.com/parleyhq/parley/gateway/outbox"
+	"github.com/parleyhq/parley/internal/redistest"
+	"github.com/parleyhq/parley/metrics"
+	"github.com/parleyhq/parley/sessions"
+)
+
+// slackReplica is one gateway with the real Slack adapter and an outbox,
+// on the Redis, model and fake Slack its test shares between replicas.
+type slackReplica struct {
+	gw      *gateway.Gateway
+	store   *sessions.RedisStore
+	metrics *metrics.Metrics
+	stopped bool
+}
+
+func newSlackReplica(t *testing.T, r *redistest.Redis, model *openaitest.Server, fake *slacktest.Server) *slackReplica {
+	t.Helper()
+	m := metrics.New()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix, LockTTL: time.Second, MaxMessages: 1000})
+	a := agent.New(agent.Config{Model: "test", Timeout: 5 * time.Second, MaxRetries: 1, BackoffBase: time.Millisecond, BackoffMax: 2 * time.Millisecond},
+		agent.NewClient(model.URL(), "sk-test", nil), agent.NewRegistry(), m, log)
+	ob := outbox.New(r.Client, r.Prefix, outbox.Config{Lease: 2 * time.Second, Poll: 20 * time.Millisecond,
+		MinWait: 20 * time.Millisecond, MaxWait: 100 * time.Millisecond}, m, log)
+	gw := gateway.New(gateway.Config{Outbox: ob}, store, a, m, log)
+	ad, err := slack.New(slack.Config{BotToken: slacktest.BotToken, APIURL: fake.APIURL()}, slack.Options{RetryWait: 5 * time.Millisecond}, m, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.Register(ad)
+	gw.Start()
+	rp := &slackReplica{gw: gw, store: store, metrics: m}
+	t.Cleanup(func() { rp.stop(t) })
+	return rp
+}
+
+func (rp *slackReplica) stop(t *testing.T) {
+	if rp.stopped {
+		return
+	}
+	rp.stopped = true
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := rp.gw.Shutdown(ctx); err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+}
+
+func (rp *slackReplica) delivered(outcome string) float64 {
+	return testutil.ToFloat64(rp.metrics.Deliveries.WithLabelValues(slack.Name, outcome))
+}
+
+// TestFinalPostFailingIsDeliveredByTheOtherReplica: the answer's post
+// gets 5xx; the turn is written once, the reply waits in the outbox, and
+// after its replica is stopped the other replica posts it, exactly once.
+func TestFinalPostFailingIsDeliveredByTheOtherReplica(t *testing.T) {
+	r, model, fake := redistest.New(t), openaitest.New(t), slacktest.New(t)
+	a := newSlackReplica(t, r, model, fake)
+	var fails []slacktest.Failure
+	for range 1000 {
+		fails = append(fails, slacktest.Failure{Status: 503})
+	}
+	fake.Fail("chat.postMessage", fails...)
+	m := channels.Message{ID: "Ev1", Channel: slack.Name, Workspace: slacktest.TeamID, Chat: "C1", Thread: "1700000000.000100",
+		User: "U1", Text: "hello", Meta: map[string]string{slack.MetaThreadTS: "1700000000.000100"}}
+	if err := a.gw.Submit(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	slacktest.WaitFor(t, "a try from the outbox", 30*time.Second, func() bool {
+		return a.delivered(metrics.DeliveryRetried) >= 2
+	})
+	a.stop(t)
+	fake.Heal("chat.postMessage")
+	if len(fake.Posts()) != 0 {
+		t.Fatal("a post went through while Slack failed")
+	}
+	b := newSlackReplica(t, r, model, fake)
+	slacktest.WaitFor(t, "the other replica to deliver", 30*time.Second, func() bool {
+		return b.delivered(metrics.DeliverySent) == 1
+	})
+	posts := fake.Posts()
+	if len(posts) != 1 || posts[0].Text != "echo: hello" || posts[0].ThreadTS != "1700000000.000100" {
+		t.Fatalf("posts = %+v; want the answer once, in the thread", posts)
+	}
+	history, err := b.store.History(context.Background(), m.ConversationKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(history) != 2 {
+		t.Errorf("history has %d messages, want the one turn (2)", len(history))
+	}
+	if n := len(model.Requests()); n != 1 {
+		t.Errorf("the model answered %d times; delivery must not rerun the turn", n)
+	}
+}
