@@ -131,7 +131,7 @@ func (a *Agent) observeAttempt(at retry.Attempted) {
 // do not decode. Client errors (400, 401, 403, 404, …) fail at once, since
 // sending the same request again cannot fix them.
 func retryable(err error) bool {
-	if errors.Is(err, errResponseTooLarge) {
+	if errors.Is(err, errResponseTooLarge) || errors.Is(err, errTooManyCalls) {
 		return false
 	}
 	// Status errors first: a 401 whose body is not JSON is still a 401.
@@ -184,7 +184,7 @@ func failureReason(err error, after time.Duration) retry.Reason {
 	if code, ok := statusOf(err); ok {
 		return retry.StatusReason(code)
 	}
-	if errors.Is(err, errNoChoices) || errors.Is(err, errResponseTooLarge) {
+	if errors.Is(err, errNoChoices) || errors.Is(err, errResponseTooLarge) || errors.Is(err, errTooManyCalls) {
 		return retry.BadResponse
 	}
 	var streamErr *streamError

@@ -38,6 +38,15 @@ var errStreamIdle = fmt.Errorf("agent: the model's stream stalled: %w", context.
 // errStreamCut is a stream that ended before its finish_reason.
 var errStreamCut = fmt.Errorf("agent: the model's stream ended before the answer did: %w", io.ErrUnexpectedEOF)
 
+// maxStreamedCalls bounds the tool calls one streamed answer may open: far
+// more than any answer runs (config's max_tool_calls_per_answer), and few
+// enough that assembling them stays cheap whatever a server sends.
+const maxStreamedCalls = 256
+
+// errTooManyCalls is a stream opening more than maxStreamedCalls calls. It
+// is not retried, like an oversized answer.
+var errTooManyCalls = fmt.Errorf("agent: the model's answer opened more than %d tool calls", maxStreamedCalls)
+
 // streamError is an error object the server sent inside the stream, after
 // its 200: the model failed mid-answer.
 type streamError struct{ msg string }
@@ -249,7 +258,9 @@ func (a *assembler) add(data []byte, onText func(string)) error {
 		}
 		a.refusal = append(a.refusal, ch.Delta.Refusal...)
 		for _, d := range ch.Delta.ToolCalls {
-			a.addCall(d)
+			if err := a.addCall(d); err != nil {
+				return err
+			}
 		}
 		if ch.FinishReason != "" {
 			a.finish = ch.FinishReason
@@ -260,7 +271,7 @@ func (a *assembler) add(data []byte, onText func(string)) error {
 
 // addCall adds a piece to its call: the one with its index, or without an
 // index, a new call when it brings an id of its own, else the last one.
-func (a *assembler) addCall(d callDelta) {
+func (a *assembler) addCall(d callDelta) error {
 	var p *partialCall
 	if d.Index != nil {
 		for i := range a.calls {
@@ -273,6 +284,9 @@ func (a *assembler) addCall(d callDelta) {
 		p = &a.calls[n-1]
 	}
 	if p == nil {
+		if len(a.calls) >= maxStreamedCalls {
+			return errTooManyCalls
+		}
 		index := len(a.calls)
 		if d.Index != nil {
 			index = *d.Index
@@ -291,6 +305,7 @@ func (a *assembler) addCall(d callDelta) {
 		p.call.Function.Name = d.Function.Name
 	}
 	p.args = append(p.args, d.Function.Arguments...)
+	return nil
 }
 
 // response is the assembled answer, shaped as a response sent whole. A
