@@ -76,15 +76,16 @@ func TestHeartbeatCountsModelErrorsAndSkillLoads(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); hb.Run(ctx, ready) }()
 	<-ready
-	m.LLMRequests.WithLabelValues(metrics.OutcomeError).Add(3)
-	m.LLMRequests.WithLabelValues(metrics.OutcomeOK).Add(10)
+	m.LLMRequests.WithLabelValues("default", metrics.OutcomeError).Add(3)
+	m.LLMRequests.WithLabelValues("backup", metrics.OutcomeError).Add(2)
+	m.LLMRequests.WithLabelValues("default", metrics.OutcomeOK).Add(10)
 	m.SkillLoads.WithLabelValues("slack", "release-notes", metrics.SkillInjected).Add(2)
 	m.SkillLoads.WithLabelValues("wechat", "release-notes", metrics.SkillInjected).Inc()
 	m.SkillLoads.WithLabelValues("slack", "release-notes", metrics.SkillNotFound).Add(5)
 	m.SkillInvocations.WithLabelValues("slack", "deploy-check").Inc()
 	poll(t, "the counts in the heartbeat", func() bool {
 		reps, _ := admin.ListReplicas(ctx, r.Client, r.Prefix)
-		return len(reps) == 1 && reps[0].ModelErrors == 3 && reps[0].SkillLoads["release-notes"] == 3 && reps[0].SkillLoads["deploy-check"] == 1
+		return len(reps) == 1 && reps[0].ModelErrors == 5 && reps[0].SkillLoads["release-notes"] == 3 && reps[0].SkillLoads["deploy-check"] == 1
 	})
 	cancel()
 	<-done

@@ -31,7 +31,6 @@ import (
 
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/metrics"
-	"github.com/parleyhq/parley/retry"
 	"github.com/parleyhq/parley/sessions"
 	"github.com/parleyhq/parley/tracing"
 	openai "github.com/sashabaranov/go-openai"
@@ -83,6 +82,14 @@ const (
 type Config struct {
 	// Model is the model name sent with every request. Required.
 	Model string
+	// Vision marks Model as accepting images.
+	Vision bool
+	// Fallbacks are the keys of the Models tried after Model when it
+	// fails, in order: the whole chain (see config.Endpoint.Fallbacks).
+	Fallbacks []string
+	// Models are further models, for Fallbacks and for turns that name
+	// one (TurnRequest.Model). Model is config.DefaultModelKey among them.
+	Models []ModelConfig
 	// MaxToolIterations bounds the model requests that may run tools in
 	// one turn; after that one last request offers no tools.
 	MaxToolIterations int
@@ -165,21 +172,18 @@ func (c Config) withDefaults() Config {
 
 // Agent answers turns. It is safe for concurrent use by many conversations.
 type Agent struct {
-	cfg     Config
-	client  *Client
-	tools   *Registry
-	m       *metrics.Metrics
-	log     *slog.Logger
-	retrier *retry.Retrier // model requests
+	cfg   Config
+	tools *Registry
+	m     *metrics.Metrics
+	log   *slog.Logger
+	// primary is Config.Model, models every model by key, primary
+	// included (see endpoint).
+	primary *endpoint
+	models  map[string]*endpoint
 	// prompt is the system prompt without SystemExtra, built once.
 	prompt string
-	// model is Config.Model as a JSON string.
-	model []byte
 	// system is the last system message sent, encoded.
 	system atomic.Pointer[encodedSystem]
-	// noStream is set once the model has shown that it does not stream
-	// (see attempt); it stays set for the agent's life.
-	noStream atomic.Bool
 
 	toolsMu sync.Mutex
 	encoded map[string]encodedTool // by tool name
@@ -201,21 +205,22 @@ func New(cfg Config, client *Client, tools *Registry, m *metrics.Metrics, log *s
 	log = log.With("component", "agent")
 	a := &Agent{
 		cfg:    cfg,
-		client: client,
 		tools:  tools,
 		m:      m,
 		log:    log,
 		prompt: strings.TrimSpace(cfg.SystemPrompt) + "\n\n" + boundaryParagraph,
-		model:  appendString(nil, cfg.Model),
+		models: map[string]*endpoint{},
 	}
-	a.retrier = retry.New(integrationModel, retry.Policy{
-		Attempts: 1 + cfg.MaxRetries,
-		MinWait:  cfg.BackoffBase, MaxWait: cfg.BackoffMax,
-		// Retry-After is capped by the transport (maxRetryAfter), never refused.
-		MaxRetryAfter: maxRetryAfter,
-		Sleep:         cfg.Sleep,
-		Observe:       a.observeAttempt,
-	}, m, log)
+	fallbacks := map[string][]string{config.DefaultModelKey: cfg.Fallbacks}
+	for _, mc := range cfg.Models {
+		if mc.Key == config.DefaultModelKey || mc.Client == nil {
+			continue
+		}
+		a.addEndpoint(mc.Key, mc.Name, mc.Client, mc.Timeout, mc.MaxRetries, mc.Vision)
+		fallbacks[mc.Key] = mc.Fallbacks
+	}
+	a.primary = a.addEndpoint(config.DefaultModelKey, cfg.Model, client, cfg.Timeout, cfg.MaxRetries, cfg.Vision)
+	a.linkChains(fallbacks)
 	return a
 }
 
@@ -267,6 +272,9 @@ type TurnRequest struct {
 	// loaded (see Event). It is called on the turn's goroutine, one event
 	// at a time, and must return quickly: a slow listener slows the turn.
 	Events func(Event)
+	// Model is the key of the model to ask first (the policy's model);
+	// empty: Config.Model. Its fallbacks follow it.
+	Model string
 }
 
 // Usage sums the tokens of every model request of a turn.
@@ -285,6 +293,9 @@ type TurnResult struct {
 	// On failure they hold only the user message.
 	Messages []sessions.Message
 	Usage    Usage
+	// Model is the key of the model that answered (or, on failure, the
+	// last one asked).
+	Model string
 	// Iterations counts the model answers whose tool calls were executed.
 	Iterations int
 	// Failed reports that the model could not answer; Failure says why
@@ -350,7 +361,7 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 	parent := ctx
 	ctx, cancel := context.WithTimeoutCause(ctx, a.cfg.TurnTimeout, errTurnDeadline)
 	defer cancel()
-	if a.client == nil {
+	if a.primary.client == nil {
 		return TurnResult{}, errors.New("agent: no model client")
 	}
 	if strings.TrimSpace(req.UserText) == "" {
@@ -389,6 +400,7 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 
 	var res TurnResult
 	ev := &emitter{fn: req.Events}
+	chain, pos := a.chainFor(ctx, req.Model), 0
 	once := &onceGuard{ledger: req.Calls, conv: req.Conversation, item: req.Item}
 	calls := 0 // tool calls of this turn that were not capped
 	for {
@@ -400,9 +412,10 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 		if !last {
 			tools = a.offer(allow)
 		}
-		body := a.turnRequest(system, hist, turn, last, tools)
-		answer, finish, err := a.complete(ctx, req.Channel, *body, &res.Usage, ev)
-		bodyPool.Put(body)
+		answer, finish, err := a.ask(ctx, log, req.Channel, chain, &pos, func(ep *endpoint) *[]byte {
+			return a.turnRequest(ep, system, hist, turn, last, tools)
+		}, &res.Usage, ev)
+		res.Model = chain[pos].key
 		if err != nil {
 			if ctxErr := parent.Err(); ctxErr != nil {
 				return TurnResult{}, ctxErr
@@ -427,7 +440,7 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 				log.WarnContext(ctx, "the answer was cut at the model's length limit", "completion_tokens", res.Usage.Completion, "max_tokens", a.cfg.MaxTokens)
 			}
 			res.Messages = turn
-			log.DebugContext(ctx, "turn answered", "iterations", res.Iterations,
+			log.DebugContext(ctx, "turn answered", "model", res.Model, "iterations", res.Iterations,
 				"prompt_tokens", res.Usage.Prompt, "completion_tokens", res.Usage.Completion,
 				"cached_tokens", res.Usage.Cached, "duration", time.Since(start))
 			return res, nil
@@ -500,14 +513,14 @@ func (a *Agent) failed(ctx context.Context, log *slog.Logger, res TurnResult, er
 	return res
 }
 
-// turnRequest writes one request of a turn into a pooled buffer: the
+// turnRequest writes one request of a turn to ep into a pooled buffer: the
 // system message, the stored history as stored, this turn's messages, and
 // on the last request the budget note instead of tools. The caller returns
 // the buffer to bodyPool.
-func (a *Agent) turnRequest(system []byte, hist *plan, turn []sessions.Message, last bool, tools [][]byte) *[]byte {
+func (a *Agent) turnRequest(ep *endpoint, system []byte, hist *plan, turn []sessions.Message, last bool, tools [][]byte) *[]byte {
 	buf := bodyPool.Get().(*[]byte)
 	w := requestWriter{buf: (*buf)[:0]}
-	w.begin(a.model)
+	w.begin(ep.model)
 	w.raw(system)
 	hist.write(&w)
 	for i := range turn {

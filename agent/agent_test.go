@@ -187,7 +187,7 @@ func TestRetries(t *testing.T) {
 				t.Errorf("retries metric = %v, want 1", got)
 			}
 			for outcome, want := range map[string]float64{"retry": 1, "ok": 1, "error": 0} {
-				if got := metricValue(t, h.m, "parley_llm_requests_total", map[string]string{"outcome": outcome}); got != want {
+				if got := metricValue(t, h.m, "parley_llm_requests_total", map[string]string{"model": "default", "outcome": outcome}); got != want {
 					t.Errorf("requests{outcome=%s} = %v, want %v", outcome, got, want)
 				}
 			}
@@ -241,10 +241,10 @@ func TestTimeoutThenApology(t *testing.T) {
 	if got := len(h.waits()); got != 2 {
 		t.Errorf("backoffs = %d, want 2", got)
 	}
-	if got := metricValue(t, h.m, "parley_llm_requests_total", map[string]string{"outcome": "error"}); got != 1 {
+	if got := metricValue(t, h.m, "parley_llm_requests_total", map[string]string{"model": "default", "outcome": "error"}); got != 1 {
 		t.Errorf("requests{error} = %v, want 1", got)
 	}
-	if got := metricValue(t, h.m, "parley_llm_requests_total", map[string]string{"outcome": "retry"}); got != 2 {
+	if got := metricValue(t, h.m, "parley_llm_requests_total", map[string]string{"model": "default", "outcome": "retry"}); got != 2 {
 		t.Errorf("requests{retry} = %v, want 2", got)
 	}
 }
@@ -635,7 +635,7 @@ func TestTokenUsage(t *testing.T) {
 		t.Errorf("Usage = %+v, want %+v", res.Usage, want)
 	}
 	for kind, want := range map[string]float64{"prompt": 250, "completion": 15, "cached": 130} {
-		if got := metricValue(t, h.m, "parley_llm_tokens_total", map[string]string{"channel": "feishu", "kind": kind}); got != want {
+		if got := metricValue(t, h.m, "parley_llm_tokens_total", map[string]string{"channel": "feishu", "model": "default", "kind": kind}); got != want {
 			t.Errorf("tokens{kind=%s} = %v, want %v", kind, got, want)
 		}
 	}

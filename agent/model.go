@@ -34,25 +34,25 @@ var errNoChoices = errors.New("agent: model response has no choices")
 // followed it: ok, retry (it failed and was sent again) or error (it
 // failed the call). The answer's text goes to ev as it streams in; text
 // of an attempt that failed is withdrawn (EventReset) before the next.
-func (a *Agent) complete(ctx context.Context, channel string, body []byte, usage *Usage, ev *emitter) (_ openai.ChatCompletionMessage, _ openai.FinishReason, err error) {
+func (a *Agent) complete(ctx context.Context, ep *endpoint, channel string, body []byte, usage *Usage, ev *emitter) (_ openai.ChatCompletionMessage, _ openai.FinishReason, err error) {
 	ctx, span := a.cfg.Tracer.StartKind(ctx, "model", trace.SpanKindClient)
 	var this Usage // this request's tokens, for the span
 	defer func() {
 		if span.IsRecording() {
-			span.SetAttributes(attribute.String("gen_ai.request.model", a.cfg.Model),
+			span.SetAttributes(attribute.String("gen_ai.request.model", ep.name), attribute.String("parley.model", ep.key),
 				attribute.Int("gen_ai.usage.input_tokens", this.Prompt), attribute.Int("gen_ai.usage.output_tokens", this.Completion),
 				attribute.Int("parley.usage.cached_tokens", this.Cached), attribute.Int("parley.request.bytes", len(body)),
-				attribute.Bool("parley.request.streamed", !a.noStream.Load()))
+				attribute.Bool("parley.request.streamed", !ep.noStream.Load()))
 		}
 		tracing.Fail(span, err)
 		span.End()
 	}()
 	var answer openai.ChatCompletionMessage
 	var finish openai.FinishReason
-	err = a.retrier.Do(ctx, "chat completion", func(ctx context.Context) (bool, time.Duration, error) {
-		actx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
+	err = ep.retrier.Do(ctx, "chat completion", func(ctx context.Context) (bool, time.Duration, error) {
+		actx, cancel := context.WithTimeout(ctx, ep.timeout)
 		defer cancel()
-		resp, after, err := a.attempt(actx, body, ev)
+		resp, after, err := a.attempt(actx, ep, body, ev)
 		if err == nil && len(resp.Choices) == 0 {
 			err = errNoChoices
 		}
@@ -60,7 +60,7 @@ func (a *Agent) complete(ctx context.Context, channel string, body []byte, usage
 			ev.reset()
 			return retryable(err), after, retry.Mark(failureReason(err, after), fmt.Errorf("agent: chat completion: %w", err))
 		}
-		a.addUsage(channel, resp.Usage, &this)
+		a.addUsage(channel, ep.key, resp.Usage, &this)
 		answer, finish = resp.Choices[0].Message, resp.Choices[0].FinishReason
 		return false, 0, nil
 	})
@@ -73,53 +73,58 @@ func (a *Agent) complete(ctx context.Context, channel string, body []byte, usage
 	return answer, finish, nil
 }
 
-// attempt sends body once: streamed, unless this agent's model has shown
+// attempt sends body once to ep: streamed, unless that model has shown
 // that it does not stream. A model that answers a streaming request whole,
 // or refuses it while taking the same request without "stream", is not
 // asked to stream again.
-func (a *Agent) attempt(ctx context.Context, body []byte, ev *emitter) (openai.ChatCompletionResponse, time.Duration, error) {
-	if a.noStream.Load() {
-		return a.client.send(ctx, body)
+func (a *Agent) attempt(ctx context.Context, ep *endpoint, body []byte, ev *emitter) (openai.ChatCompletionResponse, time.Duration, error) {
+	if ep.noStream.Load() {
+		return ep.client.send(ctx, body)
 	}
-	resp, after, whole, err := a.client.sendStream(ctx, body, a.cfg.StreamIdleTimeout, ev.onText())
+	resp, after, whole, err := ep.client.sendStream(ctx, body, a.cfg.StreamIdleTimeout, ev.onText())
 	switch {
 	case err == nil && whole:
-		a.streamingOff(ctx, "the model answered a streaming request in one piece")
+		a.streamingOff(ctx, ep, "the model answered a streaming request in one piece")
 	case err != nil && refusesStreaming(err):
-		plain, plainAfter, plainErr := a.client.send(ctx, body)
+		plain, plainAfter, plainErr := ep.client.send(ctx, body)
 		if plainErr != nil {
 			// Refused with or without "stream": the request itself is at
 			// fault, and streaming may well work.
 			return plain, plainAfter, plainErr
 		}
-		a.streamingOff(ctx, "the model refused a streaming request and took it without streaming")
+		a.streamingOff(ctx, ep, "the model refused a streaming request and took it without streaming")
 		return plain, plainAfter, nil
 	}
 	return resp, after, err
 }
 
-// streamingOff stops asking this agent's model to stream, saying so once.
-func (a *Agent) streamingOff(ctx context.Context, why string) {
-	if a.noStream.CompareAndSwap(false, true) {
-		a.log.WarnContext(ctx, why+"; answers are asked for whole from now on, and shown only once complete")
+// streamingOff stops asking ep to stream, saying so once.
+func (a *Agent) streamingOff(ctx context.Context, ep *endpoint, why string) {
+	if ep.noStream.CompareAndSwap(false, true) {
+		a.log.WarnContext(ctx, why+"; answers are asked for whole from now on, and shown only once complete", "model", ep.key)
 	}
 }
 
 // completeMessages sends a request built from go-openai's message type,
-// for the rare requests that are not a turn (compaction).
+// for the rare requests that are not a turn (compaction), to the default
+// model and its fallbacks.
 func (a *Agent) completeMessages(ctx context.Context, channel string, msgs []openai.ChatCompletionMessage, usage *Usage) (openai.ChatCompletionMessage, error) {
-	body, err := json.Marshal(openai.ChatCompletionRequest{Model: a.cfg.Model, Messages: msgs, MaxCompletionTokens: a.cfg.MaxTokens})
-	if err != nil {
+	if _, err := json.Marshal(msgs); err != nil {
 		return openai.ChatCompletionMessage{}, fmt.Errorf("agent: encode request: %w", err)
 	}
-	answer, _, err := a.complete(ctx, channel, body, usage, nil)
+	pos := 0
+	answer, _, err := a.ask(ctx, a.log.With("channel", channel), channel, a.primary.chain, &pos, func(ep *endpoint) *[]byte {
+		// The messages encoded above; only the model differs.
+		body, _ := json.Marshal(openai.ChatCompletionRequest{Model: ep.name, Messages: msgs, MaxCompletionTokens: a.cfg.MaxTokens})
+		return &body
+	}, usage, nil)
 	return answer, err
 }
 
 // observeAttempt counts one attempt of complete, once the retry loop has
 // decided what follows it.
-func (a *Agent) observeAttempt(at retry.Attempted) {
-	a.m.LLMRequests.WithLabelValues(at.Outcome).Inc()
+func (a *Agent) observeAttempt(model string, at retry.Attempted) {
+	a.m.LLMRequests.WithLabelValues(model, at.Outcome).Inc()
 	tracing.Observe(at.Context, a.m.LLMLatency.WithLabelValues(at.Outcome), at.Duration.Seconds())
 	if at.Outcome == metrics.OutcomeRetry {
 		a.m.LLMRetries.Inc()
@@ -194,7 +199,7 @@ func failureReason(err error, after time.Duration) retry.Reason {
 	return retry.ReasonOf(err, after)
 }
 
-func (a *Agent) addUsage(channel string, u openai.Usage, sum *Usage) {
+func (a *Agent) addUsage(channel, model string, u openai.Usage, sum *Usage) {
 	// Counters panic on negative adds; a server's numbers are not trusted
 	// that far.
 	prompt, completion, cached := max(u.PromptTokens, 0), max(u.CompletionTokens, 0), 0
@@ -204,7 +209,7 @@ func (a *Agent) addUsage(channel string, u openai.Usage, sum *Usage) {
 	sum.Prompt += prompt
 	sum.Completion += completion
 	sum.Cached += cached
-	a.m.LLMTokens.WithLabelValues(channel, "prompt").Add(float64(prompt))
-	a.m.LLMTokens.WithLabelValues(channel, "completion").Add(float64(completion))
-	a.m.LLMTokens.WithLabelValues(channel, "cached").Add(float64(cached))
+	a.m.LLMTokens.WithLabelValues(channel, model, "prompt").Add(float64(prompt))
+	a.m.LLMTokens.WithLabelValues(channel, model, "completion").Add(float64(completion))
+	a.m.LLMTokens.WithLabelValues(channel, model, "cached").Add(float64(cached))
 }

@@ -81,7 +81,7 @@ func TestStreamedAnswerEqualsWholeAnswer(t *testing.T) {
 		var out []openai.ChatCompletionMessage
 		for range steps {
 			var u Usage
-			msg, finish, err := h.agent.complete(context.Background(), "console", []byte(`{"model":"m","messages":[]}`), &u, nil)
+			msg, finish, err := h.agent.complete(context.Background(), h.agent.primary, "console", []byte(`{"model":"m","messages":[]}`), &u, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

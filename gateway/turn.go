@@ -337,6 +337,7 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 		// at this message and differs from every other message's.
 		Item: itemID(c.Item), Calls: g.store,
 		Events: live.events(),
+		Model:  eff.ModelKey(),
 	})
 	if err != nil {
 		g.observe(ctx, r, metrics.OutcomeError)

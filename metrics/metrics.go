@@ -67,10 +67,11 @@ type Metrics struct {
 	QueueWaitSeconds     *prometheus.HistogramVec // channel
 	ReplyFirstVisible    *prometheus.HistogramVec // channel: message received → first progress its user sees
 
-	LLMRequests *prometheus.CounterVec   // outcome
-	LLMLatency  *prometheus.HistogramVec // outcome
-	LLMTokens   *prometheus.CounterVec   // channel, kind (prompt, completion, cached)
-	LLMRetries  prometheus.Counter
+	LLMRequests  *prometheus.CounterVec   // model, outcome
+	LLMLatency   *prometheus.HistogramVec // outcome
+	LLMTokens    *prometheus.CounterVec   // channel, model, kind (prompt, completion, cached)
+	LLMRetries   prometheus.Counter
+	LLMFallbacks *prometheus.CounterVec // from, to
 
 	ToolCalls        *prometheus.CounterVec   // channel, tool, outcome
 	ToolCallDuration *prometheus.HistogramVec // tool
@@ -119,10 +120,11 @@ func New() *Metrics {
 	m.QueueWaitSeconds = f.histogram("parley_queue_wait_seconds", "Time a message waited in its conversation queue before its turn started.", prometheus.ExponentialBuckets(0.001, 4, 10), "channel")
 	m.ReplyFirstVisible = f.histogram("parley_reply_first_visible_seconds", "Time from a message's arrival to the first progress of its reply that the user sees, on channels that show replies while they are written.", []float64{0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 20, 40}, "channel")
 
-	m.LLMRequests = f.counter("parley_llm_requests_total", "Chat completion requests, by outcome (ok, error, retry).", "outcome")
+	m.LLMRequests = f.counter("parley_llm_requests_total", "Chat completion requests, by model (its name in the configuration: default, or a key of models) and outcome (ok, error, retry).", "model", "outcome")
 	m.LLMLatency = f.histogram("parley_llm_request_duration_seconds", "Latency of one chat completion request.", prometheus.ExponentialBuckets(0.05, 2, 12), "outcome")
-	m.LLMTokens = f.counter("parley_llm_tokens_total", "Tokens reported by the model, by kind (prompt, completion, cached).", "channel", "kind")
+	m.LLMTokens = f.counter("parley_llm_tokens_total", "Tokens reported by the model, by channel, model (its name in the configuration) and kind (prompt, completion, cached).", "channel", "model", "kind")
 	m.LLMRetries = f.plainCounter("parley_llm_retries_total", "Chat completion requests retried after 429, 5xx or a timeout.")
+	m.LLMFallbacks = f.counter("parley_llm_fallbacks_total", "Requests of a turn moved from a failed model to its next fallback, by model (its name in the configuration).", "from", "to")
 
 	m.ToolCalls = f.counter("parley_tool_calls_total", "Tool calls by outcome: ok, error, timeout (the tool's own deadline), denied (by the channel's policy), unavailable (its MCP server is down), capped (past the calls allowed per answer or turn, not run).", "channel", "tool", "outcome")
 	m.ToolCallDuration = f.histogram("parley_tool_call_duration_seconds", "Time one tool call ran, for the calls that ran (ok, error, timeout).", prometheus.ExponentialBuckets(0.005, 4, 9), "tool")
@@ -171,11 +173,26 @@ func (m *Metrics) Prime(channels ...string) {
 			m.Deliveries.WithLabelValues(ch, o)
 		}
 	}
-	for _, o := range []string{OutcomeOK, OutcomeError, OutcomeRetry} {
-		m.LLMRequests.WithLabelValues(o)
-	}
 	for _, o := range []string{OutcomeOK, OutcomeError} {
 		m.SkillReloads.WithLabelValues(o)
+	}
+}
+
+// PrimeModels creates the model request series of every outcome at zero
+// for each model (its key in the configuration), and the fallback series
+// of each step of each model's chain of fallbacks (the whole chain tried
+// after it, in order), so that alerts see the first error and the first
+// fallback. Models are bounded by the configuration.
+func (m *Metrics) PrimeModels(chains map[string][]string) {
+	for model, chain := range chains {
+		for _, o := range []string{OutcomeOK, OutcomeError, OutcomeRetry} {
+			m.LLMRequests.WithLabelValues(model, o)
+		}
+		from := model
+		for _, to := range chain {
+			m.LLMFallbacks.WithLabelValues(from, to)
+			from = to
+		}
 	}
 }
 

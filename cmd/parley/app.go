@@ -222,8 +222,28 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 	// One pool for the model, as many connections as turns run at once;
 	// each attempt is bounded by the model timeout, not the client.
 	client := agent.NewClient(cfg.Model.BaseURL, cfg.Model.APIKey.Reveal(), outbound.Client(outbound.Options{Conns: cfg.Gateway.Workers}))
+	// Each further model has a pool of its own, so that a slow fallback
+	// cannot starve the default model of connections, and a retry budget
+	// of its own.
+	var models []agent.ModelConfig
+	chains := map[string][]string{}
+	for _, ep := range cfg.Endpoints() {
+		chains[ep.Key] = ep.Fallbacks
+		if ep.Key == config.DefaultModelKey {
+			continue
+		}
+		models = append(models, agent.ModelConfig{
+			Key: ep.Key, Name: ep.Name, Vision: ep.Vision, Timeout: ep.Timeout, MaxRetries: ep.MaxRetries, Fallbacks: ep.Fallbacks,
+			Client: agent.NewClient(ep.BaseURL, ep.APIKey.Reveal(), outbound.Client(outbound.Options{Conns: cfg.Gateway.Workers})),
+		})
+	}
+	m.PrimeModels(chains)
+	primary, _ := cfg.Endpoint(config.DefaultModelKey)
 	a.agent = agent.New(agent.Config{
 		Model:             cfg.Model.Name,
+		Vision:            cfg.Model.Vision,
+		Fallbacks:         primary.Fallbacks,
+		Models:            models,
 		MaxToolIterations: cfg.Model.MaxToolIterations,
 		Timeout:           cfg.Model.Timeout,
 		TurnTimeout:       cfg.Model.TurnTimeout,

@@ -31,11 +31,17 @@ type feishuServe struct {
 
 func startFeishuServe(t *testing.T, extra map[string]string) *feishuServe {
 	t.Helper()
+	return startFeishuServeYAML(t, "", extra)
+}
+
+// startFeishuServeYAML is startFeishuServe with more of the config file.
+func startFeishuServeYAML(t *testing.T, yaml string, extra map[string]string) *feishuServe {
+	t.Helper()
 	r := redistest.New(t)
 	model := openaitest.New(t)
 	api := feishutest.New(t)
 	addr := freeAddr(t)
-	cfg := writeConfig(t, fmt.Sprintf("redis:\n  prefix: %q\n", r.Prefix))
+	cfg := writeConfig(t, fmt.Sprintf("redis:\n  prefix: %q\n", r.Prefix)+yaml)
 	env := map[string]string{
 		"OPENAI_BASE_URL": model.URL(), "OPENAI_API_KEY": "sk-test", "PARLEY_LISTEN": addr, "PARLEY_HOME": t.TempDir(),
 		"REDIS_URL":     r.URL,

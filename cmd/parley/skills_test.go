@@ -154,7 +154,7 @@ func TestMetricsShowSkillUsageWithChannelLabels(t *testing.T) {
 		`parley_tool_calls_total{channel="console",outcome="ok",tool="load_skill"} 1`,
 		`parley_skills{source="builtin",state="enabled"} 2`, // skill-authoring and web-access
 		`parley_skill_injection_bytes_count{channel="console",skill="skill-authoring"} 1`,
-		`parley_llm_tokens_total{channel="console",kind="prompt"}`,
+		`parley_llm_tokens_total{channel="console",kind="prompt",model="default"}`,
 		`parley_turn_duration_seconds_count{channel="console",outcome="ok"} 2`,
 	} {
 		if !strings.Contains(string(body), want) {
