@@ -250,7 +250,7 @@ func TestStreamCutMidwayIsRetriedWithoutDuplicates(t *testing.T) {
 	if got := rec.shown(); got != answer {
 		t.Errorf("shown at the end:\n%q\nwant the answer once:\n%q", got, answer)
 	}
-	if n := metricValue(t, h.m, "parley_llm_requests_total", map[string]string{"outcome": "retry"}); n != 1 {
+	if n := metricValue(t, h.m, "parley_llm_requests_total", map[string]string{"model": "default", "outcome": "retry"}); n != 1 {
 		t.Errorf("retried attempts = %v, want 1", n)
 	}
 }
@@ -328,7 +328,7 @@ func TestUsageRecordedWhenStreaming(t *testing.T) {
 		t.Fatal("the request did not stream")
 	}
 	for kind, want := range map[string]float64{"prompt": 120, "completion": 7, "cached": 100} {
-		if got := metricValue(t, h.m, "parley_llm_tokens_total", map[string]string{"channel": "console", "kind": kind}); got != want {
+		if got := metricValue(t, h.m, "parley_llm_tokens_total", map[string]string{"channel": "console", "model": "default", "kind": kind}); got != want {
 			t.Errorf("%s tokens = %v, want %v", kind, got, want)
 		}
 	}
