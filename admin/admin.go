@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/internal/logthrottle"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/sessions"
 	"github.com/parleyhq/parley/skills"
@@ -112,6 +113,9 @@ type Server struct {
 	// logins limits failed sign-ins on this replica: guessing a token
 	// over the network stays hopeless.
 	logins *rate.Limiter
+	// refusals keeps refused requests (bad sign-ins, forms without their
+	// CSRF token, requests signed in as nobody) from flooding the log.
+	refusals *logthrottle.Throttle
 }
 
 // Limits of one request.
@@ -139,7 +143,8 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: log.With("component", "admin"), proxies: cfg.Admin.Proxies(), logins: rate.NewLimiter(rate.Every(time.Second), loginBurst)}
+	s := &Server{cfg: cfg, log: log.With("component", "admin"), proxies: cfg.Admin.Proxies(), logins: rate.NewLimiter(rate.Every(time.Second), loginBurst),
+		refusals: logthrottle.New(logthrottle.DefaultEvery, cfg.Now)}
 	if err := s.parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -279,7 +284,7 @@ func (s *Server) change(fn changeFunc) http.Handler {
 			return
 		}
 		if !s.checkCSRF(r, id) {
-			s.log.Warn("admin: change refused: missing or wrong CSRF token", "user", id.user, "path", r.URL.Path, "remote", r.RemoteAddr)
+			s.refusals.Log(r.Context(), s.log, slog.LevelWarn, "csrf", "admin", "admin: change refused: missing or wrong CSRF token", "user", id.user, "path", r.URL.Path, "remote", r.RemoteAddr)
 			http.Error(w, "forbidden: this form has expired; reload the page and try again", http.StatusForbidden)
 			return
 		}
@@ -312,6 +317,7 @@ func (s *Server) require(w http.ResponseWriter, r *http.Request) (identity, bool
 		http.Redirect(w, r, "/admin/login", http.StatusSeeOther)
 		return identity{}, false
 	}
+	s.refusals.Log(r.Context(), s.log, slog.LevelWarn, "unauthenticated", "admin", "admin: request refused: not signed in", "path", r.URL.Path, "remote", r.RemoteAddr)
 	w.Header().Set("WWW-Authenticate", `Bearer realm="parley admin"`)
 	http.Error(w, "unauthorized", http.StatusUnauthorized)
 	return identity{}, false
@@ -416,12 +422,12 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		// Only failures spend the allowance, so a flood of guesses cannot
 		// lock the operators out of a console they know the token of.
 		if !s.logins.Allow() {
-			s.log.Warn("admin: sign-in refused: too many failed attempts", "remote", r.RemoteAddr)
+			s.refusals.Log(r.Context(), s.log, slog.LevelWarn, "too_many_sign_ins", "admin", "admin: sign-in refused: too many failed attempts", "remote", r.RemoteAddr)
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "too many attempts; wait a moment", http.StatusTooManyRequests)
 			return
 		}
-		s.log.Warn("admin: failed sign-in", "remote", r.RemoteAddr)
+		s.refusals.Log(r.Context(), s.log, slog.LevelWarn, "bad_token", "admin", "admin: failed sign-in", "remote", r.RemoteAddr)
 		s.render(w, http.StatusUnauthorized, "login", &view{Title: "Sign in", Error: "That token is not right.", Data: true})
 		return
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway/outbox"
 	"github.com/parleyhq/parley/gateway/quota"
+	"github.com/parleyhq/parley/internal/logthrottle"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/retry"
@@ -108,6 +109,9 @@ type Gateway struct {
 	// the sweep that runs as soon as Redis answers again.
 	redisDown chan struct{}
 	apologies apologies // messages whose user was told their turn is delayed
+	// refusals keeps refused messages (access, quotas) from flooding the
+	// log: anyone can write to a public bot as often as they like.
+	refusals *logthrottle.Throttle
 	// redisRetry retries writing a turn while the lock is certainly ours:
 	// the lock, not a count, bounds the attempts.
 	redisRetry *retry.Retrier
@@ -179,6 +183,7 @@ func New(cfg Config, store sessions.Store, a Responder, m *metrics.Metrics, log 
 		channels:  map[string]channels.Channel{},
 		state:     map[string]*convState{},
 		redisDown: make(chan struct{}, 1),
+		refusals:  logthrottle.New(logthrottle.DefaultEvery, nil),
 		runCtx:    runCtx, cancelRun: cancel,
 		stop: make(chan struct{}),
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/channels"
@@ -45,10 +46,10 @@ func (g *Gateway) admit(ctx context.Context, m channels.Message, eff *policy.Eff
 	g.metrics.MessagesRejected.WithLabelValues(m.Channel, "quota").Inc()
 	d := eff.LimitRule(v.Refused)
 	if !v.Notify {
-		g.log.DebugContext(ctx, "message refused by a quota", "channel", m.Channel, "limit", v.Refused, "rule", d.Rule, "level", d.Level)
+		g.refusals.Log(ctx, g.log, slog.LevelDebug, "quota "+v.Refused, m.Channel, "message refused by a quota", "channel", m.Channel, "limit", v.Refused, "rule", d.Rule, "level", d.Level)
 		return result{}, true, nil
 	}
-	g.log.InfoContext(ctx, "message refused by a quota; the user is told", "channel", m.Channel, "limit", v.Refused,
+	g.refusals.Log(ctx, g.log, slog.LevelInfo, "quota notice "+v.Refused, m.Channel, "message refused by a quota; the user is told", "channel", m.Channel, "limit", v.Refused,
 		"rule", d.Rule, "level", d.Level, "retry_after", v.RetryAfter)
 	return result{reply: &channels.Reply{Notice: true, Text: quotaNotices[v.Refused]}}, true, nil
 }

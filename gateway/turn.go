@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -263,7 +264,7 @@ func (g *Gateway) handle(ctx context.Context, c *sessions.Claim, m channels.Mess
 func (g *Gateway) refuseAccess(ctx context.Context, lock *sessions.Lock, m channels.Message, d policy.Decision) (result, error) {
 	g.metrics.PolicyDenials.WithLabelValues(m.Channel, "access").Inc()
 	g.metrics.MessagesRejected.WithLabelValues(m.Channel, "access").Inc()
-	g.log.InfoContext(ctx, "access refused", "channel", m.Channel, "rule", d.Rule, "level", d.Level)
+	g.refusals.Log(ctx, g.log, slog.LevelInfo, "access", m.Channel, "access refused", "channel", m.Channel, "rule", d.Rule, "level", d.Level)
 	if m.Unsupported != "" {
 		// An image or a sticker asks nothing: answering it, even with the
 		// refusal, would only tell a stranger that a bot is listening.

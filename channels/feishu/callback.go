@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -202,7 +203,7 @@ func (a *Adapter) fresh(ts string) bool {
 // reason, logged (rate-limited), always the same status and body.
 func (a *Adapter) refuse(w http.ResponseWriter, reason string) {
 	a.m.MessagesRejected.WithLabelValues(Name, reason).Inc()
-	a.log.Warn("callback refused", "reason", reason)
+	a.refusals.Log(context.Background(), a.log, slog.LevelWarn, reason, Name, "callback refused", "reason", reason)
 	http.Error(w, refusedBody, http.StatusUnauthorized)
 }
 
@@ -223,7 +224,7 @@ func (a *Adapter) refuseAfter(w http.ResponseWriter, signed bool, reason string,
 
 func (a *Adapter) reject(w http.ResponseWriter, reason string, status int, msg string) {
 	a.m.MessagesRejected.WithLabelValues(Name, reason).Inc()
-	a.log.Warn("callback refused", "reason", reason, "detail", msg)
+	a.refusals.Log(context.Background(), a.log, slog.LevelWarn, reason, Name, "callback refused", "reason", reason, "detail", msg)
 	http.Error(w, msg, status)
 }
 

@@ -30,6 +30,7 @@ import (
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/internal/logthrottle"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/outbound"
 	"github.com/parleyhq/parley/retry"
@@ -152,6 +153,8 @@ type Adapter struct {
 	http    *http.Client
 	state   stateStore
 	limiter *chatLimiter
+	// refusals keeps refused callbacks from flooding the log.
+	refusals *logthrottle.Throttle
 
 	mu      sync.Mutex
 	handler channels.Handler
@@ -200,9 +203,10 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 		calls: retry.New(Name, retry.Policy{
 			Attempts: apiAttempts, MinWait: opts.RetryBase, MaxWait: 8 * opts.RetryBase,
 		}, m, log),
-		http:    opts.HTTPClient,
-		handler: opts.Handler,
-		limiter: newChatLimiter(opts.ChatInterval),
+		http:     opts.HTTPClient,
+		handler:  opts.Handler,
+		limiter:  newChatLimiter(opts.ChatInterval),
+		refusals: logthrottle.New(logthrottle.DefaultEvery, opts.Now),
 	}
 	a.api = lark.NewClient(cfg.AppID, cfg.AppSecret.Reveal(),
 		lark.WithOpenBaseUrl(a.base),

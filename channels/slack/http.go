@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"time"
@@ -33,10 +34,12 @@ func (a *Adapter) Mount(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+CommandsPath, a.serveCommands)
 }
 
-// reject answers a refused request and counts it by reason.
+// reject answers a refused request, counts it by reason and logs it (one
+// line per reason every logthrottle.DefaultEvery: a flood of forgeries
+// must not flood the log).
 func (a *Adapter) reject(w http.ResponseWriter, r *http.Request, status int, reason string) {
 	a.m.MessagesRejected.WithLabelValues(Name, reason).Inc()
-	a.log.Warn("request refused", "path", r.URL.Path, "reason", reason, "remote", r.RemoteAddr)
+	a.refusals.Log(r.Context(), a.log, slog.LevelWarn, reason, Name, "request refused", "path", r.URL.Path, "reason", reason, "remote", r.RemoteAddr)
 	http.Error(w, http.StatusText(status), status)
 }
 

@@ -47,6 +47,7 @@ import (
 	"github.com/slack-go/slack/slackevents"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/internal/logthrottle"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/outbound"
 	"github.com/parleyhq/parley/retry"
@@ -144,6 +145,8 @@ type Adapter struct {
 	handler   channels.Handler // from Run, when opts.Handler is nil
 
 	groupDMs groupDMs // channels known to be group DMs, or not
+	// refusals keeps refused requests from flooding the log.
+	refusals *logthrottle.Throttle
 
 	connected atomic.Bool
 	connects  atomic.Int64 // connections of the current Socket Mode client
@@ -188,6 +191,7 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 			MaxRetryAfter: opts.MaxRetryAfter,
 		}, m, log),
 		identity: retry.New(Name, retry.Policy{MinWait: opts.ReconnectWait, MaxWait: maxReconnectWait}, m, log),
+		refusals: logthrottle.New(logthrottle.DefaultEvery, opts.Now),
 	}
 	if cfg.AppToken.IsSet() { // only a long connection has a connected state
 		a.m.ChannelConnected.WithLabelValues(Name).Set(0)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/internal/logthrottle"
 )
 
 func (e *environment) serve(args []string) (err error) {
@@ -54,8 +56,10 @@ func (e *environment) serve(args []string) (err error) {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
+	busy := logthrottle.New(logthrottle.DefaultEvery, nil) // a flood of slow bodies logs a line per interval
 	srv := newServer(cfg.Server, limitBodies(cfg.Server.MaxConcurrentBodies, mux, func() {
 		a.metrics.MessagesRejected.WithLabelValues("http", "busy").Inc()
+		busy.Log(context.Background(), log, slog.LevelWarn, "busy", "http", "request refused: server.max_concurrent_bodies requests are reading a body already", "limit", cfg.Server.MaxConcurrentBodies)
 	}))
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(ln) }()

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"math/big"
 	"net/http"
 	"strings"
@@ -48,7 +49,7 @@ func (a *Adapter) refuse(w http.ResponseWriter, r *http.Request, err error) {
 		reason = ReasonUnencrypted
 	}
 	a.m.MessagesRejected.WithLabelValues(Name, reason).Inc()
-	a.log.Warn("callback refused", "reason", reason, "err", err, "remote", r.RemoteAddr)
+	a.refusals.Log(r.Context(), a.log, slog.LevelWarn, reason, Name, "callback refused", "reason", reason, "err", err, "remote", r.RemoteAddr)
 	wxcrypto.WriteRefusal(w)
 }
 
@@ -94,6 +95,7 @@ func (a *Adapter) callback(w http.ResponseWriter, r *http.Request) {
 	body, err := wxcrypto.ReadBody(w, r, a.opts.BodyTimeout)
 	if errors.Is(err, channels.ErrBodyTooLarge) {
 		a.m.MessagesRejected.WithLabelValues(Name, ReasonTooLarge).Inc()
+		a.refusals.Log(r.Context(), a.log, slog.LevelWarn, ReasonTooLarge, Name, "callback refused", "reason", ReasonTooLarge, "remote", r.RemoteAddr)
 		http.Error(w, "too large", http.StatusRequestEntityTooLarge)
 		return
 	}

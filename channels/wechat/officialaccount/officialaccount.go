@@ -33,6 +33,7 @@ import (
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/wechat/wxapi"
 	"github.com/parleyhq/parley/channels/wechat/wxcrypto"
+	"github.com/parleyhq/parley/internal/logthrottle"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/retry"
 )
@@ -134,6 +135,8 @@ type Adapter struct {
 	api     *wxapi.Client
 	typing  *retry.Retrier // one try: a typing indicator is not worth a retry
 	passive *passive
+	// refusals keeps refused callbacks from flooding the log.
+	refusals *logthrottle.Throttle
 
 	mu      sync.Mutex
 	handler channels.Handler
@@ -193,7 +196,8 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 	if err != nil {
 		return nil, fmt.Errorf("wechat_oa: %w", err)
 	}
-	a := &Adapter{cfg: cfg, opts: opts, log: log, m: m, crypter: crypter, handler: opts.Handler}
+	a := &Adapter{cfg: cfg, opts: opts, log: log, m: m, crypter: crypter, handler: opts.Handler,
+		refusals: logthrottle.New(logthrottle.DefaultEvery, opts.Now)}
 	a.api = wxapi.NewClient(wxapi.Account{
 		Channel: Name, ID: Name + ":" + cfg.AppID, BaseURL: cfg.BaseURL, Codes: codes,
 		TokenOp: "token", TokenPath: "/cgi-bin/token",

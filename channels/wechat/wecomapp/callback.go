@@ -3,6 +3,7 @@ package wecomapp
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -36,7 +37,7 @@ func (a *Adapter) Mount(mux *http.ServeMux) {
 func (a *Adapter) refuse(w http.ResponseWriter, r *http.Request, ap *app, err error) {
 	reason := wxcrypto.Reason(err)
 	a.m.MessagesRejected.WithLabelValues(Name, reason).Inc()
-	ap.log.Warn("callback refused", "reason", reason, "err", err, "remote", r.RemoteAddr)
+	a.refusals.Log(r.Context(), ap.log, slog.LevelWarn, reason, ap.cfg.Name, "callback refused", "reason", reason, "err", err, "remote", r.RemoteAddr)
 	wxcrypto.WriteRefusal(w)
 }
 
@@ -64,6 +65,7 @@ func (a *Adapter) callback(w http.ResponseWriter, r *http.Request, ap *app) {
 	body, err := wxcrypto.ReadBody(w, r, a.opts.BodyTimeout)
 	if errors.Is(err, channels.ErrBodyTooLarge) {
 		a.m.MessagesRejected.WithLabelValues(Name, ReasonTooLarge).Inc()
+		a.refusals.Log(r.Context(), ap.log, slog.LevelWarn, ReasonTooLarge, ap.cfg.Name, "callback refused", "reason", ReasonTooLarge, "remote", r.RemoteAddr)
 		http.Error(w, "too large", http.StatusRequestEntityTooLarge)
 		return
 	}
@@ -89,7 +91,7 @@ func (a *Adapter) callback(w http.ResponseWriter, r *http.Request, ap *app) {
 	}
 	m, ok := a.message(ap, msg)
 	if !ok {
-		return // an event, or a message answered with a note: acked
+		return // an event: acked
 	}
 	h := a.currentHandler()
 	if h == nil {

@@ -28,6 +28,7 @@ import (
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/wechat/wxapi"
 	"github.com/parleyhq/parley/channels/wechat/wxcrypto"
+	"github.com/parleyhq/parley/internal/logthrottle"
 	"github.com/parleyhq/parley/metrics"
 )
 
@@ -90,6 +91,9 @@ type Adapter struct {
 
 	mu      sync.Mutex
 	handler channels.Handler
+
+	// refusals keeps refused callbacks from flooding the log.
+	refusals *logthrottle.Throttle
 }
 
 // app is one configured app with its crypto and API client.
@@ -135,7 +139,8 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("component", Name)
-	a := &Adapter{opts: opts, log: log, m: m, apps: map[string]*app{}, handler: opts.Handler}
+	a := &Adapter{opts: opts, log: log, m: m, apps: map[string]*app{}, handler: opts.Handler,
+		refusals: logthrottle.New(logthrottle.DefaultEvery, opts.Now)}
 	for _, c := range cfg.Apps {
 		ap, err := a.newApp(c.withDefaults())
 		if err != nil {
