@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -57,6 +58,9 @@ func (e *streamError) Error() string { return "agent: the model failed mid-strea
 // assembled across reads.
 const sseBufferBytes = 16 << 10
 
+// readerPool recycles the read buffers of streams, one per model request.
+var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, sseBufferBytes) }}
+
 // sendStream posts body asking for a stream and reads the answer. Each
 // piece of text is passed to onText as it arrives (onText may be nil). A
 // server that answers one JSON completion instead is read as one; whole
@@ -74,7 +78,12 @@ func (c *Client) sendStream(ctx context.Context, body []byte, idle time.Duration
 	// the attempt's deadline applies, as for an answer sent whole.
 	timer := time.AfterFunc(idle, func() { cancel(errStreamIdle) })
 	defer timer.Stop()
-	r := bufio.NewReaderSize(&limitedReader{r: hr.Body, left: maxResponseBytes}, sseBufferBytes)
+	r := readerPool.Get().(*bufio.Reader)
+	r.Reset(&limitedReader{r: hr.Body, left: maxResponseBytes})
+	defer func() {
+		r.Reset(nil) // drops the body
+		readerPool.Put(r)
+	}()
 	if !isEventStream(hr.Header.Get("Content-Type"), r) {
 		if err := json.NewDecoder(r).Decode(&resp); err != nil {
 			return resp, after, true, streamFailure(ctx, fmt.Errorf("decode the answer: %w", err))
