@@ -1,8 +1,12 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,7 +15,10 @@ import (
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway"
+	"github.com/parleyhq/parley/internal/redistest"
+	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/sessions"
 )
 
 // A message the adapter cannot read (an image, a sticker) is answered
@@ -81,5 +88,63 @@ func TestAccessBeforeQueueFullNote(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(rg.metrics.MessagesRejected.WithLabelValues("slack", "queue_full")); v != 3 {
 		t.Fatalf("rejected{queue_full} = %v, want 3 (every refused message still counts)", v)
+	}
+}
+
+// syncBuffer is a log sink shared by the gateway's workers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) count(substr string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Count(s.b.String(), substr)
+}
+
+// A stranger writing to a public bot as fast as they can is counted in
+// full but logged once per interval: the log is not theirs to fill.
+func TestRefusedMessageLogsAreRateLimited(t *testing.T) {
+	r := redistest.New(t)
+	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix, LockTTL: time.Second})
+	m := metrics.New()
+	logs := &syncBuffer{}
+	gw := gateway.New(gateway.Config{Policy: policy.New(config.Policies{Platforms: map[string]config.PlatformPolicy{
+		"slack": {Level: config.Level{Access: config.Access{Users: []string{"U1"}}}},
+	}})}, store, nil, m, slog.New(slog.NewTextHandler(logs, nil)))
+	ch := newRecorder("slack")
+	gw.Register(ch)
+	gw.Start()
+	t.Cleanup(func() { gw.Shutdown(context.Background()) })
+	const n = 300
+	// One conversation each, so that they are refused side by side.
+	for i := range n {
+		stranger := msg(fmt.Sprintf("t%d", i), fmt.Sprintf("S%d", i), "let me in")
+		stranger.User = "U-stranger"
+		if err := gw.Submit(context.Background(), stranger); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for testutil.ToFloat64(m.MessagesRejected.WithLabelValues("slack", "access")) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v of %d refusals counted", testutil.ToFloat64(m.MessagesRejected.WithLabelValues("slack", "access")), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Every refusal is counted; the log has a line per 10 s interval the
+	// flood lasted, a handful at most however slow this machine is.
+	if lines := logs.count("access refused"); lines < 1 || lines > 7 {
+		t.Fatalf("%d log lines for %d refused messages", lines, n)
+	}
+	if got := len(ch.wait(t, n)); got != n {
+		t.Fatalf("%d refusals sent; want one per conversation", got)
 	}
 }
