@@ -47,3 +47,34 @@ func BenchmarkTurn(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPlainTurn and BenchmarkStreamedTurn measure a turn without
+// tools answered whole and streamed in 6 pieces, against servers that
+// allocate nothing per request: the cost of reading a stream.
+func BenchmarkPlainTurn(b *testing.B) {
+	benchmarkAnswer(b, openaitest.Constant(b, benchAnswer).URL)
+}
+
+func BenchmarkStreamedTurn(b *testing.B) {
+	benchmarkAnswer(b, openaitest.ConstantStream(b, benchAnswer, len(benchAnswer)/6+1).URL)
+}
+
+const benchAnswer = "Run the rollback job from the deploy dashboard, then watch the error rate."
+
+func benchmarkAnswer(b *testing.B, url string) {
+	a := New(Config{Model: "bench"}, NewClient(url, "k", nil), nil, metrics.New(), slog.New(slog.DiscardHandler))
+	history := make([]sessions.Message, 0, 20)
+	for range 10 {
+		history = append(history,
+			sessions.Message{Role: "user", Content: "an earlier question of ordinary length"},
+			sessions.Message{Role: "assistant", Content: "an earlier answer of ordinary length, a little longer"})
+	}
+	req := TurnRequest{Channel: "console", History: stored(b, history...), UserText: "how do I roll back?", Events: func(Event) {}}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if res, err := a.Run(ctx, req); err != nil || res.Reply != benchAnswer {
+			b.Fatalf("Run = %+v, %v", res, err)
+		}
+	}
+}

@@ -114,7 +114,52 @@ func (c *Client) sendStream(ctx context.Context, body []byte, idle time.Duration
 
 // streamBody is body with streamFields in place of its closing brace.
 func streamBody(body []byte) io.Reader {
-	return io.MultiReader(bytes.NewReader(body[:len(body)-1]), strings.NewReader(streamFields))
+	return &streamRequest{head: body[:len(body)-1], tail: streamFields}
+}
+
+// streamRequest reads as head followed by tail, without copying them
+// into one buffer (io.MultiReader would allocate 32 KiB to copy through).
+type streamRequest struct {
+	head []byte
+	tail string
+	off  int
+}
+
+func (r *streamRequest) Read(p []byte) (int, error) {
+	if r.off < len(r.head) {
+		n := copy(p, r.head[r.off:])
+		r.off += n
+		return n, nil
+	}
+	i := r.off - len(r.head)
+	if i >= len(r.tail) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.tail[i:])
+	r.off += n
+	return n, nil
+}
+
+// WriteTo lets io.Copy hand both parts to w as they are.
+func (r *streamRequest) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	if r.off < len(r.head) {
+		n, err := w.Write(r.head[r.off:])
+		r.off += n
+		total += int64(n)
+		if err != nil {
+			return total, err
+		}
+	}
+	if i := r.off - len(r.head); i < len(r.tail) {
+		n, err := io.WriteString(w, r.tail[i:])
+		r.off += n
+		total += int64(n)
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 // streamFailure names why reading a stream failed: the idle clock, the

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -78,5 +80,23 @@ func TestStreamOpeningTooManyCallsFails(t *testing.T) {
 	_, _, _, err := NewClient(srv.URL, "k", nil).sendStream(context.Background(), []byte(`{}`), time.Minute, nil)
 	if err != errTooManyCalls || retryable(err) {
 		t.Fatalf("sendStream = %v (retryable %v), want errTooManyCalls, not retried", err, retryable(err))
+	}
+}
+
+// TestStreamBodyReads: the streaming request body reads (byte by byte, or
+// copied whole) as the body with the stream fields in its last brace.
+func TestStreamBodyReads(t *testing.T) {
+	body := []byte(`{"model":"m","messages":[]}`)
+	want := `{"model":"m","messages":[],"stream":true,"stream_options":{"include_usage":true}}`
+	one, err := io.ReadAll(iotest.OneByteReader(streamBody(body)))
+	if err != nil || string(one) != want {
+		t.Fatalf("read byte by byte: %q, %v", one, err)
+	}
+	var b bytes.Buffer
+	if _, err := io.Copy(&b, streamBody(body)); err != nil || b.String() != want {
+		t.Fatalf("copied: %q, %v", b.String(), err)
+	}
+	if err := iotest.TestReader(streamBody(body), []byte(want)); err != nil {
+		t.Fatal(err)
 	}
 }

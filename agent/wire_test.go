@@ -132,6 +132,31 @@ func TestAPlainTurnAllocatesTheSameAtAnyHistoryLength(t *testing.T) {
 	}
 }
 
+// TestAStreamedTurnAllocatesTheSameAtAnyHistoryLength: reading the
+// answer as a stream adds nothing that grows with the history either.
+func TestAStreamedTurnAllocatesTheSameAtAnyHistoryLength(t *testing.T) {
+	srv := openaitest.ConstantStream(t, "fine, and here is a longer answer in pieces", 8)
+	a := New(Config{Model: "bench"}, NewClient(srv.URL, "k", nil), nil, nil, nil)
+	var pieces int
+	allocs := func(n int) float64 {
+		req := TurnRequest{Channel: "console", History: stored(t, plainHistory(n)...), UserText: "and now?",
+			Events: func(e Event) { pieces++ }}
+		return testing.AllocsPerRun(50, func() {
+			if res, err := a.Run(context.Background(), req); err != nil || res.Failed || res.Reply != "fine, and here is a longer answer in pieces" {
+				t.Fatalf("Run = %+v, %v", res, err)
+			}
+		})
+	}
+	short, long := allocs(10), allocs(200)
+	t.Logf("allocations per streamed turn: %.0f with 10 messages of history, %.0f with 200", short, long)
+	if pieces == 0 {
+		t.Fatal("the turns were not streamed")
+	}
+	if long > short+10 {
+		t.Fatalf("a streamed turn allocates %.0f times with 10 messages of history and %.0f with 200; want the same", short, long)
+	}
+}
+
 // plainHistory is n messages of ordinary chat.
 func plainHistory(n int) []sessions.Message {
 	h := make([]sessions.Message, 0, n)
