@@ -12,10 +12,8 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -265,61 +263,13 @@ func Default() Config {
 // Load reads path (empty: PARLEY_CONFIG, else no file), applies the
 // environment from getenv and validates. getenv is a parameter so tests do
 // not touch the process environment.
+//
+// Every problem names its key, and its line when the file sets the key:
+// `line 12: model.timeout: "10" is not a duration (like 30s or 2m)`. See
+// LoadWithWarnings for what is suspect but not wrong.
 func Load(path string, getenv func(string) string) (Config, error) {
-	cfg := Default()
-	if path == "" {
-		path = getenv("PARLEY_CONFIG")
-	}
-	if path != "" {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return cfg, fmt.Errorf("config: %w", err)
-		}
-		if err := decode(data, &cfg); err != nil {
-			return cfg, fmt.Errorf("config %s: %w", path, err)
-		}
-	}
-	if err := applyEnv(&cfg, getenv); err != nil {
-		return cfg, err
-	}
-	cfg.Home = expandHome(cfg.Home)
-	if err := cfg.Validate(); err != nil {
-		return cfg, err
-	}
-	return cfg, nil
-}
-
-func decode(data []byte, cfg *Config) error {
-	doc := cfg.document()
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(doc.Addr().Interface()); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil // an empty file is a valid, empty config
-		}
-		return cleanYAMLError(err)
-	}
-	cfg.fromDocument(doc)
-	return nil
-}
-
-// cleanYAMLError rewrites yaml.v3's "field x not found in type config.Y" into
-// words an operator recognises, keeping the line number.
-func cleanYAMLError(err error) error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		return err
-	}
-	msgs := make([]string, 0, len(te.Errors))
-	for _, e := range te.Errors {
-		if i := strings.Index(e, "field "); i >= 0 && strings.Contains(e, " not found in type ") {
-			key := strings.TrimPrefix(e[i:], "field ")
-			key = key[:strings.Index(key, " not found")]
-			e = e[:i] + "unknown key " + strconv.Quote(key)
-		}
-		msgs = append(msgs, strings.TrimPrefix(e, "yaml: "))
-	}
-	return errors.New(strings.Join(msgs, "; "))
+	cfg, _, err := LoadWithWarnings(path, getenv)
+	return cfg, err
 }
 
 func expandHome(p string) string {
@@ -400,6 +350,14 @@ func applyEnv(c *Config, getenv func(string) string) error {
 // Validate checks every value and returns all problems at once, each naming
 // its key.
 func (c Config) Validate() error {
+	if errs := c.problems(); len(errs) > 0 {
+		return errors.New("invalid config: " + strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// problems lists every problem of c, each "key: what is wrong".
+func (c Config) problems() []string {
 	var errs []string
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, key+": "+fmt.Sprintf(format, args...))
@@ -494,16 +452,11 @@ func (c Config) Validate() error {
 		bad("redis.prefix", "must not be empty")
 	}
 	errs = append(errs, c.validateModels()...)
-	if err := c.Policies.validate(c.HasModel, c.modelChoices()); err != nil {
-		errs = append(errs, err.Error())
-	}
+	errs = append(errs, c.Policies.validate(c.HasModel, c.modelChoices())...)
 	errs = append(errs, c.Admin.validate()...)
 	errs = append(errs, c.validateTools()...)
 	errs = append(errs, c.validatePlatforms()...)
-	if len(errs) > 0 {
-		return errors.New("invalid config: " + strings.Join(errs, "; "))
-	}
-	return nil
+	return errs
 }
 
 // RequireModelKey reports a one-line error naming OPENAI_API_KEY when the

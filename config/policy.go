@@ -11,28 +11,42 @@ import (
 // Policies is the policy tree: a global default, then per platform, per
 // workspace (Slack team, Feishu tenant, WeChat account) and per chat. The
 // policy package resolves it most-specific-first.
+//
+// Every key of the tree is printed only when it is set (omitempty, with
+// Names keeping a set but empty list), so that what `parley config check`
+// prints reads back as the same tree: an unset list printed as [] would
+// turn "the level above decides" into "nothing" for tools.allow.
 type Policies struct {
-	Default   Level                     `yaml:"default"`
-	Platforms map[string]PlatformPolicy `yaml:"platforms"`
+	Default   Level                     `yaml:"default,omitempty"`
+	Platforms map[string]PlatformPolicy `yaml:"platforms,omitempty"`
 }
+
+// Names is a list of names or globs in which leaving the key out and
+// writing [] differ: nil is "not set here", an empty list is set and
+// empty. Under omitempty a nil list is not printed and an empty one is
+// printed as [], so both survive a round trip through the file.
+type Names []string
+
+// IsZero implements yaml.IsZeroer: only a nil list is left out.
+func (n Names) IsZero() bool { return n == nil }
 
 // Level is what any one level of the tree may set. Nil slices and pointers
 // mean "not set here": the level above decides.
 type Level struct {
-	Tools  ToolRules  `yaml:"tools"`
-	Skills SkillRules `yaml:"skills"`
-	Access Access     `yaml:"access"`
-	Admins []string   `yaml:"admins"`
-	Limits Limits     `yaml:"limits"`
-	Budget Budget     `yaml:"budget"`
+	Tools  ToolRules  `yaml:"tools,omitempty"`
+	Skills SkillRules `yaml:"skills,omitempty"`
+	Access Access     `yaml:"access,omitempty"`
+	Admins Names      `yaml:"admins,omitempty"`
+	Limits Limits     `yaml:"limits,omitempty"`
+	Budget Budget     `yaml:"budget,omitempty"`
 	// Model names the model of the scope's turns: DefaultModelKey or a
 	// key of models:. Empty leaves it to the level above.
-	Model string `yaml:"model"`
+	Model string `yaml:"model,omitempty"`
 	// Approvers may decide the approvals this level's tools need.
-	Approvers Approvers `yaml:"approvers"`
+	Approvers Approvers `yaml:"approvers,omitempty"`
 	// ApprovalTimeout is how long an approval waits for a decision before
 	// it expires (nil: the level above; DefaultApprovalTimeout).
-	ApprovalTimeout *time.Duration `yaml:"approval_timeout"`
+	ApprovalTimeout *time.Duration `yaml:"approval_timeout,omitempty"`
 }
 
 // DefaultApprovalTimeout is how long a tool call waits for an approver
@@ -43,65 +57,65 @@ const DefaultApprovalTimeout = 10 * time.Minute
 // the admins in effect at the conversation's level; Requester unset (or
 // true) lets the user whose message led to the call decide it too.
 type Approvers struct {
-	Users     []string `yaml:"users"`
-	Requester *bool    `yaml:"requester"`
+	Users     Names `yaml:"users,omitempty"`
+	Requester *bool `yaml:"requester,omitempty"`
 }
 
 // Limits cap how many messages a minute reach the model, counted over all
 // replicas: per user (of one workspace) and per workspace. Zero lifts a
 // limit set at a level above; nil leaves it to that level.
 type Limits struct {
-	UserPerMinute      *int `yaml:"user_per_minute"`
-	WorkspacePerMinute *int `yaml:"workspace_per_minute"`
+	UserPerMinute      *int `yaml:"user_per_minute,omitempty"`
+	WorkspacePerMinute *int `yaml:"workspace_per_minute,omitempty"`
 }
 
 // Budget caps the model tokens (prompt and completion, as the model
 // reports them) one user of a workspace may spend in a UTC day. Zero lifts
 // a budget set above; nil leaves it to the level above.
 type Budget struct {
-	TokensPerUserDay *int64 `yaml:"tokens_per_user_day"`
+	TokensPerUserDay *int64 `yaml:"tokens_per_user_day,omitempty"`
 }
 
 // ToolRules allow and deny tools by name or glob; deny wins. Write false
 // drops every tool that declares it writes.
 type ToolRules struct {
-	Allow []string `yaml:"allow"`
-	Deny  []string `yaml:"deny"`
-	Write *bool    `yaml:"write"`
+	Allow Names `yaml:"allow,omitempty"`
+	Deny  Names `yaml:"deny,omitempty"`
+	Write *bool `yaml:"write,omitempty"`
 	// Approve names (or globs) the tools whose every call waits for an
 	// approver; ApproveWrites true does so for every write tool.
-	Approve       []string `yaml:"approve"`
-	ApproveWrites *bool    `yaml:"approve_writes"`
+	Approve       Names `yaml:"approve,omitempty"`
+	ApproveWrites *bool `yaml:"approve_writes,omitempty"`
 }
 
 // SkillRules hide skills from the index, load_skill, find_skills and /skill:.
 type SkillRules struct {
-	Allow []string `yaml:"allow"`
-	Deny  []string `yaml:"deny"`
+	Allow Names `yaml:"allow,omitempty"`
+	Deny  Names `yaml:"deny,omitempty"`
 }
 
 // Access says who may talk to the bot. Empty allowlists allow everyone.
 type Access struct {
-	Users []string `yaml:"users"`
-	Chats []string `yaml:"chats"`
-	DMs   *bool    `yaml:"dms"`
+	Users Names `yaml:"users,omitempty"`
+	Chats Names `yaml:"chats,omitempty"`
+	DMs   *bool `yaml:"dms,omitempty"`
 }
 
 // PlatformPolicy is a Level plus its workspaces.
 type PlatformPolicy struct {
 	Level      `yaml:",inline"`
-	Workspaces map[string]WorkspacePolicy `yaml:"workspaces"`
+	Workspaces map[string]WorkspacePolicy `yaml:"workspaces,omitempty"`
 }
 
 // WorkspacePolicy is a Level plus its chats.
 type WorkspacePolicy struct {
 	Level `yaml:",inline"`
-	Chats map[string]Level `yaml:"chats"`
+	Chats map[string]Level `yaml:"chats,omitempty"`
 }
 
 // validate checks the tree; hasModel tells the model names a level may
 // choose, models lists them for the error.
-func (p Policies) validate(hasModel func(string) bool, models string) error {
+func (p Policies) validate(hasModel func(string) bool, models string) []string {
 	var errs []string
 	check := func(key string, l Level) {
 		if l.Model != "" && !hasModel(l.Model) {
@@ -170,11 +184,8 @@ func (p Policies) validate(hasModel func(string) bool, models string) error {
 			}
 		}
 	}
-	if len(errs) > 0 {
-		sort.Strings(errs)
-		return fmt.Errorf("%s", strings.Join(errs, "; "))
-	}
-	return nil
+	sort.Strings(errs)
+	return errs
 }
 
 // SplitAdmin splits an admin entry written PLATFORM:ID, where PLATFORM is a

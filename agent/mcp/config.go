@@ -90,10 +90,11 @@ type ServerConfig struct {
 }
 
 // ToolFilter selects a server's tools by their own names, as globs. Deny
-// wins; an unset Allow allows every tool, a set but empty one none.
+// wins; an unset Allow allows every tool, a set but empty one none (which
+// config.Names keeps apart when the section is printed).
 type ToolFilter struct {
-	Allow []string `yaml:"allow,omitempty"`
-	Deny  []string `yaml:"deny,omitempty"`
+	Allow config.Names `yaml:"allow,omitempty"`
+	Deny  []string     `yaml:"deny,omitempty"`
 }
 
 // Transport reports TransportStdio or TransportHTTP.

@@ -6,16 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/parleyhq/parley/agent"
-	"github.com/parleyhq/parley/agent/mcp"
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway"
@@ -472,51 +469,6 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("parley "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	return fs
-}
-
-func (e *environment) config(args []string) error {
-	if len(args) == 0 || args[0] != "check" {
-		return fmt.Errorf("%w: parley config check [--config FILE]", errUsage)
-	}
-	fs := newFlagSet("config check", e.stderr)
-	path := configFlag(fs)
-	cfg, err := e.parseAndLoad(fs, path, args[1:])
-	if err != nil {
-		return err
-	}
-	out, err := cfg.YAML() // every secret prints as <secret>
-	if err != nil {
-		return fmt.Errorf("render config: %w", err)
-	}
-	e.stdout.Write(out)
-	if err := cfg.RequireModelKey(); err != nil {
-		fmt.Fprintf(e.stderr, "warning: %v\n", err)
-	}
-	// serve starts without them too, with the server down: a warning
-	// here, not a refusal, so that check and serve agree.
-	for _, w := range mcpEnvWarnings(cfg, e.getenv) {
-		fmt.Fprintf(e.stderr, "warning: %s\n", w)
-	}
-	return nil
-}
-
-// mcpEnvWarnings names the variables the MCP servers refer to as ${NAME}
-// that are not set: those servers cannot connect.
-func mcpEnvWarnings(cfg config.Config, getenv func(string) string) []string {
-	var out []string
-	servers := mcp.FromConfig(cfg).Servers
-	for _, name := range slices.Sorted(maps.Keys(servers)) {
-		var missing []string
-		for _, v := range (mcp.Config{Servers: map[string]mcp.ServerConfig{name: servers[name]}}).EnvVars() {
-			if getenv(v) == "" {
-				missing = append(missing, v)
-			}
-		}
-		if len(missing) > 0 {
-			out = append(out, fmt.Sprintf("tools.mcp.servers.%s: environment variable %s is not set; the server stays down until it is", name, strings.Join(missing, ", ")))
-		}
-	}
-	return out
 }
 
 // redisHealth is what this process last saw of Redis. The health check

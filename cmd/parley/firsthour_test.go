@@ -105,3 +105,74 @@ func TestServeWarnsWithoutAChannel(t *testing.T) {
 		t.Fatalf("serve with Slack configured warns of no channel:\n%s", srv.stderr.String())
 	}
 }
+
+// TestConfigCheckOutputReadsBackTheSame: the output of config check, fed
+// back as the config, prints the same and explains the same policies
+// (tools.allow: [] and access.users: [] included); names in the policies
+// that match no tool or skill are warned about on stderr, exit 0.
+func TestConfigCheckOutputReadsBackTheSame(t *testing.T) {
+	file := `policies:
+  default:
+    tools:
+      deny: [shel]
+    access:
+      users: []
+  platforms:
+    slack:
+      tools:
+        allow: []
+      skills:
+        deny: [no-such-skill]
+      workspaces:
+        T1:
+          tools:
+            allow: ["web_*", load_skill]
+`
+	env := mapEnv(map[string]string{"OPENAI_API_KEY": "sk-test-secret", "PARLEY_HOME": t.TempDir(), "PARLEY_WORKSPACE": t.TempDir()})
+	check := func(path string) (string, string) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), []string{"config", "check", "--config", path}, nil, &stdout, &stderr, env); code != 0 {
+			t.Fatalf("config check %s: exit %d\n%s", path, code, stderr.String())
+		}
+		return stdout.String(), stderr.String()
+	}
+	explain := func(path string, scope ...string) string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"policy", "explain", "--config", path, "--wait", "1s"}, scope...)
+		if code := run(context.Background(), args, nil, &stdout, &stderr, env); code != 0 {
+			t.Fatalf("policy explain %v: exit %d\n%s", scope, code, stderr.String())
+		}
+		return stdout.String()
+	}
+	orig := writeConfig(t, file)
+	out1, warnings := check(orig)
+	for _, want := range []string{
+		`policies.default.tools.deny: "shel" matches no tool`,
+		`policies.platforms.slack.skills.deny: "no-such-skill" matches no skill`,
+	} {
+		if !strings.Contains(warnings, "warning: "+want) {
+			t.Errorf("stderr lacks %q:\n%s", want, warnings)
+		}
+	}
+	if strings.Contains(warnings, `"web_*"`) || strings.Contains(warnings, `"load_skill"`) {
+		t.Errorf("a known tool is warned about:\n%s", warnings)
+	}
+	if strings.Contains(out1+warnings, "sk-test-secret") {
+		t.Fatal("config check shows the secret")
+	}
+	printed := writeConfig(t, out1)
+	out2, _ := check(printed)
+	if out1 != out2 {
+		t.Errorf("config check of its own output differs:\n--- first\n%s\n--- second\n%s", out1, out2)
+	}
+	for _, scope := range [][]string{{"--channel", "console"}, {"--channel", "slack"}, {"--channel", "slack", "--workspace", "T1"}, {"--channel", "feishu"}} {
+		if a, b := explain(orig, scope...), explain(printed, scope...); a != b {
+			t.Errorf("policy explain %v differs after the round trip:\n--- file\n%s\n--- printed\n%s", scope, a, b)
+		}
+	}
+	if e := explain(printed, "--channel", "console"); !strings.Contains(e, "load_skill") || strings.Contains(e, "not in tools.allow") {
+		t.Errorf("the printed config denies tools on the console:\n%s", e)
+	}
+}

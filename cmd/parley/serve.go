@@ -17,11 +17,17 @@ import (
 func (e *environment) serve(args []string) (err error) {
 	fs := newFlagSet("serve", e.stderr)
 	path := configFlag(fs)
-	cfg, err := e.parseAndLoad(fs, path, args)
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	cfg, warnings, err := config.LoadWithWarnings(*path, e.getenv)
 	if err != nil {
 		return err
 	}
 	log := newLogger(e.stderr, cfg)
+	for _, w := range warnings {
+		log.Warn("config: " + w)
+	}
 	a, err := e.newApp(cfg, log)
 	if err != nil {
 		return err

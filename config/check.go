@@ -1,0 +1,424 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// LoadWithWarnings is Load that also returns what is suspect but not
+// wrong, each naming its key: a variable overriding a key the file sets
+// too (the variable wins, which is easy to miss), and a secret that is the
+// mask `parley config check` prints rather than a secret.
+func LoadWithWarnings(path string, getenv func(string) string) (Config, []string, error) {
+	cfg := Default()
+	if path == "" {
+		path = getenv("PARLEY_CONFIG")
+	}
+	file := &fileIndex{}
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return cfg, nil, fmt.Errorf("config: %w", err)
+		}
+		if file, err = decode(data, &cfg); err != nil {
+			return cfg, nil, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	fromEnv, warnings := cfg.envOverrides(file, getenv)
+	if err := applyEnv(&cfg, getenv); err != nil {
+		return cfg, warnings, err
+	}
+	cfg.Home = expandHome(cfg.Home)
+	warnings = append(warnings, cfg.maskedSecrets(file, fromEnv)...)
+	if problems := cfg.problems(); len(problems) > 0 {
+		for i, p := range problems {
+			problems[i] = file.locate(p, fromEnv)
+		}
+		return cfg, warnings, errors.New("invalid config: " + strings.Join(problems, "; "))
+	}
+	return cfg, warnings, nil
+}
+
+// decode reads the file into cfg and returns where its keys are. The file
+// is one YAML document: a second one (after ---) would be ignored by the
+// decoder, so it is refused rather than silently dropped.
+func decode(data []byte, cfg *Config) (*fileIndex, error) {
+	file := &fileIndex{}
+	nodes := yaml.NewDecoder(bytes.NewReader(data))
+	var root yaml.Node
+	if err := nodes.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return file, nil // an empty file is a valid, empty config
+		}
+		return file, cleanSyntaxError(err)
+	}
+	var next yaml.Node
+	if err := nodes.Decode(&next); !errors.Is(err, io.EOF) {
+		return file, fmt.Errorf("line %d: a second YAML document starts here (after ---); the configuration is one document: remove the --- and merge what follows into the first", next.Line)
+	}
+	file.index(&root, "")
+
+	doc := cfg.document()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(doc.Addr().Interface()); err != nil {
+		return file, file.cleanYAMLError(err)
+	}
+	cfg.fromDocument(doc)
+	return file, nil
+}
+
+func cleanSyntaxError(err error) error {
+	return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+}
+
+// fileIndex says where each key of the file is: the path of every key and
+// list item ("model.timeout", "admin.trusted_proxies[0]") and its value's
+// line, so that problems found after decoding name their line too.
+type fileIndex struct {
+	entries []fileEntry
+	byPath  map[string]int // index into entries
+}
+
+type fileEntry struct {
+	path    string
+	key     string // the key as written; "" for a list item
+	keyLine int
+	line    int // the value's line
+	kind    yaml.Kind
+	value   string // a scalar's text
+}
+
+func (f *fileIndex) index(n *yaml.Node, path string) {
+	if n.Kind == yaml.DocumentNode {
+		for _, c := range n.Content {
+			f.index(c, path)
+		}
+		return
+	}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			f.add(fileEntry{path: JoinKey(path, k.Value), key: k.Value, keyLine: k.Line, line: v.Line, kind: v.Kind, value: v.Value})
+			f.index(v, JoinKey(path, k.Value))
+		}
+	case yaml.SequenceNode:
+		for i, v := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			f.add(fileEntry{path: p, keyLine: v.Line, line: v.Line, kind: v.Kind, value: v.Value})
+			f.index(v, p)
+		}
+	}
+}
+
+func (f *fileIndex) add(e fileEntry) {
+	if f.byPath == nil {
+		f.byPath = map[string]int{}
+	}
+	f.byPath[e.path] = len(f.entries)
+	f.entries = append(f.entries, e)
+}
+
+// entry returns the entry of exactly path.
+func (f *fileIndex) entry(path string) (fileEntry, bool) {
+	i, ok := f.byPath[path]
+	if !ok {
+		return fileEntry{}, false
+	}
+	return f.entries[i], true
+}
+
+// lookup returns the entry of path, or of the nearest key above it that
+// the file sets ("tools.mcp.servers.gh" for a problem with a key the file
+// leaves out of that server).
+func (f *fileIndex) lookup(path string) (fileEntry, bool) {
+	for path != "" {
+		if e, ok := f.entry(path); ok {
+			return e, true
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			break
+		}
+		path = path[:i]
+	}
+	return fileEntry{}, false
+}
+
+// locate prefixes a validation problem ("key: what is wrong") with the
+// line of its key in the file, unless the value came from a variable
+// (fromEnv maps a key to the variable that set it), whose name the
+// problem gives instead.
+func (f *fileIndex) locate(problem string, fromEnv map[string]string) string {
+	key, rest, ok := strings.Cut(problem, ": ")
+	if !ok || strings.ContainsAny(key, " \"") {
+		return problem
+	}
+	if name, set := fromEnv[key]; set {
+		if !strings.Contains(rest, name) {
+			return problem + " (from " + name + ")"
+		}
+		return problem
+	}
+	if e, ok := f.lookup(key); ok {
+		return fmt.Sprintf("line %d: %s", e.line, problem)
+	}
+	return problem
+}
+
+// typeErrorRE and unknownKeyRE are yaml.v3's type errors, one per problem.
+var (
+	typeErrorRE  = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
+	unknownKeyRE = regexp.MustCompile(`^line (\d+): field (.+) not found in type (.+)$`)
+)
+
+// cleanYAMLError rewrites yaml.v3's type errors into plain words naming
+// the key and its line: `line 12: model.timeout: "10" is not a duration
+// (like 30s or 2m)` rather than "cannot unmarshal !!int `10` into
+// time.Duration", `line 3: unknown key "bot_tokn" in slack` rather than
+// "field bot_tokn not found in type slack.Config".
+func (f *fileIndex) cleanYAMLError(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return cleanSyntaxError(err)
+	}
+	msgs := make([]string, 0, len(te.Errors))
+	for _, e := range te.Errors {
+		e = strings.TrimPrefix(e, "yaml: ")
+		if m := unknownKeyRE.FindStringSubmatch(e); m != nil {
+			line, _ := strconv.Atoi(m[1])
+			e = f.unknownKey(line, m[2])
+		} else if m := typeErrorRE.FindStringSubmatch(e); m != nil {
+			line, _ := strconv.Atoi(m[1])
+			e = f.wrongType(line, m[2], m[3], m[4])
+		}
+		msgs = append(msgs, e)
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+func (f *fileIndex) unknownKey(line int, key string) string {
+	msg := fmt.Sprintf("line %d: unknown key %q", line, key)
+	for _, e := range f.entries {
+		if e.keyLine == line && e.key == key {
+			if parent := strings.TrimSuffix(e.path, "."+key); parent != e.path {
+				msg += " in " + parent
+			}
+			if near := nearestKey(key, knownKeys(strings.TrimSuffix(e.path, key))); near != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", near)
+			}
+			break
+		}
+	}
+	return msg
+}
+
+// wrongType words a value of the wrong type: tag is yaml's (int, str,
+// map, seq …), value its text (shortened by yaml beyond 10 characters),
+// into the Go type it was meant for.
+func (f *fileIndex) wrongType(line int, tag, value, into string) string {
+	want := typeWords(into)
+	// The deepest entry on the line whose value fits: "log:\n  level: {x: 1}"
+	// has log's mapping and level's on line 2, and level is meant.
+	var found *fileEntry
+	for i := range f.entries {
+		e := &f.entries[i]
+		if e.line != line {
+			continue
+		}
+		switch {
+		case tag == "map" && e.kind == yaml.MappingNode, tag == "seq" && e.kind == yaml.SequenceNode,
+			e.kind == yaml.ScalarNode && (e.value == value || strings.HasSuffix(value, "...") && strings.HasPrefix(e.value, strings.TrimSuffix(value, "..."))):
+			found = e
+		}
+	}
+	key := ""
+	if found != nil {
+		key = found.path + ": "
+	}
+	secret := strings.Contains(into, "Secret")
+	switch {
+	case tag == "map":
+		return fmt.Sprintf("line %d: %sa mapping (key: value) where %s belongs", line, key, want)
+	case tag == "seq":
+		return fmt.Sprintf("line %d: %sa list where %s belongs", line, key, want)
+	case found != nil && !secret:
+		return fmt.Sprintf("line %d: %s%q is not %s", line, key, found.value, want)
+	default:
+		return fmt.Sprintf("line %d: %sthe value is not %s", line, key, want)
+	}
+}
+
+// typeWords names a Go type as the reference does, with an example.
+func typeWords(goType string) string {
+	t := strings.TrimLeft(goType, "*")
+	switch {
+	case t == "time.Duration":
+		return "a duration (like 30s or 2m)"
+	case t == "bool":
+		return "true or false"
+	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "uint"):
+		return "a whole number"
+	case strings.HasPrefix(t, "float"):
+		return "a number"
+	case t == "string" || strings.HasSuffix(t, ".Secret") || strings.HasSuffix(t, ".SecretURL") || strings.HasSuffix(t, ".SecretTemplate"):
+		return "text"
+	case strings.HasPrefix(t, "[]"):
+		return "a list (like [a, b])"
+	case strings.HasPrefix(t, "map["):
+		return "a mapping (key: value)"
+	}
+	return "a section of keys"
+}
+
+// knownKeys lists the keys the default configuration has under prefix
+// (ending in "." or empty for the top level), for suggestions.
+func knownKeys(prefix string) []string {
+	c := Default()
+	seen := map[string]bool{}
+	visitValues(c.document(), "", func(path string, _ reflect.Value) {
+		if rest, ok := strings.CutPrefix(path, prefix); ok && rest != "" && !strings.ContainsAny(rest, ".[") {
+			seen[rest] = true
+		}
+	})
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// nearestKey returns the one of keys within two edits of key, if any.
+func nearestKey(key string, keys []string) string {
+	best, bestD := "", 3
+	for _, k := range keys {
+		if d := editDistance(key, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// visitValues calls fn with every value under v and its key, the sections'
+// included: struct fields by their yaml key, list items as key[i], map
+// entries as key.NAME.
+func visitValues(v reflect.Value, path string, fn func(path string, v reflect.Value)) {
+	if path != "" {
+		fn(path, v)
+	}
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			visitValues(v.Elem(), path, fn)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			name, inline, ok := YAMLField(v.Type().Field(i))
+			switch {
+			case !ok:
+			case inline:
+				visitValues(v.Field(i), path, fn)
+			default:
+				visitValues(v.Field(i), JoinKey(path, name), fn)
+			}
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			visitValues(v.Index(i), fmt.Sprintf("%s[%d]", path, i), fn)
+		}
+	case reflect.Map:
+		keys := v.MapKeys()
+		slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+		for _, k := range keys {
+			visitValues(v.MapIndex(k), JoinKey(path, fmt.Sprint(k)), fn)
+		}
+	}
+}
+
+// envOverrides returns the keys the environment sets, with the variable
+// that sets each, and a warning for each of them the file sets too: the
+// variable wins, which a reader of the file would not guess. A file value
+// that is the mask `parley config check` prints, or a ${NAME} reference
+// to the variable, is meant to be filled from the environment and is not
+// warned about. No value is named.
+func (c *Config) envOverrides(file *fileIndex, getenv func(string) string) (map[string]string, []string) {
+	fromEnv := map[string]string{}
+	var warnings []string
+	for _, b := range c.envBindings() {
+		if b.Key == "" || getenv(b.Name) == "" {
+			continue
+		}
+		fromEnv[b.Key] = b.Name
+		e, ok := file.entry(b.Key)
+		if !ok || e.kind != yaml.ScalarNode || e.value == "" || e.value == Redacted || strings.Contains(e.value, "${"+b.Name+"}") {
+			continue
+		}
+		warnings = append(warnings, fmt.Sprintf("line %d: %s is set in the file and by the environment variable %s; the variable wins", e.line, b.Key, b.Name))
+	}
+	return fromEnv, warnings
+}
+
+// maskedSecrets warns of every secret whose value is what `parley config
+// check` prints in its place (<secret>, or a URL's xxxxx password): a
+// printed configuration read back, whose real secrets must be supplied.
+func (c *Config) maskedSecrets(file *fileIndex, fromEnv map[string]string) []string {
+	vars := map[string]string{}
+	for _, b := range c.envBindings() {
+		if b.Key != "" {
+			vars[b.Key] = b.Name
+		}
+	}
+	var warnings []string
+	visitValues(c.document(), "", func(path string, v reflect.Value) {
+		masked := false
+		switch v.Type() {
+		case reflect.TypeFor[Secret](), reflect.TypeFor[SecretTemplate]():
+			masked = v.String() == Redacted
+		case reflect.TypeFor[SecretURL]():
+			masked = strings.Contains(v.String(), ":"+maskedValue+"@") || strings.Contains(v.String(), "="+maskedValue)
+		}
+		if !masked {
+			return
+		}
+		w := fmt.Sprintf("%s: the value is the mask parley config check prints, not a secret; supply the real one", path)
+		if name := vars[path]; name != "" {
+			w += fmt.Sprintf(" (in the file or in %s)", name)
+		}
+		if e, ok := file.entry(path); ok && fromEnv[path] == "" {
+			w = fmt.Sprintf("line %d: %s", e.line, w)
+		}
+		warnings = append(warnings, w)
+	})
+	return warnings
+}
