@@ -37,6 +37,8 @@ policies:
   default:
     tools:
       deny: [shell]
+      approve: ["web_*"]
+      approve_writes: true
     access:
       users: []
     admins: [slack:U0]
@@ -51,9 +53,14 @@ policies:
         user_per_minute: 0
       budget:
         tokens_per_user_day: 5000
+      approvers:
+        users: []
+      approval_timeout: 2m
       workspaces:
         T1:
           admins: [U1]
+          tools:
+            approve: []
           access:
             users: [U1, U2]
           chats:
@@ -110,6 +117,9 @@ func TestPrintedConfigReadsBackTheSame(t *testing.T) {
 		{"C1 access.chats: []", again.Policies.Platforms["slack"].Workspaces["T1"].Chats["C1"].Access.Chats, false},
 		{"gh tools.allow: []", mcp.FromConfig(again).Servers["gh"].Tools.Allow, false},
 		{"files tools.allow (unset)", mcp.FromConfig(again).Servers["files"].Tools.Allow, true},
+		{"slack approvers.users: []", again.Policies.Platforms["slack"].Approvers.Users, false},
+		{"T1 tools.approve: []", again.Policies.Platforms["slack"].Workspaces["T1"].Tools.Approve, false},
+		{"default approvers.users (unset)", again.Policies.Default.Approvers.Users, true},
 	} {
 		if (tc.l == nil) != tc.nil_ || len(tc.l) != 0 {
 			t.Errorf("%s = %#v after the round trip; want nil %v and empty", tc.name, tc.l, tc.nil_)
@@ -125,6 +135,11 @@ func TestPrintedConfigReadsBackTheSame(t *testing.T) {
 				if da, db := a.Tool(tool, writes), b.Tool(tool, writes); da != db {
 					t.Errorf("%+v tool %s (writes %v): %+v, after the round trip %+v", s, tool, writes, da, db)
 				}
+				na, da := a.Approval(tool, writes)
+				nb, db := b.Approval(tool, writes)
+				if na != nb || da != db {
+					t.Errorf("%+v approval of %s (writes %v): %v %+v, after the round trip %v %+v", s, tool, writes, na, da, nb, db)
+				}
 			}
 		}
 		for _, u := range []string{"U1", "U3"} {
@@ -136,6 +151,9 @@ func TestPrintedConfigReadsBackTheSame(t *testing.T) {
 		}
 		if da, db := a.Skill("alpha"), b.Skill("alpha"); da != db {
 			t.Errorf("%+v skill: %+v, after the round trip %+v", s, da, db)
+		}
+		if a.MayApprove("U1", "U2") != b.MayApprove("U1", "U2") || a.ApprovalTimeout() != b.ApprovalTimeout() {
+			t.Errorf("%+v approvers differ after the round trip", s)
 		}
 		if a.Limits() != b.Limits() || fmt.Sprint(a.Admins()) != fmt.Sprint(b.Admins()) {
 			t.Errorf("%+v limits or admins differ: %+v %v, %+v %v", s, a.Limits(), a.Admins(), b.Limits(), b.Admins())

@@ -129,6 +129,7 @@ func policyNameWarnings(cfg config.Config) []string {
 	for _, l := range policyLevels(cfg.Policies) {
 		check(l.key+".tools.allow", l.level.Tools.Allow, knownTool, "tool", toolsKnown)
 		check(l.key+".tools.deny", l.level.Tools.Deny, knownTool, "tool", toolsKnown)
+		check(l.key+".tools.approve", l.level.Tools.Approve, knownTool, "tool", toolsKnown)
 		if reg != nil {
 			check(l.key+".skills.allow", l.level.Skills.Allow, knownSkill, "skill", skillsKnown)
 			check(l.key+".skills.deny", l.level.Skills.Deny, knownSkill, "skill", skillsKnown)
