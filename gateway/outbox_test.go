@@ -2,12 +2,15 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/sashabaranov/go-openai"
 
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/agent/openaitest"
@@ -30,15 +33,21 @@ type slackReplica struct {
 	stopped bool
 }
 
-func newSlackReplica(t *testing.T, r *redistest.Redis, model *openaitest.Server, fake *slacktest.Server) *slackReplica {
+// newSlackReplica paces Slack's chats at 100 posts a second, unless
+// paced asks for Slack's own pace.
+func newSlackReplica(t *testing.T, r *redistest.Redis, model *openaitest.Server, fake *slacktest.Server, paced ...bool) *slackReplica {
 	t.Helper()
 	m := metrics.New()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix, LockTTL: time.Second, MaxMessages: 1000})
 	a := agent.New(agent.Config{Model: "test", Timeout: 5 * time.Second, MaxRetries: 1, BackoffBase: time.Millisecond, BackoffMax: 2 * time.Millisecond},
 		agent.NewClient(model.URL(), "sk-test", nil), agent.NewRegistry(), m, log)
-	ob := outbox.New(r.Client, r.Prefix, outbox.Config{Lease: 2 * time.Second, Poll: 20 * time.Millisecond,
-		MinWait: 20 * time.Millisecond, MaxWait: 100 * time.Millisecond}, m, log)
+	cfg := outbox.Config{Lease: 2 * time.Second, Poll: 20 * time.Millisecond, MinWait: 20 * time.Millisecond, MaxWait: 100 * time.Millisecond,
+		Pace: map[string]channels.Pace{slack.Name: {Every: 10 * time.Millisecond}}}
+	if len(paced) > 0 && paced[0] {
+		cfg.Pace = nil
+	}
+	ob := outbox.New(r.Client, r.Prefix, cfg, m, log)
 	gw := gateway.New(gateway.Config{Outbox: ob}, store, a, m, log)
 	ad, err := slack.New(slack.Config{BotToken: slacktest.BotToken, APIURL: fake.APIURL()}, slack.Options{RetryWait: 5 * time.Millisecond}, m, log)
 	if err != nil {
@@ -108,5 +117,42 @@ func TestFinalPostFailingIsDeliveredByTheOtherReplica(t *testing.T) {
 	}
 	if n := len(model.Requests()); n != 1 {
 		t.Errorf("the model answered %d times; delivery must not rerun the turn", n)
+	}
+}
+
+// TestTwoGatewaysShareAChatsPace: two replicas answer two threads of one
+// Slack channel at once, each answer split in two; the channel's budget
+// of about one post a second holds for both together, measured from the
+// fake Slack's receive times.
+func TestTwoGatewaysShareAChatsPace(t *testing.T) {
+	r, fake := redistest.New(t), slacktest.New(t)
+	long := strings.Repeat("a", slack.MaxMessageBytes-100) + "\n\n" + strings.Repeat("b", slack.MaxMessageBytes-100)
+	model := openaitest.New(t, openaitest.WithResponder(func(openai.ChatCompletionRequest) openaitest.Step { return openaitest.Text(long) }))
+	reps := []*slackReplica{newSlackReplica(t, r, model, fake, true), newSlackReplica(t, r, model, fake, true)}
+	for i, rp := range reps {
+		ts := fmt.Sprintf("1700000000.00010%d", i)
+		m := channels.Message{ID: "Ev" + ts, Channel: slack.Name, Workspace: slacktest.TeamID, Chat: "C1", Thread: ts,
+			User: "U1", Text: "hello", Meta: map[string]string{slack.MetaThreadTS: ts}}
+		if err := rp.gw.Submit(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slacktest.WaitFor(t, "both answers", 30*time.Second, func() bool { return len(fake.Posts()) >= 4 })
+	posts := fake.Posts()
+	if len(posts) != 4 {
+		t.Fatalf("%d posts, want 4", len(posts))
+	}
+	for _, p := range posts {
+		n := 0
+		for _, q := range posts {
+			if !q.At.Before(p.At) && q.At.Sub(p.At) < time.Second {
+				n++
+			}
+		}
+		// One a second, with room for a slow scheduler; unpaced, all four
+		// land within milliseconds.
+		if n > 2 {
+			t.Fatalf("%d posts within one second of one channel; the replicas burst past Slack's pace", n)
+		}
 	}
 }

@@ -1,10 +1,14 @@
-// Package outbox makes the delivery of replies durable. A reply is posted
+// Package outbox makes the delivery of replies durable and paced. A reply is posted
 // part by part through its channel's channels.Poster; when a post fails
 // for a reason that may pass (a 5xx, a rate limit, a dropped connection,
 // a shutdown), the reply — with the ids of the parts already posted — goes
 // to an outbox in Redis, and whichever replica is alive tries it again with
 // backoff until it is delivered or MaxAge has passed, when it is counted
 // as failed. Nothing is dropped without being counted and logged.
+//
+// Posts to one chat are paced to its platform's published rate over every
+// replica (see pacer), and a 429's Retry-After holds the chat for all of
+// them.
 //
 // Nothing is posted twice either: a replica claims an item for a lease
 // before trying it, records each part it posts (with the platform's
@@ -57,6 +61,9 @@ type Config struct {
 	// InlineAttempts is how many times each part is tried when the reply
 	// is first sent, before the reply goes to the outbox.
 	InlineAttempts int
+	// Pace replaces a platform's own posting rate (channels.Poster's
+	// Pace), by channel name: for a workspace granted more, or a test.
+	Pace map[string]channels.Pace
 }
 
 func (c Config) withDefaults() Config {
@@ -86,6 +93,7 @@ func (c Config) withDefaults() Config {
 type Outbox struct {
 	cfg   Config
 	store *store
+	pace  *pacer
 	m     *metrics.Metrics
 	log   *slog.Logger
 
@@ -103,7 +111,7 @@ func New(client redis.UniversalClient, prefix string, cfg Config, m *metrics.Met
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Outbox{cfg: cfg.withDefaults(), store: newStore(client, prefix), m: m,
+	return &Outbox{cfg: cfg.withDefaults(), store: newStore(client, prefix), pace: &pacer{client: client, prefix: prefix}, m: m,
 		log: log.With("component", "outbox"), retriers: map[string]*retry.Retrier{}}
 }
 
@@ -169,12 +177,25 @@ func (o *Outbox) postAll(ctx context.Context, p channels.Poster, it *Item, attem
 		n := len(it.Sent)
 		var id string
 		err := o.retrier(it.Channel()).WithAttempts(attempts).Do(ctx, "post reply", func(ctx context.Context) (bool, time.Duration, error) {
+			if err := o.pace.wait(ctx, it.Message, o.paceOf(it.Channel(), p)); err != nil {
+				if ctx.Err() != nil {
+					return false, 0, err
+				}
+				// Unpaced is better than undelivered.
+				o.log.DebugContext(ctx, "cannot pace a post; posting anyway", "channel", it.Channel(), "err", err)
+			}
 			var err error
 			id, err = p.Post(ctx, it.Message, it.Parts[n])
 			if err == nil {
 				return false, 0, nil
 			}
 			again, after := channels.Retryable(err)
+			if after > 0 {
+				// Every replica posting to this chat waits, not this one alone.
+				if herr := o.pace.hold(context.WithoutCancel(ctx), it.Message, after); herr != nil {
+					o.log.DebugContext(ctx, "cannot hold a rate-limited chat", "channel", it.Channel(), "err", herr)
+				}
+			}
 			return again, after, err
 		})
 		if err != nil {
@@ -194,6 +215,14 @@ func (o *Outbox) postAll(ctx context.Context, p channels.Poster, it *Item, attem
 // unknownChannel is the channel label of an item whose channel cannot be
 // read.
 const unknownChannel = "unknown"
+
+// paceOf is the posting rate of channel's chats.
+func (o *Outbox) paceOf(channel string, p channels.Poster) channels.Pace {
+	if pace, ok := o.cfg.Pace[channel]; ok {
+		return pace
+	}
+	return p.Pace()
+}
 
 // Run tries due items until ctx ends, one at a time; posters names the
 // channel of each platform (nil when this replica has none by that name).

@@ -105,3 +105,48 @@ func TestUndecodableItemIsFailedNotRetried(t *testing.T) {
 }
 
 func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }
+
+// TestScriptsRunOnARedisCluster: every script's keys share one hash tag,
+// so the outbox and the pacer work on a Redis Cluster.
+func TestScriptsRunOnARedisCluster(t *testing.T) {
+	c := redistest.NewCluster(t)
+	ctx := context.Background()
+	s := newStore(c.Client, c.Prefix)
+	it := &Item{ID: "c1", Message: channels.Message{Channel: "slack", Chat: "C1"}, Parts: []string{"one", "two"}}
+	if err := s.add(ctx, it, 0); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _, err := s.claim(ctx, time.Minute)
+	if err != nil || got == nil {
+		t.Fatalf("claim = %v, %v", got, err)
+	}
+	if err := s.release(ctx, got, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _, err = s.claim(ctx, time.Minute); err != nil || got == nil {
+		t.Fatalf("claim again = %v, %v", got, err)
+	}
+	for _, id := range []string{"ts1", "ts2"} {
+		if _, err := s.posted(ctx, got, id, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	it2 := &Item{ID: "c2", Message: channels.Message{Channel: "slack", Chat: "C1"}, Parts: []string{"x"}}
+	if err := s.add(ctx, it2, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _, err = s.claim(ctx, time.Minute); err != nil || got == nil {
+		t.Fatal(err)
+	}
+	if err := s.fail(ctx, got, "test"); err != nil {
+		t.Fatal(err)
+	}
+	p := &pacer{client: c.Client, prefix: c.Prefix}
+	m := channels.Message{Channel: "slack", Workspace: "T1", Chat: "C1"}
+	if err := p.hold(ctx, m, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(ctx, m, channels.Pace{Every: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+}
