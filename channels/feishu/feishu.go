@@ -2,15 +2,15 @@
 // @mentioned (and keep answering in the thread they were asked in), and
 // direct chats.
 //
-// Events arrive over two transports that share one dispatcher: the long
+// Events arrive over two transports that share one dispatch: the long
 // connection (a WebSocket opened from here, so no public URL is needed; it
 // runs unless Mode is "webhook") and the HTTP callback POST /feishu/events.
 // HTTP callbacks are verified here before anything is parsed — signature and
 // freshness, the Verification Token on every event, AES-256-CBC with strict
 // PKCS#7 unpadding, a 1 MiB body limit — because the SDK's checks are
 // incomplete. Replies are interactive cards with a markdown element, sent
-// with the Open API client of github.com/larksuite/oapi-sdk-go/v3, whose
-// token manager keeps the tenant token fresh.
+// with the Open API client of github.com/larksuite/oapi-sdk-go/v3 (its core
+// package), whose token manager keeps the tenant token fresh.
 package feishu
 
 import (
@@ -22,10 +22,7 @@ import (
 	"sync"
 	"time"
 
-	lark "github.com/larksuite/oapi-sdk-go/v3"
 	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
-	larkevent "github.com/larksuite/oapi-sdk-go/v3/event"
-	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/parleyhq/parley/channels"
@@ -145,8 +142,7 @@ type Adapter struct {
 	cfg     Config
 	opts    Options
 	base    string
-	api     *lark.Client
-	disp    *dispatcher.EventDispatcher
+	api     *larkcore.Config // the Open API client's settings and token cache
 	log     *slog.Logger
 	m       *metrics.Metrics
 	calls   *retry.Retrier // Open API calls
@@ -208,22 +204,36 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 		limiter:  newChatLimiter(opts.ChatInterval),
 		refusals: logthrottle.New(logthrottle.DefaultEvery, opts.Now),
 	}
-	a.api = lark.NewClient(cfg.AppID, cfg.AppSecret.Reveal(),
-		lark.WithOpenBaseUrl(a.base),
-		lark.WithHttpClient(opts.HTTPClient),
-		lark.WithLogger(sdkLog),
-		lark.WithLogLevel(larkcore.LogLevelWarn),
-	)
+	a.api = newAPIConfig(cfg.AppID, cfg.AppSecret.Reveal(), a.base, opts.HTTPClient, sdkLog)
 	if opts.Redis != nil {
 		a.state = &redisState{client: opts.Redis, prefix: opts.Prefix}
 	} else {
 		a.state = newMemState()
 	}
-	// One dispatcher for both transports. Verification and decryption of
-	// HTTP callbacks happen before it is called, so it gets no token or key.
-	a.disp = dispatcher.NewEventDispatcher("", "").OnP2MessageReceiveV1(a.onMessageReceive)
-	a.disp.InitConfig(larkevent.WithLogger(sdkLog), larkevent.WithLogLevel(larkcore.LogLevelWarn))
 	return a, nil
+}
+
+// newAPIConfig sets up the SDK's Open API client as lark.NewClient does for
+// a self-built app (token cache on, the base URL, HTTP client and logger
+// given), without the SDK's root package: that package imports every one of
+// the SDK's ~120 API packages, about a quarter of a cold build's compile
+// time, for the one generic call made here (larkcore.Request).
+func newAPIConfig(appID, appSecret, base string, hc *http.Client, log larkcore.Logger) *larkcore.Config {
+	c := &larkcore.Config{
+		BaseUrl:          base,
+		AppId:            appID,
+		AppSecret:        appSecret,
+		EnableTokenCache: true,
+		AppType:          larkcore.AppTypeSelfBuilt,
+		HttpClient:       hc,
+		Logger:           log,
+		LogLevel:         larkcore.LogLevelWarn,
+	}
+	larkcore.NewLogger(c)
+	larkcore.NewCache(c)
+	larkcore.NewSerialization(c)
+	larkcore.NewHttpClient(c)
+	return c
 }
 
 // Name implements channels.Channel.

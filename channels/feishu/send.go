@@ -135,7 +135,7 @@ func (a *Adapter) callOnce(ctx context.Context, op, method, path string, params 
 	for k, v := range query {
 		req.QueryParams[k] = []string{v}
 	}
-	resp, err := a.api.Do(ctx, req)
+	resp, err := larkcore.Request(ctx, req, a.api)
 	if err != nil {
 		// The token request failing with a Feishu code surfaces here.
 		var ce larkcore.CodeError

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	larkws "github.com/larksuite/oapi-sdk-go/v3/ws"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/channels/feishu/internal/wsproto"
 	"github.com/parleyhq/parley/retry"
 )
 
@@ -30,13 +30,12 @@ import (
 // life of the process, and its connect/disconnect is only visible in log
 // lines, so neither shutdown nor readiness could work.
 //
-// So this file drives the same protocol itself with the SDK's own pieces —
-// the endpoint answer (larkws.EndpointResp, ClientConfig), the protobuf
-// frame (larkws.Frame, Headers, NewPingFrame), the response
-// (larkws.Response) and the constants — and hands every event payload to
-// the SDK event dispatcher the HTTP callback uses as well. Every goroutine
-// here is owned by one connection and ends before runLongConnection
-// returns.
+// So this file drives the same protocol itself with the SDK's wire types,
+// written out in internal/wsproto — the endpoint answer (EndpointResp,
+// ClientConfig), the protobuf frame (Frame, Headers, NewPingFrame), the
+// response (Response) and the constants — and hands every event payload to
+// the dispatch the HTTP callback uses as well. Every goroutine here is owned
+// by one connection and ends before runLongConnection returns.
 
 // wsDefaults are used until the server's ClientConfig says otherwise.
 const (
@@ -72,9 +71,9 @@ func (a *Adapter) runLongConnection(ctx context.Context) {
 }
 
 // endpoint asks POST {base}/callback/ws/endpoint for the WebSocket URL.
-func (a *Adapter) endpoint(ctx context.Context) (string, *larkws.ClientConfig, error) {
+func (a *Adapter) endpoint(ctx context.Context) (string, *wsproto.ClientConfig, error) {
 	body, _ := json.Marshal(map[string]string{"AppID": a.cfg.AppID, "AppSecret": a.cfg.AppSecret.Reveal()})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+larkws.GenEndpointUri, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+wsproto.GenEndpointUri, bytes.NewReader(body))
 	if err != nil {
 		return "", nil, err
 	}
@@ -96,13 +95,13 @@ func (a *Adapter) endpoint(ctx context.Context) (string, *larkws.ClientConfig, e
 		a.m.ChannelAPIErrors.WithLabelValues(Name, "http_"+strconv.Itoa(resp.StatusCode)).Inc()
 		return "", nil, fmt.Errorf("endpoint: http %d", resp.StatusCode)
 	}
-	var ep larkws.EndpointResp
+	var ep wsproto.EndpointResp
 	if err := json.Unmarshal(raw, &ep); err != nil {
 		return "", nil, fmt.Errorf("endpoint: %w", err)
 	}
 	switch ep.Code {
-	case larkws.OK:
-	case larkws.SystemBusy, larkws.InternalError:
+	case wsproto.OK:
+	case wsproto.SystemBusy, wsproto.InternalError:
 		a.m.ChannelAPIErrors.WithLabelValues(Name, strconv.Itoa(ep.Code)).Inc()
 		return "", nil, fmt.Errorf("endpoint: code %d: %s", ep.Code, ep.Msg)
 	default:
@@ -138,7 +137,7 @@ func (w *wsConn) write(data []byte) error {
 	return w.conn.WriteMessage(websocket.BinaryMessage, data)
 }
 
-func (w *wsConn) configure(cc *larkws.ClientConfig) {
+func (w *wsConn) configure(cc *wsproto.ClientConfig) {
 	if cc == nil || cc.PingInterval <= 0 {
 		return
 	}
@@ -168,23 +167,23 @@ func (a *Adapter) connectOnce(ctx context.Context) (connected bool, err error) {
 	conn, resp, err := dialer.DialContext(ctx, rawURL, nil)
 	if err != nil {
 		if resp != nil {
-			code, _ := strconv.Atoi(resp.Header.Get(larkws.HeaderHandshakeStatus))
-			msg := resp.Header.Get(larkws.HeaderHandshakeMsg)
-			authCode, _ := strconv.Atoi(resp.Header.Get(larkws.HeaderHandshakeAuthErrCode))
+			code, _ := strconv.Atoi(resp.Header.Get(wsproto.HeaderHandshakeStatus))
+			msg := resp.Header.Get(wsproto.HeaderHandshakeMsg)
+			authCode, _ := strconv.Atoi(resp.Header.Get(wsproto.HeaderHandshakeAuthErrCode))
 			herr := fmt.Errorf("handshake: http %d, status %d: %s", resp.StatusCode, code, msg)
-			if code == larkws.Forbidden || (code == larkws.AuthFailed && authCode == larkws.ExceedConnLimit) {
+			if code == wsproto.Forbidden || (code == wsproto.AuthFailed && authCode == wsproto.ExceedConnLimit) {
 				return false, errClient{herr}
 			}
 			return false, herr
 		}
 		return false, fmt.Errorf("dial: %w", err)
 	}
-	sid, _ := strconv.ParseInt(u.Query().Get(larkws.ServiceID), 10, 32)
+	sid, _ := strconv.ParseInt(u.Query().Get(wsproto.ServiceID), 10, 32)
 	conn.SetReadLimit(4 << 20)
 	w := &wsConn{conn: conn, serviceID: int32(sid), ping: wsDefaultPing, parts: map[string]*partial{}}
 	w.configure(cc)
 	a.setConnected(true, nil)
-	a.log.Info("long connection open", "conn_id", u.Query().Get(larkws.DeviceID))
+	a.log.Info("long connection open", "conn_id", u.Query().Get(wsproto.DeviceID))
 
 	connCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -206,7 +205,7 @@ func (a *Adapter) connectOnce(ctx context.Context) (connected bool, err error) {
 // pingLoop sends the protocol's ping frame every ping interval.
 func (a *Adapter) pingLoop(ctx context.Context, w *wsConn) {
 	for {
-		if err := w.write(mustMarshal(larkws.NewPingFrame(w.serviceID))); err != nil {
+		if err := w.write(mustMarshal(wsproto.NewPingFrame(w.serviceID))); err != nil {
 			return // the read loop sees the broken connection
 		}
 		if !retry.Sleep(ctx, w.pingInterval()) {
@@ -215,7 +214,7 @@ func (a *Adapter) pingLoop(ctx context.Context, w *wsConn) {
 	}
 }
 
-func mustMarshal(f *larkws.Frame) []byte {
+func mustMarshal(f *wsproto.Frame) []byte {
 	b, _ := f.Marshal()
 	return b
 }
@@ -237,35 +236,35 @@ func (a *Adapter) readLoop(ctx context.Context, w *wsConn, wg *sync.WaitGroup) e
 		if mt != websocket.BinaryMessage {
 			continue
 		}
-		var f larkws.Frame
+		var f wsproto.Frame
 		if err := f.Unmarshal(data); err != nil {
 			a.log.Warn("long connection: undecodable frame", "err", err)
 			continue
 		}
-		switch larkws.FrameType(f.Method) {
-		case larkws.FrameTypeControl:
-			hs := larkws.Headers(f.Headers)
-			if larkws.MessageType(hs.GetString(larkws.HeaderType)) == larkws.MessageTypePong && len(f.Payload) > 0 {
-				var cc larkws.ClientConfig
+		switch wsproto.FrameType(f.Method) {
+		case wsproto.FrameTypeControl:
+			hs := wsproto.Headers(f.Headers)
+			if wsproto.MessageType(hs.GetString(wsproto.HeaderType)) == wsproto.MessageTypePong && len(f.Payload) > 0 {
+				var cc wsproto.ClientConfig
 				if json.Unmarshal(f.Payload, &cc) == nil {
 					w.configure(&cc)
 				}
 			}
-		case larkws.FrameTypeData:
+		case wsproto.FrameTypeData:
 			wg.Go(func() { a.handleDataFrame(ctx, w, f) })
 		}
 	}
 }
 
 // handleDataFrame dispatches one event and answers the frame.
-func (a *Adapter) handleDataFrame(ctx context.Context, w *wsConn, f larkws.Frame) {
-	hs := larkws.Headers(f.Headers)
-	if larkws.MessageType(hs.GetString(larkws.HeaderType)) != larkws.MessageTypeEvent {
+func (a *Adapter) handleDataFrame(ctx context.Context, w *wsConn, f wsproto.Frame) {
+	hs := wsproto.Headers(f.Headers)
+	if wsproto.MessageType(hs.GetString(wsproto.HeaderType)) != wsproto.MessageTypeEvent {
 		return // cards are not subscribed
 	}
 	payload := f.Payload
-	if sum := hs.GetInt(larkws.HeaderSum); sum > 1 {
-		payload = w.combine(hs.GetString(larkws.HeaderMessageID), sum, hs.GetInt(larkws.HeaderSeq), payload)
+	if sum := hs.GetInt(wsproto.HeaderSum); sum > 1 {
+		payload = w.combine(hs.GetString(wsproto.HeaderMessageID), sum, hs.GetInt(wsproto.HeaderSeq), payload)
 		if payload == nil {
 			return
 		}
@@ -286,8 +285,8 @@ func (a *Adapter) handleDataFrame(ctx context.Context, w *wsConn, f larkws.Frame
 			status = http.StatusInternalServerError
 		}
 	}
-	hs.Add(larkws.HeaderBizRt, strconv.FormatInt(time.Since(start).Milliseconds(), 10))
-	resp, _ := json.Marshal(larkws.NewResponseByCode(status))
+	hs.Add(wsproto.HeaderBizRt, strconv.FormatInt(time.Since(start).Milliseconds(), 10))
+	resp, _ := json.Marshal(wsproto.NewResponseByCode(status))
 	f.Headers = hs
 	f.Payload = resp
 	if err := w.write(mustMarshal(&f)); err != nil && ctx.Err() == nil {

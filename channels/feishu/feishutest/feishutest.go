@@ -20,7 +20,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	larkws "github.com/larksuite/oapi-sdk-go/v3/ws"
+
+	"github.com/parleyhq/parley/channels/feishu/internal/wsproto"
 )
 
 // BotOpenID is the fake bot's own open_id.
@@ -279,7 +280,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		s.mu.Unlock()
 		writeJSON(w, 200, map[string]any{"code": 0, "msg": "success"})
-	case r.Method == http.MethodPost && path == larkws.GenEndpointUri:
+	case r.Method == http.MethodPost && path == wsproto.GenEndpointUri:
 		s.mu.Lock()
 		s.endpoints++
 		s.mu.Unlock()
@@ -400,28 +401,28 @@ func (s *Server) acceptWS(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
-		var f larkws.Frame
+		var f wsproto.Frame
 		if f.Unmarshal(data) != nil {
 			continue
 		}
-		hs := larkws.Headers(f.Headers)
-		switch larkws.FrameType(f.Method) {
-		case larkws.FrameTypeControl:
-			if larkws.MessageType(hs.GetString(larkws.HeaderType)) == larkws.MessageTypePing {
+		hs := wsproto.Headers(f.Headers)
+		switch wsproto.FrameType(f.Method) {
+		case wsproto.FrameTypeControl:
+			if wsproto.MessageType(hs.GetString(wsproto.HeaderType)) == wsproto.MessageTypePing {
 				p.mu.Lock()
 				p.pings++
 				p.mu.Unlock()
-				pong := larkws.Frame{Method: int32(larkws.FrameTypeControl), Service: f.Service,
-					Headers: []larkws.Header{{Key: larkws.HeaderType, Value: string(larkws.MessageTypePong)}}}
+				pong := wsproto.Frame{Method: int32(wsproto.FrameTypeControl), Service: f.Service,
+					Headers: []wsproto.Header{{Key: wsproto.HeaderType, Value: string(wsproto.MessageTypePong)}}}
 				b, _ := pong.Marshal()
 				p.wmu.Lock()
 				_ = conn.WriteMessage(websocket.BinaryMessage, b)
 				p.wmu.Unlock()
 			}
-		case larkws.FrameTypeData:
-			var resp larkws.Response
+		case wsproto.FrameTypeData:
+			var resp wsproto.Response
 			_ = json.Unmarshal(f.Payload, &resp)
-			id := hs.GetString(larkws.HeaderMessageID)
+			id := hs.GetString(wsproto.HeaderMessageID)
 			p.mu.Lock()
 			ch := p.waiting[id]
 			delete(p.waiting, id)
@@ -471,12 +472,12 @@ func (s *Server) Push(ctx context.Context, event []byte, parts int) (int, error)
 	size := (len(event) + parts - 1) / parts
 	for i := 0; i < parts; i++ {
 		lo, hi := i*size, min((i+1)*size, len(event))
-		f := larkws.Frame{SeqID: seq, Method: int32(larkws.FrameTypeData), Service: 7, Headers: []larkws.Header{
-			{Key: larkws.HeaderType, Value: string(larkws.MessageTypeEvent)},
-			{Key: larkws.HeaderMessageID, Value: id},
-			{Key: larkws.HeaderSum, Value: strconv.Itoa(parts)},
-			{Key: larkws.HeaderSeq, Value: strconv.Itoa(i)},
-			{Key: larkws.HeaderTraceID, Value: "trace"},
+		f := wsproto.Frame{SeqID: seq, Method: int32(wsproto.FrameTypeData), Service: 7, Headers: []wsproto.Header{
+			{Key: wsproto.HeaderType, Value: string(wsproto.MessageTypeEvent)},
+			{Key: wsproto.HeaderMessageID, Value: id},
+			{Key: wsproto.HeaderSum, Value: strconv.Itoa(parts)},
+			{Key: wsproto.HeaderSeq, Value: strconv.Itoa(i)},
+			{Key: wsproto.HeaderTraceID, Value: "trace"},
 		}, Payload: event[lo:hi]}
 		b, _ := f.Marshal()
 		p.wmu.Lock()
