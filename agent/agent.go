@@ -431,7 +431,11 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 			if strings.TrimSpace(reply) == "" {
 				reply = EmptyReply
 			}
-			turn = append(turn, sessions.Message{Role: openai.ChatMessageRoleAssistant, Content: reply})
+			answer := sessions.Message{Role: openai.ChatMessageRoleAssistant, Content: reply}
+			if res.Usage != (Usage{}) {
+				answer.Usage = &sessions.Usage{Model: res.Model, Prompt: res.Usage.Prompt, Completion: res.Usage.Completion, Cached: res.Usage.Cached}
+			}
+			turn = append(turn, answer)
 			res.Reply = reply
 			if finish == openai.FinishReasonLength {
 				// Stored as the model wrote it; only the user is told.

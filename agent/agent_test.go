@@ -101,7 +101,11 @@ func TestToolLoopMessages(t *testing.T) {
 		{Role: "user", Content: "weather in Paris?"},
 		{Role: "assistant", ToolCalls: []sessions.ToolCall{{ID: "call_a", Name: "weather", Arguments: `{"city":"Paris"}`}}},
 		{Role: "tool", Content: wrapped, Name: "weather", ToolCallID: "call_a"},
-		{Role: "assistant", Content: "It is sunny in Paris."},
+		// The answer carries the turn's tokens, both requests together.
+		{Role: "assistant", Content: "It is sunny in Paris.", Usage: &sessions.Usage{Model: "default", Prompt: res.Usage.Prompt, Completion: res.Usage.Completion, Cached: res.Usage.Cached}},
+	}
+	if res.Usage.Prompt <= 0 {
+		t.Errorf("usage = %+v, want the prompt tokens counted", res.Usage)
 	}
 	if !reflect.DeepEqual(res.Messages, wantMsgs) {
 		t.Errorf("Messages:\n got %+v\nwant %+v", res.Messages, wantMsgs)

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -121,8 +121,9 @@ func TestCutAnswerSaysSo(t *testing.T) {
 	if !res.Cut || res.Reply != "The first three steps are"+CutNote {
 		t.Errorf("reply = %q (cut %v); want the text and the note", res.Reply, res.Cut)
 	}
-	want := []sessions.Message{{Role: "user", Content: "steps?"}, {Role: "assistant", Content: "The first three steps are"}}
-	if fmt.Sprint(res.Messages) != fmt.Sprint(want) {
+	want := []sessions.Message{{Role: "user", Content: "steps?"}, {Role: "assistant", Content: "The first three steps are",
+		Usage: &sessions.Usage{Model: "default", Prompt: res.Usage.Prompt, Completion: res.Usage.Completion}}}
+	if !reflect.DeepEqual(res.Messages, want) {
 		t.Errorf("stored %+v, want %+v", res.Messages, want)
 	}
 	if res := h.run(t, TurnRequest{UserText: "again"}); res.Cut || res.Reply != "complete" {

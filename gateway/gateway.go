@@ -34,6 +34,7 @@ import (
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway/outbox"
 	"github.com/parleyhq/parley/gateway/quota"
+	"github.com/parleyhq/parley/gateway/usage"
 	"github.com/parleyhq/parley/internal/logthrottle"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/policy"
@@ -81,6 +82,9 @@ type Config struct {
 	// Quotas counts messages and tokens against the policy's limits and
 	// budget, over every replica sharing its Redis; nil enforces none.
 	Quotas *quota.Quotas
+	// Usage records what each turn spent, by user, chat, channel and
+	// model, for `parley usage`; nil records nothing.
+	Usage *usage.Store
 	// Outbox delivers the replies of channels that post part by part
 	// (channels.Poster): a failed post is tried again by whichever replica
 	// is alive, and no part is posted twice. nil sends every reply once,

@@ -7,6 +7,7 @@ import (
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/gateway/quota"
+	"github.com/parleyhq/parley/gateway/usage"
 	"github.com/parleyhq/parley/policy"
 )
 
@@ -68,4 +69,19 @@ func (g *Gateway) spend(ctx context.Context, m channels.Message, eff *policy.Eff
 		return
 	}
 	g.metrics.BudgetUsed.WithLabelValues(m.Channel).Observe(float64(total) / float64(budget))
+}
+
+// recordUsage adds a turn's tokens to the usage report. The reply is
+// already made: a failure to record is logged, and the turn goes on.
+func (g *Gateway) recordUsage(ctx context.Context, m channels.Message, res agent.TurnResult) {
+	if g.cfg.Usage == nil {
+		return
+	}
+	err := g.cfg.Usage.Record(context.WithoutCancel(ctx), usage.Turn{
+		Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat, User: m.User, Model: res.Model,
+		Prompt: res.Usage.Prompt, Completion: res.Usage.Completion, Cached: res.Usage.Cached,
+	})
+	if err != nil {
+		g.log.WarnContext(ctx, "could not record a turn's tokens for the usage report", "channel", m.Channel, "err", err)
+	}
 }

@@ -345,6 +345,7 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 		return result{}, fmt.Errorf("gateway: agent: %w", err)
 	}
 	g.spend(ctx, m, eff, res.Usage)
+	g.recordUsage(ctx, m, res)
 	if res.Failed {
 		r.outcome = metrics.OutcomeError
 	}

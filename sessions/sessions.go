@@ -25,6 +25,18 @@ type Message struct {
 	// Kind marks messages Parley wrote itself: KindInjection for a skill
 	// body, KindSummary for a compaction summary. Empty for ordinary turns.
 	Kind string `json:"kind,omitempty"`
+	// Usage is what the turn cost, on its final answer only. It stays
+	// with the conversation and is never sent to the model.
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// Usage is the model's tokens of one turn, every request of it together,
+// and the model that answered (by its name in the configuration).
+type Usage struct {
+	Model      string `json:"model,omitempty"`
+	Prompt     int    `json:"prompt_tokens"`
+	Completion int    `json:"completion_tokens"`
+	Cached     int    `json:"cached_tokens,omitempty"`
 }
 
 // Message kinds.

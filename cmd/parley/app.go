@@ -18,6 +18,7 @@ import (
 	"github.com/parleyhq/parley/gateway"
 	"github.com/parleyhq/parley/gateway/outbox"
 	"github.com/parleyhq/parley/gateway/quota"
+	tokenusage "github.com/parleyhq/parley/gateway/usage"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/outbound"
 	"github.com/parleyhq/parley/policy"
@@ -274,6 +275,7 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 		// The store's Redis, embedded or shared: the limits hold over
 		// every replica that shares it.
 		Quotas: quota.New(a.store.Client(), cfg.Redis.Prefix),
+		Usage:  tokenusage.New(a.store.Client(), cfg.Redis.Prefix),
 		// Replies that could not be posted wait in the same Redis for
 		// whichever replica is alive.
 		Outbox: outbox.New(a.store.Client(), cfg.Redis.Prefix, outbox.Config{MaxAge: cfg.Outbox.MaxAge}, m, log),
