@@ -12,6 +12,7 @@ import (
 
 	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/channels/slack/slacktest"
+	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/internal/redistest"
 )
 
@@ -174,5 +175,57 @@ func TestConfigCheckOutputReadsBackTheSame(t *testing.T) {
 	}
 	if e := explain(printed, "--channel", "console"); !strings.Contains(e, "load_skill") || strings.Contains(e, "not in tools.allow") {
 		t.Errorf("the printed config denies tools on the console:\n%s", e)
+	}
+}
+
+// TestPolicyNameWarnings: names and globs are checked against the skill
+// and web tools, any tool under a configured MCP server's prefix, and the
+// loaded skills; only those matching nothing are named.
+func TestPolicyNameWarnings(t *testing.T) {
+	file := writeConfig(t, `tools:
+  mcp:
+    servers:
+      gh:
+        url: https://mcp.example.com/mcp
+skills:
+  index: [find-skills-typo]
+policies:
+  default:
+    tools:
+      allow: ["*", "web_*", gh__create_issue, "gh*"]
+      deny: [gl__delete, load_skil]
+  platforms:
+    slack:
+      workspaces:
+        T1:
+          chats:
+            C1:
+              tools:
+                approve: [save_skill_ref]
+              skills:
+                allow: ["*", "nothing-like-this-*"]
+`)
+	cfg, err := config.Load(file, mapEnv(map[string]string{"PARLEY_HOME": t.TempDir(), "PARLEY_WORKSPACE": t.TempDir()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := policyNameWarnings(cfg)
+	want := []string{
+		`policies.default.tools.deny: "gl__delete" matches no tool`,
+		`policies.default.tools.deny: "load_skil" matches no tool`,
+		`policies.platforms.slack.workspaces.T1.chats.C1.tools.approve: "save_skill_ref" matches no tool`,
+		`policies.platforms.slack.workspaces.T1.chats.C1.skills.allow: "nothing-like-this-*" matches no skill`,
+		`skills.index: "find-skills-typo" matches no skill`,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("warnings:\n%s\nwant %d", strings.Join(got, "\n"), len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i], w) {
+			t.Errorf("warning %d = %q; want it to start with %q", i, got[i], w)
+		}
+	}
+	if !strings.Contains(got[0], "gh__*") || !strings.Contains(got[0], "load_skill") {
+		t.Errorf("the tool warning does not list the known tools: %q", got[0])
 	}
 }
