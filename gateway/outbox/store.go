@@ -66,13 +66,34 @@ func newStore(client redis.UniversalClient, prefix string) *store {
 	return &store{client: client, base: prefix + "outbox:{outbox}"}
 }
 
-func (s *store) due() string             { return s.base + ":due" }
-func (s *store) item(id string) string   { return s.base + ":item:" + id }
+// due is the set of item ids by the time (ms) they may next be tried.
+func (s *store) due() string { return s.base + ":due" }
+
+// item is the hash of item id.
+func (s *store) item(id string) string { return s.base + ":item:" + id }
+
+// keys are the KEYS of every item script: the due set and the item.
 func (s *store) keys(id string) []string { return []string{s.due(), s.item(id)} }
-func durationMS(d time.Duration) int64   { return max(d.Milliseconds(), 0) }
-func newToken() string                   { var b [12]byte; _, _ = rand.Read(b[:]); return hex.EncodeToString(b[:]) }
-func redisTime(ms int64) time.Time       { return time.UnixMilli(ms) }
-func msFrom(v any) int64                 { n, _ := strconv.ParseInt(fmt.Sprint(v), 10, 64); return n }
+
+// durationMS is d in whole milliseconds, never negative: a script's ARGV.
+func durationMS(d time.Duration) int64 { return max(d.Milliseconds(), 0) }
+
+// newToken names an item or a claim: random, so that no two collide.
+func newToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// redisTime is a time of Redis's clock, read in milliseconds.
+func redisTime(ms int64) time.Time { return time.UnixMilli(ms) }
+
+// msFrom reads an integer a script returned (as an integer or a string);
+// 0 when it is neither.
+func msFrom(v any) int64 {
+	n, _ := strconv.ParseInt(fmt.Sprint(v), 10, 64)
+	return n
+}
 
 // nowMS is the Lua prelude reading Redis's clock in milliseconds; every
 // replica then agrees on what is due, whatever its own clock says.
