@@ -267,6 +267,13 @@ type TurnRequest struct {
 	// Calls records write-tool calls (nil: none are recorded, and a
 	// message answered twice makes its writes twice).
 	Calls CallLedger
+	// Approve reports whether a call of a tool, which writes if writes is
+	// true, waits for a person's approval: the turn then pauses there
+	// (TurnResult.Paused). Nil: no call does.
+	Approve func(tool string, writes bool) bool
+	// Resume continues a paused turn instead of starting one; UserText,
+	// Preface and History's new messages are then the paused turn's.
+	Resume *Resume
 	// Events, when set, is told what the turn does while it runs: the
 	// answer's text as the model writes it, the tools called, the skills
 	// loaded (see Event). It is called on the turn's goroutine, one event
@@ -305,6 +312,9 @@ type TurnResult struct {
 	// Cut reports that the model stopped the answer at its length limit;
 	// Reply then ends with CutNote.
 	Cut bool
+	// Paused is set when the turn waits for approval of a call: there is
+	// no Reply and no Messages yet; Run with TurnRequest.Resume continues it.
+	Paused *Paused
 }
 
 // Failure classifies why a turn could not be answered, for the apology and
@@ -364,7 +374,7 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 	if a.primary.client == nil {
 		return TurnResult{}, errors.New("agent: no model client")
 	}
-	if strings.TrimSpace(req.UserText) == "" {
+	if strings.TrimSpace(req.UserText) == "" && req.Resume == nil {
 		// The API rejects an empty user message; failing here names the
 		// real problem instead of apologising for the model.
 		return TurnResult{}, ErrEmptyMessage
@@ -385,7 +395,21 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 	turn := make([]sessions.Message, 0, len(req.Preface)+3)
 	turn = append(turn, req.Preface...)
 	turn = append(turn, user)
+	keep := len(turn)           // kept when the model fails: the preface and the user message
 	var seen []sessions.Message // the decoded history, once tools run
+	var pending *batch          // tool calls of the model's last answer, to run
+	var verdict *Verdict        // the decision on the call a resumed turn paused at
+	var paused pausedTurn
+	if req.Resume != nil {
+		var err error
+		if paused, err = resumed(req.Resume); err != nil {
+			return TurnResult{}, err
+		}
+		turn, keep, pending, verdict = paused.Turn, paused.Keep, &paused.Batch, &req.Resume.Verdict
+		if verdict.Stop {
+			return TurnResult{Messages: turn[:keep]}, nil
+		}
+	}
 
 	tc := TurnContext{
 		Channel:      req.Channel,
@@ -401,9 +425,45 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 	var res TurnResult
 	ev := &emitter{fn: req.Events}
 	chain, pos := a.chainFor(ctx, req.Model), 0
-	once := &onceGuard{ledger: req.Calls, conv: req.Conversation, item: req.Item}
-	calls := 0 // tool calls of this turn that were not capped
+	once := &onceGuard{ledger: req.Calls, conv: req.Conversation, item: req.Item, next: paused.OnceNext}
+	calls := paused.Calls // tool calls of this turn that were not capped
+	res.Iterations = paused.Iterations
 	for {
+		if pending != nil {
+			if seen == nil {
+				seen = hist.messages()
+			}
+			tc.History = append(seen[:len(seen):len(seen)], turn...)
+			allow := narrowed(req.Allow, req.Skills, injected, turn)
+			if call := a.runBatch(ctx, log, &tc, pending, allow, req.Approve, verdict, once); call != nil {
+				return a.pause(res, pausedTurn{Turn: turn, Keep: keep, Batch: *pending, Calls: calls, Iterations: res.Iterations, OnceNext: once.next}, call)
+			}
+			verdict = nil
+			for i, o := range pending.Done {
+				turn = append(turn, sessions.Message{
+					Role:       openai.ChatMessageRoleTool,
+					Content:    WrapToolResult(pending.Calls[i].Name, o.Content),
+					Name:       pending.Calls[i].Name,
+					ToolCallID: pending.Calls[i].ID,
+				})
+			}
+			for _, o := range pending.Done {
+				for _, inj := range o.Inject {
+					if m, ok := injection(inj); ok {
+						turn = append(turn, m)
+					}
+				}
+				announceSkills(ev, o.Inject)
+			}
+			pending = nil
+			res.Iterations++
+			if err := parent.Err(); err != nil {
+				return TurnResult{}, err
+			}
+			if ctx.Err() != nil {
+				return a.failed(ctx, log, res, context.Cause(ctx), start, turn[:keep:keep]), nil
+			}
+		}
 		last := res.Iterations >= a.cfg.MaxToolIterations || calls >= a.cfg.MaxToolCallsPerTurn
 		// Recomputed each iteration: a skill loaded by the previous batch
 		// may narrow the tools with its allowed-tools.
@@ -420,7 +480,7 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 			if ctxErr := parent.Err(); ctxErr != nil {
 				return TurnResult{}, ctxErr
 			}
-			return a.failed(ctx, log, res, err, start, append(append([]sessions.Message(nil), req.Preface...), user)), nil
+			return a.failed(ctx, log, res, err, start, turn[:keep:keep]), nil
 		}
 
 		// A model that calls tools after being offered none (the budget is
@@ -459,38 +519,12 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 			ToolCalls: normaliseCalls(answer.ToolCalls),
 		}
 		turn = append(turn, call)
-
-		if seen == nil {
-			seen = hist.messages()
-		}
-		tc.History = append(seen[:len(seen):len(seen)], turn...)
 		limit := a.toolCallLimit(len(call.ToolCalls), calls)
 		a.announceCalls(ev, call.ToolCalls[:limit.n])
-		outcomes := a.runTools(ctx, log, &tc, call.ToolCalls, allow, limit, once)
 		calls += limit.n
-		for i, o := range outcomes {
-			turn = append(turn, sessions.Message{
-				Role:       openai.ChatMessageRoleTool,
-				Content:    WrapToolResult(call.ToolCalls[i].Name, o.content),
-				Name:       call.ToolCalls[i].Name,
-				ToolCallID: call.ToolCalls[i].ID,
-			})
-		}
-		for _, o := range outcomes {
-			for _, inj := range o.inject {
-				if m, ok := injection(inj); ok {
-					turn = append(turn, m)
-				}
-			}
-			announceSkills(ev, o.inject)
-		}
-		res.Iterations++
-		if err := parent.Err(); err != nil {
-			return TurnResult{}, err
-		}
-		if ctx.Err() != nil {
-			return a.failed(ctx, log, res, context.Cause(ctx), start, append(append([]sessions.Message(nil), req.Preface...), user)), nil
-		}
+		// Run at the top of the loop, where a resumed turn finishes the
+		// batch it paused in.
+		pending = &batch{Calls: call.ToolCalls, LimitN: limit.n, LimitReason: limit.reason}
 	}
 }
 

@@ -72,6 +72,21 @@ type Reply struct {
 	// model is down or refused the bot's configuration, or the message was
 	// refused. Text then says why; `parley chat -m` exits non-zero.
 	Failed bool `json:",omitempty"`
+	// Approval is set on a prompt asking for approval of a tool call;
+	// Text is then the prompt as text (with the codes to type). An
+	// adapter that can show buttons may show them instead of the codes.
+	Approval *Approval `json:",omitempty"`
+}
+
+// Approval is a tool call waiting for a person's decision.
+type Approval struct {
+	// ID names the approval in a button's value; Code is what people type
+	// (/approve CODE).
+	ID, Code string
+	// Tool is the tool's name; Args its arguments, readable, cut to size,
+	// and escaped so that nothing in them is a mention or markup.
+	Tool, Args string
+	Expires    time.Time
 }
 
 // Handler is the gateway as an adapter sees it.

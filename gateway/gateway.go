@@ -32,6 +32,7 @@ import (
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/gateway/approval"
 	"github.com/parleyhq/parley/gateway/outbox"
 	"github.com/parleyhq/parley/gateway/quota"
 	"github.com/parleyhq/parley/gateway/usage"
@@ -90,6 +91,9 @@ type Config struct {
 	// is alive, and no part is posted twice. nil sends every reply once,
 	// through the channel's Send.
 	Outbox *outbox.Outbox
+	// Approvals keeps the calls waiting for approval (tools.approve,
+	// tools.approve_writes); nil: no call waits, whatever the policy says.
+	Approvals *approval.Store
 	// Tracer traces each message (receive, queue, turn and its steps);
 	// the zero value traces nothing.
 	Tracer tracing.Tracer
@@ -285,6 +289,13 @@ func (g *Gateway) Submit(ctx context.Context, m channels.Message) (err error) {
 		m.Received = time.Now()
 	}
 	g.metrics.MessagesReceived.WithLabelValues(m.Channel).Inc()
+	if ok, err := g.approvalCommand(ctx, m); ok || err != nil {
+		if err != nil {
+			g.redisFailed()
+			return fmt.Errorf("gateway: decide an approval: %w", err)
+		}
+		return nil
+	}
 	conv := m.ConversationKey()
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])

@@ -15,6 +15,7 @@ import (
 
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/gateway/approval"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/retry"
@@ -62,6 +63,10 @@ type result struct {
 	// live shows the answer while it is written, on channels that can;
 	// finish delivers the reply through it or discards it.
 	live *liveReply
+	// pause is set when the turn waits for approval of a call; resumed is
+	// the approval of the paused turn this one continued.
+	pause   *pending
+	resumed *approval.Record
 }
 
 // storeError marks a failure of Redis during a turn: the message stays
@@ -112,9 +117,11 @@ func (g *Gateway) serve(conv string) next {
 		g.cfg.Tracer.Between(ctx, "lock", claimed, claimedAt,
 			attribute.Int("parley.history.messages", c.History.Len()), attribute.Int("parley.history.bytes", c.History.Bytes()))
 	}
-	r, err := g.handle(ctx, c, q.Msg)
+	r, err := g.answer(ctx, c, q.Msg)
 	var se storeError
 	switch {
+	case err == nil && r.pause != nil:
+		return g.pauseTurn(ctx, c, q, r)
 	case err == nil:
 		return g.finish(ctx, c, q, r)
 	case errors.Is(err, sessions.ErrLockLost):
@@ -175,6 +182,7 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 		return next{failed: true}
 	}
 	g.apologies.forget(q.Nonce)
+	g.dropApproval(ctx, c.Lock.Conversation(), r)
 	if done.Trimmed {
 		g.metrics.HistoryTrimmed.WithLabelValues(q.Msg.Channel).Inc()
 	}
@@ -337,22 +345,17 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 		// The queued item, nonce included, is the same on every attempt
 		// at this message and differs from every other message's.
 		Item: itemID(c.Item), Calls: g.store,
-		Events: live.events(),
-		Model:  eff.ModelKey(),
+		Events:  live.events(),
+		Model:   eff.ModelKey(),
+		Approve: g.approveFunc(eff),
 	})
 	if err != nil {
 		g.observe(ctx, r, metrics.OutcomeError)
 		return result{}, fmt.Errorf("gateway: agent: %w", err)
 	}
-	g.spend(ctx, m, eff, res.Usage)
-	g.recordUsage(ctx, m, res)
-	if res.Failed {
-		r.outcome = metrics.OutcomeError
-	}
-	r.msgs, r.reply = res.Messages, &channels.Reply{Text: res.Reply, Failed: res.Failed}
 	r.live = live
-	handedOver = true // finish clears the indicator after the reply, and ends the live reply
-	return r, nil
+	handedOver = true // finish (or the pause) clears the indicator and ends the live reply
+	return g.ran(ctx, m, eff, r, res), nil
 }
 
 // itemID names a queued item by its content.

@@ -79,6 +79,8 @@ type Metrics struct {
 	PolicyDenials    *prometheus.CounterVec   // channel, kind (tool, skill, access, admin)
 	HistoryTrimmed   *prometheus.CounterVec   // channel
 	QuotaRefusals    *prometheus.CounterVec   // channel, limit (user, workspace, budget)
+	ToolApprovals    *prometheus.CounterVec   // channel, tool, outcome (approved, denied, expired, cancelled)
+	ToolApprovalWait *prometheus.HistogramVec // channel
 	BudgetUsed       *prometheus.HistogramVec // channel: a user's share of their daily token budget after a turn
 
 	SkillLoads           *prometheus.CounterVec   // channel, skill, outcome
@@ -131,6 +133,8 @@ func New() *Metrics {
 	m.MCPServerUp = f.gaugeVec("parley_mcp_server_up", "1 while this replica is connected to the configured MCP server, else 0.", "server")
 	m.PolicyDenials = f.counter("parley_policy_denials_total", "Requests refused by a channel policy, by kind (tool, skill, access, admin).", "channel", "kind")
 	m.QuotaRefusals = f.counter("parley_quota_refusals_total", "Messages refused before the model by a quota, by the limit that refused them: user (limits.user_per_minute), workspace (limits.workspace_per_minute) or budget (budget.tokens_per_user_day).", "channel", "limit")
+	m.ToolApprovals = f.counter("parley_tool_approvals_total", "Tool calls that waited for a person's approval, by how they ended: approved, denied, expired (nobody decided within approval_timeout) or cancelled (/cancel).", "channel", "tool", "outcome")
+	m.ToolApprovalWait = f.histogram("parley_tool_approval_wait_seconds", "Time from an approval prompt to its decision or expiry.", prometheus.ExponentialBuckets(1, 2, 12), "channel")
 	m.BudgetUsed = f.histogram("parley_token_budget_used_ratio", "A user's tokens of the day over their budget.tokens_per_user_day, observed after each turn that counts against a budget (1 and above: the next message is refused).", []float64{0.1, 0.25, 0.5, 0.75, 0.9, 1, 1.25}, "channel")
 	m.HistoryTrimmed = f.counter("parley_history_trimmed_total", "Turns whose history was cut to the configured maximum length.", "channel")
 

@@ -16,6 +16,7 @@ import (
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway"
+	"github.com/parleyhq/parley/gateway/approval"
 	"github.com/parleyhq/parley/gateway/outbox"
 	"github.com/parleyhq/parley/gateway/quota"
 	tokenusage "github.com/parleyhq/parley/gateway/usage"
@@ -279,7 +280,9 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 		// Replies that could not be posted wait in the same Redis for
 		// whichever replica is alive.
 		Outbox: outbox.New(a.store.Client(), cfg.Redis.Prefix, outbox.Config{MaxAge: cfg.Outbox.MaxAge}, m, log),
-		Tracer: tracer,
+		// Approvals live under each conversation's keys, beside its lock.
+		Approvals: approval.New(a.store.Client(), a.store.Key),
+		Tracer:    tracer,
 	}, a.store, a.agent, m, log)
 	// Shutdown drains running turns until its context ends, then cancels
 	// the rest; queued messages stay for the next replica.

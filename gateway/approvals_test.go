@@ -1,0 +1,285 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/parleyhq/parley/agent"
+	"github.com/parleyhq/parley/agent/mcp"
+	"github.com/parleyhq/parley/agent/openaitest"
+	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/gateway"
+	"github.com/parleyhq/parley/gateway/approval"
+	"github.com/parleyhq/parley/internal/redistest"
+	"github.com/parleyhq/parley/metrics"
+	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/sessions"
+)
+
+// approvalModel asks for the MCP write tool on "log LINE" and, once it
+// has the tool's result, says what came of it; anything else is echoed.
+func approvalModel(req openai.ChatCompletionRequest) openaitest.Step {
+	last := req.Messages[len(req.Messages)-1]
+	switch {
+	case last.Role == "tool":
+		for _, s := range []string{"appended line", "denied by", "approval expired"} {
+			if i := strings.Index(last.Content, s); i >= 0 {
+				rest := last.Content[i:]
+				if end := strings.IndexAny(rest, ".:(\n<"); end >= 0 {
+					rest = rest[:end]
+				}
+				return openaitest.Text("done: " + strings.TrimSpace(rest))
+			}
+		}
+		return openaitest.Text("done: something else")
+	case strings.HasPrefix(last.Content, "log "):
+		return openaitest.Tools(openaitest.Call("ledger__append", fmt.Sprintf(`{"line":%q}`, strings.TrimPrefix(last.Content, "log "))))
+	}
+	return openaitest.Text("echo: " + last.Content)
+}
+
+type approvalReplica struct {
+	gw      *gateway.Gateway
+	metrics *metrics.Metrics
+}
+
+// newApprovalReplica is a replica whose write tools wait for approval on
+// Slack (admins: UADMIN), sending its replies to ch, on r's Redis.
+func newApprovalReplica(t *testing.T, r *redistest.Redis, mcpURL string, model *openaitest.Server, ch *recorder, timeout, sweep time.Duration) *approvalReplica {
+	t.Helper()
+	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix, LockTTL: time.Second})
+	m := metrics.New()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	tools := agent.NewRegistry()
+	mgr, err := mcp.New(mcp.Config{Servers: map[string]mcp.ServerConfig{"ledger": {URL: mcpURL}}}, mcp.Options{Registry: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := mgr.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mgr.Close() })
+	pol := policy.New(config.Policies{Platforms: map[string]config.PlatformPolicy{"slack": {Level: config.Level{
+		Tools: config.ToolRules{ApproveWrites: new(true)}, Admins: []string{"UADMIN"}, ApprovalTimeout: &timeout,
+	}}}})
+	a := agent.New(agent.Config{Model: "test", Timeout: 10 * time.Second}, agent.NewClient(model.URL(), "sk", nil), tools, m, log)
+	gw := gateway.New(gateway.Config{Tools: tools, Policy: pol, SweepEvery: sweep, Approvals: approval.New(r.Client, store.Key)}, store, a, m, log)
+	gw.Register(ch)
+	gw.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		gw.Shutdown(ctx)
+	})
+	return &approvalReplica{gw: gw, metrics: m}
+}
+
+// from is a message of the test's conversation from user.
+func from(user, id, text string) channels.Message {
+	return channels.Message{ID: id, Channel: "slack", Workspace: "T1", Chat: "C1", Thread: "t1", User: user, Text: text}
+}
+
+func submit(t *testing.T, gw *gateway.Gateway, m channels.Message) {
+	t.Helper()
+	if err := gw.Submit(context.Background(), m); err != nil {
+		t.Fatalf("Submit(%q) = %v", m.Text, err)
+	}
+}
+
+// waitFor returns the index of the first reply from the start-th on that
+// satisfies ok, waiting for it.
+func (r *recorder) waitFor(t *testing.T, start int, what string, ok func(channels.Reply) bool) int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r.mu.Lock()
+		for i := start; i < len(r.got); i++ {
+			if ok(r.got[i].reply) {
+				r.mu.Unlock()
+				return i
+			}
+		}
+		n := len(r.got)
+		r.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("no reply %s among %d: %+v", what, n, r.texts())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (r *recorder) at(i int) channels.Reply {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.got[i].reply
+}
+
+// texts is the text of every reply so far.
+func (r *recorder) texts() []string {
+	var out []string
+	for _, s := range r.snapshot() {
+		out = append(out, s.reply.Text)
+	}
+	return out
+}
+
+func textIs(want string) func(channels.Reply) bool {
+	return func(r channels.Reply) bool { return r.Text == want }
+}
+
+func textHas(want string) func(channels.Reply) bool {
+	return func(r channels.Reply) bool { return strings.Contains(r.Text, want) }
+}
+
+func isPrompt(r channels.Reply) bool { return r.Approval != nil }
+
+// TestApprovalRunsTheToolOnceAcrossReplicas: a write tool waits for
+// approval; a wrong code and a non-approver change nothing; two approvers
+// on two replicas at once — one approves, the other hears who did; the
+// tool runs once, the model's answer follows, and a message sent while the
+// approval was pending is answered after it.
+func TestApprovalRunsTheToolOnceAcrossReplicas(t *testing.T) {
+	r := redistest.New(t)
+	ledger, mcpURL := newLedgerServer(t)
+	model := openaitest.New(t, openaitest.WithResponder(approvalModel))
+	ch := newRecorder("slack")
+	a := newApprovalReplica(t, r, mcpURL, model, ch, time.Hour, time.Hour)
+	b := newApprovalReplica(t, r, mcpURL, model, ch, time.Hour, time.Hour)
+
+	submit(t, a.gw, from("U1", "E1", "log deployed v2"))
+	p := ch.waitFor(t, 0, "with an approval prompt", isPrompt)
+	prompt := ch.texts()[p]
+	code := ch.at(p).Approval.Code
+	for _, want := range []string{"ledger__append", `"line": "deployed v2"`, "/approve " + code, "/deny " + code, "expires in 1 hour"} {
+		if !strings.Contains(prompt, want) {
+			t.Errorf("prompt %q lacks %q", prompt, want)
+		}
+	}
+	if got := ledger.appended(); len(got) != 0 {
+		t.Fatalf("the tool ran before approval: %q", got)
+	}
+
+	submit(t, a.gw, from("U1", "E2", "after")) // queued behind the approval
+	submit(t, b.gw, from("U1", "E3", "/approve WRONG1"))
+	ch.waitFor(t, p, "refusing a wrong code", textIs("There is no pending approval with that code."))
+	submit(t, a.gw, from("U2", "E4", "/approve "+code))
+	ch.waitFor(t, p, "refusing a non-approver", textIs("You can't approve this."))
+	if got := ledger.appended(); len(got) != 0 {
+		t.Fatalf("a refused approval ran the tool: %q", got)
+	}
+
+	var wg sync.WaitGroup
+	wg.Go(func() { submit(t, a.gw, from("UADMIN", "E5", "/approve "+code)) })
+	wg.Go(func() { submit(t, b.gw, from("U1", "E6", "/approve "+strings.ToLower(code))) })
+	wg.Wait()
+	ch.waitFor(t, p, "approving", textHas("Approved — running ledger__append."))
+	ch.waitFor(t, p, "saying who approved", textHas("Already approved by U"))
+	done := ch.waitFor(t, p, "with the model's answer", textIs("done: appended line 1"))
+	after := ch.waitFor(t, p, "answering the message sent while pending", textIs("echo: after"))
+	if after < done {
+		t.Errorf("the message sent while pending was answered first: %q", ch.texts())
+	}
+	// A re-delivered approval is not a second decision.
+	submit(t, a.gw, from("UADMIN", "E5", "/approve "+code))
+	if got := ledger.appended(); len(got) != 1 {
+		t.Errorf("the tool ran %d times: %q", len(got), got)
+	}
+	approved := testutil.ToFloat64(a.metrics.ToolApprovals.WithLabelValues("slack", "ledger__append", approval.Approved)) +
+		testutil.ToFloat64(b.metrics.ToolApprovals.WithLabelValues("slack", "ledger__append", approval.Approved))
+	if approved != 1 {
+		t.Errorf("approvals counted %v, want 1", approved)
+	}
+}
+
+// TestApprovalDeniedOrCancelled: a denial reaches the model as "denied by
+// NAME" and the tool does not run; /cancel drops the call and the turn,
+// and the conversation goes on.
+func TestApprovalDeniedOrCancelled(t *testing.T) {
+	r := redistest.New(t)
+	ledger, mcpURL := newLedgerServer(t)
+	model := openaitest.New(t, openaitest.WithResponder(approvalModel))
+	ch := newRecorder("slack")
+	a := newApprovalReplica(t, r, mcpURL, model, ch, time.Hour, time.Hour)
+
+	submit(t, a.gw, from("U1", "E1", "log one"))
+	p := ch.waitFor(t, 0, "with a prompt", isPrompt)
+	submit(t, a.gw, from("UADMIN", "E2", "/deny "+ch.at(p).Approval.Code))
+	ch.waitFor(t, p, "denying", textIs("Denied — ledger__append will not run."))
+	ch.waitFor(t, p, "with the model's answer", textIs("done: denied by UADMIN"))
+
+	submit(t, a.gw, from("U1", "E3", "log two"))
+	p = ch.waitFor(t, p+1, "with a second prompt", isPrompt)
+	submit(t, a.gw, from("U1", "E4", "/cancel"))
+	c := ch.waitFor(t, p, "cancelling", textIs("Cancelled — ledger__append will not run."))
+	submit(t, a.gw, from("U1", "E5", "hello"))
+	ch.waitFor(t, c, "going on", textIs("echo: hello"))
+	if got := ledger.appended(); len(got) != 0 {
+		t.Errorf("the tool ran: %q", got)
+	}
+	if n := testutil.ToFloat64(a.metrics.ToolApprovals.WithLabelValues("slack", "ledger__append", approval.Cancelled)); n != 1 {
+		t.Errorf("cancellations counted %v", n)
+	}
+	submit(t, a.gw, from("U1", "E6", "/cancel"))
+	ch.waitFor(t, c, "with nothing to cancel", textIs("There is nothing waiting for approval here."))
+}
+
+// TestApprovalExpires: nobody decides; when the approval's time is up the
+// model hears that it expired and answers, and a late approval changes
+// nothing.
+func TestApprovalExpires(t *testing.T) {
+	r := redistest.New(t)
+	ledger, mcpURL := newLedgerServer(t)
+	model := openaitest.New(t, openaitest.WithResponder(approvalModel))
+	ch := newRecorder("slack")
+	a := newApprovalReplica(t, r, mcpURL, model, ch, 500*time.Millisecond, time.Hour)
+
+	submit(t, a.gw, from("U1", "E1", "log one"))
+	p := ch.waitFor(t, 0, "with a prompt", isPrompt)
+	code := ch.at(p).Approval.Code
+	ch.waitFor(t, p, "with the model's answer", textIs("done: approval expired"))
+	submit(t, a.gw, from("U1", "E2", "/approve "+code))
+	ch.waitFor(t, p, "refusing the late approval", textIs("There is no pending approval with that code."))
+	if got := ledger.appended(); len(got) != 0 {
+		t.Errorf("the tool ran: %q", got)
+	}
+	if n := testutil.ToFloat64(a.metrics.ToolApprovals.WithLabelValues("slack", "ledger__append", approval.Expired)); n != 1 {
+		t.Errorf("expiries counted %v", n)
+	}
+}
+
+// TestApprovalOutlivesTheReplicaThatPaused: the replica that paused the
+// turn is stopped while the prompt is pending; approving on the other
+// replica resumes the turn there and runs the tool once.
+func TestApprovalOutlivesTheReplicaThatPaused(t *testing.T) {
+	r := redistest.New(t)
+	ledger, mcpURL := newLedgerServer(t)
+	model := openaitest.New(t, openaitest.WithResponder(approvalModel))
+	ch := newRecorder("slack")
+	a := newApprovalReplica(t, r, mcpURL, model, ch, time.Hour, time.Hour)
+	submit(t, a.gw, from("U1", "E1", "log survived"))
+	p := ch.waitFor(t, 0, "with a prompt", isPrompt)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.gw.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	b := newApprovalReplica(t, r, mcpURL, model, ch, time.Hour, 50*time.Millisecond)
+	submit(t, b.gw, from("U1", "E2", "/approve "+ch.at(p).Approval.Code))
+	ch.waitFor(t, p, "with the model's answer", textIs("done: appended line 1"))
+	if got := ledger.appended(); len(got) != 1 || got[0] != "survived" {
+		t.Errorf("the ledger holds %q", got)
+	}
+}
