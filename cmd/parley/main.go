@@ -32,6 +32,8 @@ Usage:
                                                     show the effective policy of a conversation
   parley tools   list [--json] [--wait D]           list every tool: source, read/write class, MCP server state
   parley config  check [--config FILE]              validate and print the effective config
+  parley usage   [--since 24h] [--by user|chat|channel|model] [--json]
+                                                    model tokens spent, read from Redis
   parley wechat  login [--config FILE] [--codes N] | status [--config FILE]
                                                     log a personal-WeChat bot in (QR code), show its state
   parley healthcheck [--config FILE] [--addr HOST:PORT] [--ready]
@@ -76,6 +78,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = env.wechat(args[1:])
 	case "healthcheck":
 		err = env.healthcheck(args[1:])
+	case "usage":
+		err = env.usageCLI(args[1:])
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "parley %s\n", version)
 	case "help", "-h", "--help":
