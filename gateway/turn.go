@@ -186,12 +186,15 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 	if done.Trimmed {
 		g.metrics.HistoryTrimmed.WithLabelValues(q.Msg.Channel).Inc()
 	}
+	// The turn is counted before its reply goes out, so that whoever sees
+	// the reply (a user, a test, a dashboard a moment later) also sees the
+	// turn in the metrics; delivery time has metrics of its own.
+	g.observe(ctx, r, r.outcome)
 	if r.reply != nil {
 		g.deliver(ctx, q.Msg, *r.reply, r.live)
 	} else {
 		r.live.discard(ctx)
 	}
-	g.observe(ctx, r, r.outcome)
 	return next{again: done.Queued > 0}
 }
 

@@ -117,7 +117,7 @@ func New() *Metrics {
 	m.MessagesDeduplicated = f.counter("parley_messages_deduplicated_total", "Messages dropped because their event or message id was seen before.", "channel")
 	m.MessagesRejected = f.counter("parley_messages_rejected_total", "Inbound requests or messages refused, by reason (bad signature, too large, access, …).", "channel", "reason")
 	m.RepliesSent = f.counter("parley_replies_sent_total", "Replies handed to a channel, by outcome.", "channel", "outcome")
-	m.TurnDuration = f.histogram("parley_turn_duration_seconds", "Time from dequeue to reply for one turn.", prometheus.ExponentialBuckets(0.05, 2, 12), "channel", "outcome")
+	m.TurnDuration = f.histogram("parley_turn_duration_seconds", "Time from dequeue to the written turn, whose reply is sent next.", prometheus.ExponentialBuckets(0.05, 2, 12), "channel", "outcome")
 	m.TurnsInFlight = f.gauge("parley_turns_in_flight", "Turns running on this replica.")
 	m.QueueWaitSeconds = f.histogram("parley_queue_wait_seconds", "Time a message waited in its conversation queue before its turn started.", prometheus.ExponentialBuckets(0.001, 4, 10), "channel")
 	m.ReplyFirstVisible = f.histogram("parley_reply_first_visible_seconds", "Time from a message's arrival to the first progress of its reply that the user sees, on channels that show replies while they are written.", []float64{0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 20, 40}, "channel")
