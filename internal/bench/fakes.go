@@ -155,6 +155,8 @@ func (s *fakeSlack) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"ok": true, "channel": params["channel"], "ts": strconv.FormatInt(time.Now().UnixNano(), 10)})
 	case "reactions.add", "reactions.remove":
 		writeJSON(w, map[string]any{"ok": true})
+	case "conversations.info": // asked once per channel, whether a mention came from a group DM
+		writeJSON(w, map[string]any{"ok": true, "channel": map[string]any{"id": params["channel"], "is_channel": true}})
 	default:
 		writeJSON(w, map[string]any{"ok": false, "error": "unknown_method"})
 	}
