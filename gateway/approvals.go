@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
@@ -105,6 +106,12 @@ func (g *Gateway) resume(ctx context.Context, c *sessions.Claim, m channels.Mess
 		v.Refusal = "approval expired (nobody approved it in time)"
 	}
 	r := result{channel: m.Channel, turn: true, start: time.Now(), outcome: metrics.OutcomeOK, resumed: rec}
+	if len(rec.ReplyTo) > 0 {
+		var to channels.Message
+		if json.Unmarshal(rec.ReplyTo, &to) == nil {
+			r.replyTo = &to
+		}
+	}
 	g.metrics.TurnsInFlight.Inc()
 	defer g.metrics.TurnsInFlight.Dec()
 	if ch, ok := g.channel(m.Channel).(channels.Typing); ok && !v.Stop {
@@ -112,7 +119,11 @@ func (g *Gateway) resume(ctx context.Context, c *sessions.Claim, m channels.Mess
 	}
 	set := g.skillSet(ctx, eff)
 	index, _ := set.Index()
-	live := g.startLive(ctx, m)
+	to := m
+	if r.replyTo != nil {
+		to = *r.replyTo
+	}
+	live := g.startLive(ctx, to)
 	res, err := g.agent.Run(ctx, agent.TurnRequest{
 		Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat, Conversation: c.Lock.Conversation(), User: m.User,
 		History: c.History, SystemExtra: index, Skills: set,
@@ -289,6 +300,9 @@ func (g *Gateway) approvalCommand(ctx context.Context, m channels.Message) (ok b
 	if err != nil {
 		return true, err
 	}
+	if out == approval.Decided && len(now.ReplyTo) > 0 {
+		return true, nil // the resumed turn answers this message
+	}
 	g.send(ctx, m, channels.Reply{Notice: true, Text: decisionText(out, now)})
 	return true, nil
 }
@@ -296,7 +310,13 @@ func (g *Gateway) approvalCommand(ctx context.Context, m channels.Message) (ok b
 // decide records m's user's decision and wakes the conversation for the
 // turn to resume here.
 func (g *Gateway) decide(ctx context.Context, conv, code, state string, m channels.Message) (approval.Outcome, *approval.Record, error) {
-	out, rec, err := g.cfg.Approvals.Decide(ctx, conv, code, state, m.User, m.UserName, time.Now())
+	var replyTo json.RawMessage
+	if g.awaited(m.Channel) && state != approval.Cancelled {
+		// The sender waits for one answer to this message: the resumed
+		// turn's answer is it.
+		replyTo, _ = json.Marshal(m)
+	}
+	out, rec, err := g.cfg.Approvals.Decide(ctx, conv, code, state, m.User, m.UserName, time.Now(), replyTo)
 	switch {
 	case errors.Is(err, approval.ErrUnknown):
 		return approval.TooLate, nil, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/parleyhq/parley/agent/mcp"
 	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/channels/console"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway"
 	"github.com/parleyhq/parley/gateway/approval"
@@ -55,7 +56,7 @@ type approvalReplica struct {
 
 // newApprovalReplica is a replica whose write tools wait for approval on
 // Slack (admins: UADMIN), sending its replies to ch, on r's Redis.
-func newApprovalReplica(t *testing.T, r *redistest.Redis, mcpURL string, model *openaitest.Server, ch *recorder, timeout, sweep time.Duration) *approvalReplica {
+func newApprovalReplica(t *testing.T, r *redistest.Redis, mcpURL string, model *openaitest.Server, ch channels.Channel, timeout, sweep time.Duration) *approvalReplica {
 	t.Helper()
 	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix, LockTTL: time.Second})
 	m := metrics.New()
@@ -71,9 +72,8 @@ func newApprovalReplica(t *testing.T, r *redistest.Redis, mcpURL string, model *
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { mgr.Close() })
-	pol := policy.New(config.Policies{Platforms: map[string]config.PlatformPolicy{"slack": {Level: config.Level{
-		Tools: config.ToolRules{ApproveWrites: new(true)}, Admins: []string{"UADMIN"}, ApprovalTimeout: &timeout,
-	}}}})
+	level := config.Level{Tools: config.ToolRules{ApproveWrites: new(true)}, Admins: []string{"UADMIN"}, ApprovalTimeout: &timeout}
+	pol := policy.New(config.Policies{Platforms: map[string]config.PlatformPolicy{"slack": {Level: level}, "console": {Level: level}}})
 	a := agent.New(agent.Config{Model: "test", Timeout: 10 * time.Second}, agent.NewClient(model.URL(), "sk", nil), tools, m, log)
 	gw := gateway.New(gateway.Config{Tools: tools, Policy: pol, SweepEvery: sweep, Approvals: approval.New(r.Client, store.Key)}, store, a, m, log)
 	gw.Register(ch)
@@ -280,6 +280,40 @@ func TestApprovalOutlivesTheReplicaThatPaused(t *testing.T) {
 	submit(t, b.gw, from("U1", "E2", "/approve "+ch.at(p).Approval.Code))
 	ch.waitFor(t, p, "with the model's answer", textIs("done: appended line 1"))
 	if got := ledger.appended(); len(got) != 1 || got[0] != "survived" {
+		t.Errorf("the ledger holds %q", got)
+	}
+}
+
+// TestApprovalOnTheConsole: the console waits for one answer to each
+// message; the call's prompt answers the message, and the model's answer
+// after the call answers the /approve.
+func TestApprovalOnTheConsole(t *testing.T) {
+	r := redistest.New(t)
+	ledger, mcpURL := newLedgerServer(t)
+	model := openaitest.New(t, openaitest.WithResponder(approvalModel))
+	con := console.New("approvals", "alice", console.Options{})
+	a := newApprovalReplica(t, r, mcpURL, model, con, time.Hour, time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	prompt, err := con.Ask(ctx, a.gw, "log from the console")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prompt.Approval == nil || !strings.Contains(prompt.Text, "/approve "+prompt.Approval.Code) {
+		t.Fatalf("the console got %+v; want the approval prompt", prompt)
+	}
+	other, err := con.Ask(ctx, a.gw, "/approve ZZZZZZ")
+	if err != nil || other.Text != "There is no pending approval with that code." {
+		t.Fatalf("a wrong code: %+v %v", other, err)
+	}
+	answer, err := con.Ask(ctx, a.gw, "/approve "+prompt.Approval.Code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if answer.Text != "done: appended line 1" {
+		t.Fatalf("/approve was answered %q; want the model's answer", answer.Text)
+	}
+	if got := ledger.appended(); len(got) != 1 || got[0] != "from the console" {
 		t.Errorf("the ledger holds %q", got)
 	}
 }

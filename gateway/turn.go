@@ -67,6 +67,9 @@ type result struct {
 	// the approval of the paused turn this one continued.
 	pause   *pending
 	resumed *approval.Record
+	// replyTo, when set, is the message the reply answers instead of the
+	// claimed one: the approval a sender waits on the answer to.
+	replyTo *channels.Message
 }
 
 // storeError marks a failure of Redis during a turn: the message stays
@@ -190,8 +193,11 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 	// the reply (a user, a test, a dashboard a moment later) also sees the
 	// turn in the metrics; delivery time has metrics of its own.
 	g.observe(ctx, r, r.outcome)
-	if r.reply != nil {
-		g.deliver(ctx, q.Msg, *r.reply, r.live)
+	if to := q.Msg; r.reply != nil {
+		if r.replyTo != nil {
+			to = *r.replyTo
+		}
+		g.deliver(ctx, to, *r.reply, r.live)
 	} else {
 		r.live.discard(ctx)
 	}

@@ -83,6 +83,9 @@ type Record struct {
 	// By and ByName name who decided (empty for expiry); At is when.
 	By, ByName string
 	At         time.Time
+	// ReplyTo is what the decider asked to be answered on, when the
+	// decision gave one (see Decide): opaque here.
+	ReplyTo json.RawMessage
 }
 
 // Decider is whoever decides: the id policies match and the name people read.
@@ -187,7 +190,11 @@ func (s *Store) Get(ctx context.Context, conv string) (*Record, error) {
 	if len(f) == 0 {
 		return nil, nil
 	}
-	return parse(f["req"], f["state"], f["by"], f["by_name"], f["at"])
+	rec, err := parse(f["req"], f["state"], f["by"], f["by_name"], f["at"])
+	if err == nil && f["reply_to"] != "" {
+		rec.ReplyTo = json.RawMessage(f["reply_to"])
+	}
+	return rec, err
 }
 
 func parse(req, state, by, byName, at string) (*Record, error) {
@@ -207,14 +214,15 @@ func parse(req, state, by, byName, at string) (*Record, error) {
 // before: the record says by whom), {3} (its time ran out) or {0} (no
 // such approval).
 //
-// KEYS: record, lock. ARGV: id or code, state, by, by name, at ms.
+// KEYS: record, lock. ARGV: id or code, state, by, by name, at ms,
+// reply-to.
 var decideScript = redis.NewScript(`
 local f = redis.call('HMGET', KEYS[1], 'id', 'code', 'state', 'req', 'by', 'by_name', 'at')
 if not f[1] then return {0} end
 if ARGV[1] ~= '' and ARGV[1] ~= f[1] and ARGV[1] ~= f[2] then return {0} end
 if f[3] ~= 'pending' then return {2, f[4], f[3], f[5] or '', f[6] or '', f[7] or ''} end
 if redis.call('GET', KEYS[2]) ~= 'approval:' .. f[1] then return {3} end
-redis.call('HSET', KEYS[1], 'state', ARGV[2], 'by', ARGV[3], 'by_name', ARGV[4], 'at', ARGV[5])
+redis.call('HSET', KEYS[1], 'state', ARGV[2], 'by', ARGV[3], 'by_name', ARGV[4], 'at', ARGV[5], 'reply_to', ARGV[6])
 redis.call('DEL', KEYS[2])
 return {1}
 `)
@@ -239,7 +247,11 @@ const (
 // pending), in one step: of any number of concurrent calls, one gets
 // Decided. A match that names no approval of conv is ErrUnknown. The
 // record returned is the decision in force (nil for TooLate).
-func (s *Store) Decide(ctx context.Context, conv, match, state, by, byName string, at time.Time) (Outcome, *Record, error) {
+//
+// replyTo, kept with the decision, is where the resumed turn's answer
+// goes on a platform whose sender waits for an answer to each message
+// (nil: none).
+func (s *Store) Decide(ctx context.Context, conv, match, state, by, byName string, at time.Time, replyTo json.RawMessage) (Outcome, *Record, error) {
 	switch state {
 	case Approved, Denied, Cancelled:
 	default:
@@ -248,7 +260,7 @@ func (s *Store) Decide(ctx context.Context, conv, match, state, by, byName strin
 	// Ids (rand.Text) and codes are upper-case: a typed code need not be.
 	match = NormalCode(match)
 	res, err := decideScript.Run(ctx, s.client, []string{s.key(conv, "approval"), s.key(conv, "lock")},
-		match, state, by, byName, at.UnixMilli()).Slice()
+		match, state, by, byName, at.UnixMilli(), string(replyTo)).Slice()
 	if err != nil {
 		return 0, nil, fmt.Errorf("approval: decide: %w", err)
 	}

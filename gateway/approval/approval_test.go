@@ -92,7 +92,7 @@ func TestOneDecisionWins(t *testing.T) {
 			if i%3 == 0 {
 				match = req.ID
 			}
-			outcomes[i], records[i], errs[i] = rg.approval.Decide(ctx, conv, match, state, "U"+string(rune('A'+i)), "", time.Now())
+			outcomes[i], records[i], errs[i] = rg.approval.Decide(ctx, conv, match, state, "U"+string(rune('A'+i)), "", time.Now(), nil)
 		})
 	}
 	wg.Wait()
@@ -141,11 +141,11 @@ func TestBadDecisionsChangeNothing(t *testing.T) {
 		{"slack:T:C:1", b.ID},
 		{"slack:T:C:3", a.Code},
 	} {
-		if _, _, err := rg.approval.Decide(ctx, tt.conv, tt.match, approval.Approved, "U1", "", time.Now()); !errors.Is(err, approval.ErrUnknown) {
+		if _, _, err := rg.approval.Decide(ctx, tt.conv, tt.match, approval.Approved, "U1", "", time.Now(), nil); !errors.Is(err, approval.ErrUnknown) {
 			t.Errorf("Decide(%s, %s) = %v, want ErrUnknown", tt.conv, tt.match, err)
 		}
 	}
-	if _, _, err := rg.approval.Decide(ctx, "slack:T:C:1", a.Code, approval.Expired, "U1", "", time.Now()); err == nil {
+	if _, _, err := rg.approval.Decide(ctx, "slack:T:C:1", a.Code, approval.Expired, "U1", "", time.Now(), nil); err == nil {
 		t.Error("Decide accepted expired as a decision")
 	}
 	for _, conv := range []string{"slack:T:C:1", "slack:T:C:2"} {
@@ -154,7 +154,7 @@ func TestBadDecisionsChangeNothing(t *testing.T) {
 		}
 	}
 	// A typed code need not be upper-case.
-	if out, _, err := rg.approval.Decide(ctx, "slack:T:C:1", " "+strings.ToLower(a.Code)+" ", approval.Denied, "U1", "", time.Now()); err != nil || out != approval.Decided {
+	if out, _, err := rg.approval.Decide(ctx, "slack:T:C:1", " "+strings.ToLower(a.Code)+" ", approval.Denied, "U1", "", time.Now(), nil); err != nil || out != approval.Decided {
 		t.Fatalf("lower-case code: %v %v", out, err)
 	}
 }
@@ -181,7 +181,7 @@ func TestExpiry(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	defer lock.Release(ctx)
-	if out, _, err := rg.approval.Decide(ctx, conv, req.Code, approval.Approved, "U1", "", time.Now()); err != nil || out != approval.TooLate {
+	if out, _, err := rg.approval.Decide(ctx, conv, req.Code, approval.Approved, "U1", "", time.Now(), nil); err != nil || out != approval.TooLate {
 		t.Fatalf("late decision: %v %v, want TooLate", out, err)
 	}
 	if ok, err := rg.approval.Expire(ctx, conv, req.ID, time.Now()); !ok || err != nil {
@@ -190,7 +190,7 @@ func TestExpiry(t *testing.T) {
 	if ok, _ := rg.approval.Expire(ctx, conv, req.ID, time.Now()); ok {
 		t.Fatal("expired twice")
 	}
-	out, rec, err := rg.approval.Decide(ctx, conv, req.Code, approval.Approved, "U1", "", time.Now())
+	out, rec, err := rg.approval.Decide(ctx, conv, req.Code, approval.Approved, "U1", "", time.Now(), nil)
 	if err != nil || out != approval.Already || rec.State != approval.Expired {
 		t.Fatalf("decision after expiry: %v %+v %v", out, rec, err)
 	}
