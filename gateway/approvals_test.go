@@ -18,6 +18,8 @@ import (
 	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/console"
+	"github.com/parleyhq/parley/channels/wechat"
+	"github.com/parleyhq/parley/channels/wechat/wechattest"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway"
 	"github.com/parleyhq/parley/gateway/approval"
@@ -58,6 +60,13 @@ type approvalReplica struct {
 // Slack (admins: UADMIN), sending its replies to ch, on r's Redis.
 func newApprovalReplica(t *testing.T, r *redistest.Redis, mcpURL string, model *openaitest.Server, ch channels.Channel, timeout, sweep time.Duration) *approvalReplica {
 	t.Helper()
+	return newApprovalReplicaWith(t, r, mcpURL, model, ch, timeout, sweep, "slack")
+}
+
+// newApprovalReplicaWith is newApprovalReplica with the approval policy on
+// platform (and the console), write tools allowed there.
+func newApprovalReplicaWith(t *testing.T, r *redistest.Redis, mcpURL string, model *openaitest.Server, ch channels.Channel, timeout, sweep time.Duration, platform string) *approvalReplica {
+	t.Helper()
 	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix, LockTTL: time.Second})
 	m := metrics.New()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -72,8 +81,8 @@ func newApprovalReplica(t *testing.T, r *redistest.Redis, mcpURL string, model *
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { mgr.Close() })
-	level := config.Level{Tools: config.ToolRules{ApproveWrites: new(true)}, Admins: []string{"UADMIN"}, ApprovalTimeout: &timeout}
-	pol := policy.New(config.Policies{Platforms: map[string]config.PlatformPolicy{"slack": {Level: level}, "console": {Level: level}}})
+	level := config.Level{Tools: config.ToolRules{ApproveWrites: new(true), Write: new(true)}, Admins: []string{"UADMIN"}, ApprovalTimeout: &timeout}
+	pol := policy.New(config.Policies{Platforms: map[string]config.PlatformPolicy{platform: {Level: level}, "console": {Level: level}}})
 	a := agent.New(agent.Config{Model: "test", Timeout: 10 * time.Second}, agent.NewClient(model.URL(), "sk", nil), tools, m, log)
 	gw := gateway.New(gateway.Config{Tools: tools, Policy: pol, SweepEvery: sweep, Approvals: approval.New(r.Client, store.Key)}, store, a, m, log)
 	gw.Register(ch)
@@ -314,6 +323,61 @@ func TestApprovalOnTheConsole(t *testing.T) {
 		t.Fatalf("/approve was answered %q; want the model's answer", answer.Text)
 	}
 	if got := ledger.appended(); len(got) != 1 || got[0] != "from the console" {
+		t.Errorf("the ledger holds %q", got)
+	}
+}
+
+// TestApprovalOnWeChat: on WeChat (iLink, a fake of its API) the prompt is
+// a text with a code, and /approve from the requester runs the call; the
+// model's answer follows in the chat.
+func TestApprovalOnWeChat(t *testing.T) {
+	r := redistest.New(t)
+	ledger, mcpURL := newLedgerServer(t)
+	model := openaitest.New(t, openaitest.WithResponder(approvalModel))
+	f := wechattest.NewILink(t)
+	f.SetLongPoll(200)
+	st := wechat.NewRedisState(r.Client, r.Prefix)
+	if err := st.SaveAccount(context.Background(), wechat.Account{BotID: f.BotID, Token: f.Token(), BaseURL: f.URL(), LoggedIn: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := wechat.New(wechat.Config{}, wechat.Options{
+		State: st, Client: r.Client, Prefix: r.Prefix, HTTP: wechattest.ReplicaClient("A"),
+		RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
+	}, metrics.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// WeChat's builtin level drops write tools; this bot offers them, behind approval.
+	a := newApprovalReplicaWith(t, r, mcpURL, model, ch, time.Hour, time.Hour, "wechat")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ch.Run(ctx, a.gw) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	f.Add(wechattest.Message{ID: 1, From: "alice@im.wechat", Text: "log from wechat", ContextToken: "ctx-1"})
+	var code string
+	until(t, "the approval prompt", func() bool {
+		for _, s := range f.Sends() {
+			if i := strings.Index(s.Text, "/approve "); i >= 0 && len(s.Text) >= i+15 {
+				code = s.Text[i+9 : i+15]
+				return true
+			}
+		}
+		return false
+	})
+	if got := ledger.appended(); len(got) != 0 {
+		t.Fatalf("the tool ran before approval: %q", got)
+	}
+	f.Add(wechattest.Message{ID: 2, From: "alice@im.wechat", Text: "/approve " + code, ContextToken: "ctx-2"})
+	until(t, "the model's answer after approval", func() bool {
+		for _, s := range f.Sends() {
+			if s.Text == "done: appended line 1" {
+				return true
+			}
+		}
+		return false
+	})
+	if got := ledger.appended(); len(got) != 1 || got[0] != "from wechat" {
 		t.Errorf("the ledger holds %q", got)
 	}
 }
