@@ -283,6 +283,12 @@ func (g *Gateway) approvalCommand(ctx context.Context, m channels.Message) (ok b
 		}
 	}
 	eff := g.cfg.Policy.Resolve(policy.Scope{Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat})
+	if d := eff.Access(m.User, m.Chat, m.DM); !d.Allowed && !eff.IsAdmin(m.User) {
+		// Someone the access rules keep out hears nothing, not even that
+		// a code is wrong.
+		g.metrics.MessagesRejected.WithLabelValues(m.Channel, "access").Inc()
+		return true, nil
+	}
 	code := strings.TrimSpace(args)
 	switch {
 	case state != approval.Cancelled && (rec == nil || code == "" || approval.NormalCode(code) != rec.Code):

@@ -82,7 +82,12 @@ func newApprovalReplicaWith(t *testing.T, r *redistest.Redis, mcpURL string, mod
 	}
 	t.Cleanup(func() { mgr.Close() })
 	level := config.Level{Tools: config.ToolRules{ApproveWrites: new(true), Write: new(true)}, Admins: []string{"UADMIN"}, ApprovalTimeout: &timeout}
-	pol := policy.New(config.Policies{Platforms: map[string]config.PlatformPolicy{platform: {Level: level}, "console": {Level: level}}})
+	own := level
+	if platform == "slack" {
+		// USTRANGER is kept out by the access rules.
+		own.Access.Users = []string{"U1", "U2", "UADMIN"}
+	}
+	pol := policy.New(config.Policies{Platforms: map[string]config.PlatformPolicy{platform: {Level: own}, "console": {Level: level}}})
 	a := agent.New(agent.Config{Model: "test", Timeout: 10 * time.Second}, agent.NewClient(model.URL(), "sk", nil), tools, m, log)
 	gw := gateway.New(gateway.Config{Tools: tools, Policy: pol, SweepEvery: sweep, Approvals: approval.New(r.Client, store.Key)}, store, a, m, log)
 	gw.Register(ch)
@@ -183,6 +188,7 @@ func TestApprovalRunsTheToolOnceAcrossReplicas(t *testing.T) {
 	submit(t, a.gw, from("U1", "E2", "after")) // queued behind the approval
 	submit(t, b.gw, from("U1", "E3", "/approve WRONG1"))
 	ch.waitFor(t, p, "refusing a wrong code", textIs("There is no pending approval with that code."))
+	submit(t, a.gw, from("USTRANGER", "E3b", "/approve "+code))
 	submit(t, a.gw, from("U2", "E4", "/approve "+code))
 	ch.waitFor(t, p, "refusing a non-approver", textIs("You can't approve this."))
 	if got := ledger.appended(); len(got) != 0 {
@@ -199,6 +205,11 @@ func TestApprovalRunsTheToolOnceAcrossReplicas(t *testing.T) {
 	after := ch.waitFor(t, p, "answering the message sent while pending", textIs("echo: after"))
 	if after < done {
 		t.Errorf("the message sent while pending was answered first: %q", ch.texts())
+	}
+	for _, s := range ch.snapshot() {
+		if s.msg.User == "USTRANGER" {
+			t.Errorf("someone the access rules keep out was answered %q", s.reply.Text)
+		}
 	}
 	// A re-delivered approval is not a second decision.
 	submit(t, a.gw, from("UADMIN", "E5", "/approve "+code))
