@@ -392,3 +392,29 @@ func TestApprovalOnWeChat(t *testing.T) {
 		t.Errorf("the ledger holds %q", got)
 	}
 }
+
+// TestApprovalExpiresOnAnotherReplica: the replica that paused the turn is
+// gone and nobody decides; another replica's sweep finds the conversation
+// when the approval's time is up and the model hears that it expired.
+func TestApprovalExpiresOnAnotherReplica(t *testing.T) {
+	r := redistest.New(t)
+	ledger, mcpURL := newLedgerServer(t)
+	model := openaitest.New(t, openaitest.WithResponder(approvalModel))
+	ch := newRecorder("slack")
+	a := newApprovalReplica(t, r, mcpURL, model, ch, 500*time.Millisecond, time.Hour)
+	submit(t, a.gw, from("U1", "E1", "log never"))
+	p := ch.waitFor(t, 0, "with a prompt", isPrompt)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.gw.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := newApprovalReplica(t, r, mcpURL, model, ch, 500*time.Millisecond, 50*time.Millisecond)
+	ch.waitFor(t, p, "with the model's answer", textIs("done: approval expired"))
+	if got := ledger.appended(); len(got) != 0 {
+		t.Errorf("the tool ran: %q", got)
+	}
+	if n := testutil.ToFloat64(b.metrics.ToolApprovals.WithLabelValues("slack", "ledger__append", approval.Expired)); n != 1 {
+		t.Errorf("B counted %v expiries", n)
+	}
+}
