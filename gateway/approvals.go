@@ -265,6 +265,8 @@ func (g *Gateway) approvalCommand(ctx context.Context, m channels.Message) (ok b
 		state = approval.Denied
 	case "/cancel":
 		state = approval.Cancelled
+	case "/show":
+		state = approval.Pending // not a decision: the full arguments
 	default:
 		return false, nil
 	}
@@ -290,6 +292,14 @@ func (g *Gateway) approvalCommand(ctx context.Context, m channels.Message) (ok b
 		return true, nil
 	}
 	code := strings.TrimSpace(args)
+	if state == approval.Pending {
+		text := noSuchApproval
+		if rec != nil && rec.State == approval.Pending && code != "" && approval.NormalCode(code) == rec.Code {
+			text = "The arguments of " + approval.Args(rec.Tool) + ":\n```\n" + approval.FullArgs(rec.Args) + "\n```"
+		}
+		g.send(ctx, m, channels.Reply{Notice: true, Text: text})
+		return true, nil
+	}
 	switch {
 	case state != approval.Cancelled && (rec == nil || code == "" || approval.NormalCode(code) != rec.Code):
 		g.send(ctx, m, channels.Reply{Notice: true, Text: noSuchApproval})

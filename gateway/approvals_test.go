@@ -233,9 +233,16 @@ func TestApprovalDeniedOrCancelled(t *testing.T) {
 	ch := newRecorder("slack")
 	a := newApprovalReplica(t, r, mcpURL, model, ch, time.Hour, time.Hour)
 
-	submit(t, a.gw, from("U1", "E1", "log one"))
+	long := strings.Repeat("y", 700)
+	submit(t, a.gw, from("U1", "E1", "log "+long))
 	p := ch.waitFor(t, 0, "with a prompt", isPrompt)
-	submit(t, a.gw, from("UADMIN", "E2", "/deny "+ch.at(p).Approval.Code))
+	code := ch.at(p).Approval.Code
+	if prompt := ch.at(p).Text; strings.Contains(prompt, long) || !strings.Contains(prompt, "/show "+code) {
+		t.Errorf("long arguments were not cut with a way to see them: %q", prompt)
+	}
+	submit(t, a.gw, from("U1", "E1b", "/show "+code))
+	ch.waitFor(t, p, "with the arguments in full", textHas(long))
+	submit(t, a.gw, from("UADMIN", "E2", "/deny "+code))
 	ch.waitFor(t, p, "denying", textIs("Denied — ledger__append will not run."))
 	ch.waitFor(t, p, "with the model's answer", textIs("done: denied by UADMIN"))
 

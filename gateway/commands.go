@@ -30,7 +30,7 @@ func (g *Gateway) command(ctx context.Context, lock *sessions.Lock, m channels.M
 		return g.skillCommand(ctx, m, eff, args), true, nil
 	case "/help":
 		return helpText, true, nil
-	case "/approve", "/deny":
+	case "/approve", "/deny", "/show":
 		// Decided in Submit while an approval is pending; here there is none.
 		return noSuchApproval, true, nil
 	case "/cancel":
@@ -66,7 +66,7 @@ const helpText = "Commands:\n" +
 	"- `/skill:NAME [request]` — use a skill for this message\n" +
 	"- `/skill list [PAGE] | show NAME` — the skills of this conversation (administrators)\n" +
 	"- `/skill on NAME | off NAME | trust NAME | reload` — change the skills of every chat (global administrators)\n" +
-	"- `/approve CODE` | `/deny CODE` — decide a tool call waiting for approval (approvers); `/cancel` drops it\n" +
+	"- `/approve CODE` | `/deny CODE` — decide a tool call waiting for approval (approvers); `/show CODE` shows its arguments in full; `/cancel` drops it\n" +
 	"- `/help` — this list"
 
 func (g *Gateway) forceCompact(ctx context.Context, lock *sessions.Lock, channel string) string {

@@ -19,16 +19,24 @@ const MaxArgsShown = 600
 // mention (Slack's <@U…>, <!channel>, Feishu's <at …>, a bare @all) can
 // fire, since neither '<' nor '@' is left as typed.
 func Args(raw string) string {
-	var buf bytes.Buffer
-	text := raw
-	if json.Indent(&buf, []byte(raw), "", "  ") == nil {
-		text = buf.String()
-	}
+	text := indent(raw)
 	if n := utf8.RuneCountInString(text); n > MaxArgsShown {
 		cut := []rune(text)[:MaxArgsShown]
 		text = string(cut) + fmt.Sprintf("\n… (%d more characters not shown)", n-MaxArgsShown)
 	}
 	return neutral.Replace(text)
+}
+
+// FullArgs is Args without the cut, for /show CODE.
+func FullArgs(raw string) string { return neutral.Replace(indent(raw)) }
+
+// indent indents JSON arguments; anything else stays as it is.
+func indent(raw string) string {
+	var buf bytes.Buffer
+	if json.Indent(&buf, []byte(raw), "", "  ") == nil {
+		return buf.String()
+	}
+	return raw
 }
 
 // neutral swaps the characters that could end a code block or start a
@@ -47,6 +55,9 @@ func Prompt(r Request) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Approval needed: I'd like to run the tool %s with:\n", Args(r.Tool))
 	fmt.Fprintf(&b, "```\n%s\n```\n", Args(r.Args))
+	if utf8.RuneCountInString(indent(r.Args)) > MaxArgsShown {
+		fmt.Fprintf(&b, "`/show %s` shows the arguments in full. ", r.Code)
+	}
 	fmt.Fprintf(&b, "An approver can reply `/approve %s` to run it or `/deny %s` to refuse; `/cancel` drops it. It expires in %s.", r.Code, r.Code, wait(time.Until(r.Expires)))
 	return b.String()
 }
