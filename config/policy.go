@@ -62,12 +62,23 @@ type Approvers struct {
 }
 
 // Limits cap how many messages a minute reach the model, counted over all
-// replicas: per user (of one workspace) and per workspace. Zero lifts a
-// limit set at a level above; nil leaves it to that level.
+// replicas: per user (of one workspace) and per workspace; and how long an
+// answer may be: its characters and the posts it is sent in, past which it
+// is cut with a note. Zero lifts a limit set at a level above (or the
+// builtin default of the reply caps); nil leaves it to that level.
 type Limits struct {
 	UserPerMinute      *int `yaml:"user_per_minute,omitempty"`
 	WorkspacePerMinute *int `yaml:"workspace_per_minute,omitempty"`
+	ReplyChars         *int `yaml:"reply_chars,omitempty"`
+	ReplyPosts         *int `yaml:"reply_posts,omitempty"`
 }
+
+// Builtin reply caps: far above any answer worth reading in a chat, low
+// enough that a runaway model cannot flood a channel.
+const (
+	DefaultReplyChars = 40_000
+	DefaultReplyPosts = 10
+)
 
 // Budget caps the model tokens (prompt and completion, as the model
 // reports them) one user of a workspace may spend in a UTC day. Zero lifts
@@ -124,7 +135,7 @@ func (p Policies) validate(hasModel func(string) bool, models string) []string {
 		for _, n := range []struct {
 			name string
 			v    *int64
-		}{{"limits.user_per_minute", int64Of(l.Limits.UserPerMinute)}, {"limits.workspace_per_minute", int64Of(l.Limits.WorkspacePerMinute)}, {"budget.tokens_per_user_day", l.Budget.TokensPerUserDay}} {
+		}{{"limits.user_per_minute", int64Of(l.Limits.UserPerMinute)}, {"limits.workspace_per_minute", int64Of(l.Limits.WorkspacePerMinute)}, {"limits.reply_chars", int64Of(l.Limits.ReplyChars)}, {"limits.reply_posts", int64Of(l.Limits.ReplyPosts)}, {"budget.tokens_per_user_day", l.Budget.TokensPerUserDay}} {
 			if n.v != nil && *n.v < 0 {
 				errs = append(errs, fmt.Sprintf("%s.%s: must not be negative (0 is no limit), got %d", key, n.name, *n.v))
 			}

@@ -157,9 +157,14 @@ func (g *Gateway) ran(ctx context.Context, m channels.Message, eff *policy.Effec
 	if res.Failed {
 		r.outcome = metrics.OutcomeError
 	}
+	reply := res.Reply
 	r.msgs = res.Messages
-	if res.Reply != "" || res.Failed {
-		r.reply = &channels.Reply{Text: res.Reply, Failed: res.Failed}
+	if reply != "" && !res.Failed {
+		// Stored and sent alike, a live reply finished with it too.
+		reply, r.msgs = g.capReply(ctx, m, eff, reply, r.msgs)
+	}
+	if reply != "" || res.Failed {
+		r.reply = &channels.Reply{Text: reply, Failed: res.Failed}
 	}
 	return r
 }

@@ -103,6 +103,8 @@ func (r *Resolver) Explain(w io.Writer, s Scope, tools []ToolInfo, skills []stri
 	p("  limits.user_per_minute\t%s\t%s\n", describeLimit(e.userRate.val), e.userRate.level)
 	p("  limits.workspace_per_minute\t%s\t%s\n", describeLimit(e.wsRate.val), e.wsRate.level)
 	p("  budget.tokens_per_user_day\t%s\t%s\n", describeLimit(e.tokensDay.val), e.tokensDay.level)
+	p("  limits.reply_chars\t%s\t%s\n", describeLimit(e.replyChars.val), e.replyChars.level)
+	p("  limits.reply_posts\t%s\t%s\n", describeLimit(e.replyPosts.val), e.replyPosts.level)
 
 	p("\nMODEL\n")
 	model := e.model.val

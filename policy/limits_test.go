@@ -18,10 +18,10 @@ func TestLimitsResolvePerLevel(t *testing.T) {
 		},
 		Platforms: map[string]config.PlatformPolicy{
 			"slack": {
-				Level: config.Level{Limits: config.Limits{UserPerMinute: new(5)}},
+				Level: config.Level{Limits: config.Limits{UserPerMinute: new(5), ReplyPosts: new(3)}},
 				Workspaces: map[string]config.WorkspacePolicy{"T1": {
 					Level: config.Level{Budget: config.Budget{TokensPerUserDay: new(int64(0))}},
-					Chats: map[string]config.Level{"C1": {Limits: config.Limits{UserPerMinute: new(0), WorkspacePerMinute: new(30)}}},
+					Chats: map[string]config.Level{"C1": {Limits: config.Limits{UserPerMinute: new(0), WorkspacePerMinute: new(30), ReplyChars: new(0)}}},
 				}},
 			},
 		},
@@ -33,14 +33,14 @@ func TestLimitsResolvePerLevel(t *testing.T) {
 		want  Limits
 		rules map[string]Decision
 	}{
-		{Scope{Channel: "feishu", Workspace: "t", Chat: "c"}, Limits{20, 600, 200000}, map[string]Decision{
+		{Scope{Channel: "feishu", Workspace: "t", Chat: "c"}, Limits{20, 600, 200000, config.DefaultReplyChars, config.DefaultReplyPosts}, map[string]Decision{
 			"user": {Rule: "limits.user_per_minute: 20", Level: "policies.default"},
 		}},
-		{Scope{Channel: "slack", Workspace: "T2", Chat: "C9"}, Limits{5, 600, 200000}, map[string]Decision{
+		{Scope{Channel: "slack", Workspace: "T2", Chat: "C9"}, Limits{5, 600, 200000, config.DefaultReplyChars, 3}, map[string]Decision{
 			"user":      {Rule: "limits.user_per_minute: 5", Level: "policies.platforms.slack"},
 			"workspace": {Rule: "limits.workspace_per_minute: 600", Level: "policies.default"},
 		}},
-		{Scope{Channel: "slack", Workspace: "T1", Chat: "C1"}, Limits{0, 30, 0}, map[string]Decision{
+		{Scope{Channel: "slack", Workspace: "T1", Chat: "C1"}, Limits{0, 30, 0, 0, 3}, map[string]Decision{
 			"workspace": {Rule: "limits.workspace_per_minute: 30", Level: chat},
 			"budget":    {Rule: "budget.tokens_per_user_day: 0", Level: "policies.platforms.slack.workspaces.T1"},
 		}},
@@ -63,6 +63,8 @@ func TestLimitsResolvePerLevel(t *testing.T) {
 		{"limits.user_per_minute", "none", chat},
 		{"limits.workspace_per_minute", "30", chat},
 		{"budget.tokens_per_user_day", "none", "policies.platforms.slack.workspaces.T1"},
+		{"limits.reply_chars", "none", chat},
+		{"limits.reply_posts", "3", "policies.platforms.slack"},
 	} {
 		got := strings.Fields(line(t, out, l.key))
 		if len(got) != 3 || got[1] != l.value || got[2] != l.level {
@@ -73,6 +75,9 @@ func TestLimitsResolvePerLevel(t *testing.T) {
 	if got := strings.Fields(line(t, out, "limits.user_per_minute")); got[1] != "none" || got[2]+" "+got[3] != LevelBuiltin {
 		t.Errorf("no limit set: explain line %v", got)
 	}
+	if got := strings.Fields(line(t, out, "limits.reply_chars")); got[1] != "40000" || got[2]+" "+got[3] != LevelBuiltin {
+		t.Errorf("builtin reply cap: explain line %v", got)
+	}
 }
 
 // TestLimitsMustNotBeNegative: a negative limit is a config error that
@@ -80,7 +85,7 @@ func TestLimitsResolvePerLevel(t *testing.T) {
 func TestLimitsMustNotBeNegative(t *testing.T) {
 	cfg := config.Default()
 	cfg.Policies.Platforms = map[string]config.PlatformPolicy{"slack": {Level: config.Level{
-		Limits: config.Limits{WorkspacePerMinute: new(-1)},
+		Limits: config.Limits{WorkspacePerMinute: new(-1), ReplyPosts: new(-2)},
 		Budget: config.Budget{TokensPerUserDay: new(int64(-5))},
 	}}}
 	err := cfg.Validate()
@@ -88,5 +93,6 @@ func TestLimitsMustNotBeNegative(t *testing.T) {
 		t.Fatal("Validate accepted negative limits")
 	}
 	wantAll(t, err.Error(), "policies.platforms.slack.limits.workspace_per_minute: must not be negative",
-		"policies.platforms.slack.budget.tokens_per_user_day: must not be negative")
+		"policies.platforms.slack.budget.tokens_per_user_day: must not be negative",
+		"policies.platforms.slack.limits.reply_posts: must not be negative")
 }

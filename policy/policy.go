@@ -14,9 +14,9 @@
 //
 // Each field (tools.allow, tools.deny, tools.write, skills.allow, skills.deny,
 // access.users, access.chats, access.dms, admins, limits.user_per_minute,
-// limits.workspace_per_minute, budget.tokens_per_user_day, model, tools.approve,
-// tools.approve_writes, approvers.users, approvers.requester,
-// approval_timeout) is taken from the
+// limits.workspace_per_minute, limits.reply_chars, limits.reply_posts,
+// budget.tokens_per_user_day, model, tools.approve, tools.approve_writes,
+// approvers.users, approvers.requester, approval_timeout) is taken from the
 // most specific level that sets it; lists are replaced, never merged, so an
 // operator can read one level and know the whole rule.
 //
@@ -231,9 +231,11 @@ type Effective struct {
 	// global is policies.default.admins, the admins of state shared by
 	// every platform and chat.
 	global []string
-	// userRate, wsRate and tokensDay are limits.* and budget.*.
-	userRate, wsRate setting[int]
-	tokensDay        setting[int64]
+	// userRate, wsRate, replyChars, replyPosts and tokensDay are limits.*
+	// and budget.*.
+	userRate, wsRate       setting[int]
+	replyChars, replyPosts setting[int]
+	tokensDay              setting[int64]
 	// model is the model key of the scope's turns.
 	model setting[string]
 	// toolApprove, approveWrites, approverUsers, approverRequester and
@@ -254,6 +256,8 @@ func resolve(levels []level) *Effective {
 	e.toolWrite = setting[bool]{val: true, level: LevelBuiltin}
 	e.dms = setting[bool]{val: true, level: LevelBuiltin}
 	e.userRate.level, e.wsRate.level, e.tokensDay.level = LevelBuiltin, LevelBuiltin, LevelBuiltin
+	e.replyChars = setting[int]{val: config.DefaultReplyChars, level: LevelBuiltin}
+	e.replyPosts = setting[int]{val: config.DefaultReplyPosts, level: LevelBuiltin}
 	e.model = setting[string]{val: config.DefaultModelKey, level: LevelBuiltin}
 	e.approveWrites.level = LevelBuiltin
 	e.approverRequester = setting[bool]{val: true, level: LevelBuiltin}
@@ -271,6 +275,8 @@ func resolve(levels []level) *Effective {
 		fromList(&e.admins, c.Admins, l.name)
 		fromValue(&e.userRate, c.Limits.UserPerMinute, l.name)
 		fromValue(&e.wsRate, c.Limits.WorkspacePerMinute, l.name)
+		fromValue(&e.replyChars, c.Limits.ReplyChars, l.name)
+		fromValue(&e.replyPosts, c.Limits.ReplyPosts, l.name)
 		fromValue(&e.tokensDay, c.Budget.TokensPerUserDay, l.name)
 		if c.Model != "" {
 			e.model = setting[string]{val: c.Model, set: true, level: l.name}
@@ -303,16 +309,21 @@ func fromValue[T int | int64 | time.Duration](st *setting[T], v *T, name string)
 	}
 }
 
-// Limits are the quotas of a scope. Zero is no limit.
+// Limits are the quotas and reply caps of a scope. Zero is no limit.
 type Limits struct {
 	UserPerMinute      int
 	WorkspacePerMinute int
 	TokensPerUserDay   int64
+	// ReplyChars and ReplyPosts cap one answer's characters and the
+	// posts it is sent in.
+	ReplyChars int
+	ReplyPosts int
 }
 
-// Limits returns the quotas in effect (limits.*, budget.*).
+// Limits returns the quotas and caps in effect (limits.*, budget.*).
 func (e *Effective) Limits() Limits {
-	return Limits{UserPerMinute: e.userRate.val, WorkspacePerMinute: e.wsRate.val, TokensPerUserDay: e.tokensDay.val}
+	return Limits{UserPerMinute: e.userRate.val, WorkspacePerMinute: e.wsRate.val, TokensPerUserDay: e.tokensDay.val,
+		ReplyChars: e.replyChars.val, ReplyPosts: e.replyPosts.val}
 }
 
 // LimitRule names the rule and level that set the quota that refused a
@@ -559,6 +570,8 @@ func cloneLevel(l config.Level) config.Level {
 		Limits: config.Limits{
 			UserPerMinute:      clonePtr(l.Limits.UserPerMinute),
 			WorkspacePerMinute: clonePtr(l.Limits.WorkspacePerMinute),
+			ReplyChars:         clonePtr(l.Limits.ReplyChars),
+			ReplyPosts:         clonePtr(l.Limits.ReplyPosts),
 		},
 		Budget: config.Budget{TokensPerUserDay: clonePtr(l.Budget.TokensPerUserDay)},
 		Model:  l.Model,

@@ -187,6 +187,11 @@ func (a *Adapter) Send(ctx context.Context, m channels.Message, r channels.Reply
 	return nil
 }
 
+// Posts implements channels.PostCounter: how many cards Send makes of text.
+func (a *Adapter) Posts(_ channels.Message, text string) int {
+	return len(channels.Split(text, a.opts.ChunkBytes))
+}
+
 func (a *Adapter) sendChunk(ctx context.Context, m channels.Message, i int, chunk string) error {
 	card, err := json.Marshal(cardFor(chunk))
 	if err != nil {
