@@ -62,7 +62,7 @@ type fixture struct {
 
 // newFixture builds an adapter against a fake Open API. mod adjusts the
 // config and options (token, key, mode…) before New.
-func newFixture(t *testing.T, mod func(*Config, *Options)) *fixture {
+func newFixture(t testing.TB, mod func(*Config, *Options)) *fixture {
 	t.Helper()
 	f := &fixture{api: feishutest.New(t), rec: &recorder{}, m: metrics.New(), now: time.Unix(1_700_000_000, 0)}
 	cfg := Config{

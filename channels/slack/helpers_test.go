@@ -80,7 +80,7 @@ type fixture struct {
 	now   time.Time
 }
 
-func newFixture(t *testing.T, edit func(*Config, *Options)) *fixture {
+func newFixture(t testing.TB, edit func(*Config, *Options)) *fixture {
 	t.Helper()
 	f := &fixture{slack: slacktest.New(t), h: &recorder{}, m: metrics.New(), now: time.Now()}
 	cfg := Config{
@@ -113,7 +113,7 @@ func newFixture(t *testing.T, edit func(*Config, *Options)) *fixture {
 	return f
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
