@@ -132,12 +132,18 @@ func TestAccessDMsCoversSlackGroupDMs(t *testing.T) {
 	slacktest.WaitFor(t, "three refusals", slackDeadline, func() bool {
 		return srv.metric(t, `parley_messages_rejected_total{channel="slack",reason="access"}`) == "3"
 	})
+	// Counted when refused, posted after: the group DM's second refusal
+	// waits for its chat's pace (a post a second), so wait for the posts.
 	var refusals []string
-	for _, p := range fake.Posts() {
-		if strings.Contains(p.Text, "not available to you") {
-			refusals = append(refusals, p.Channel+"/"+p.ThreadTS)
+	slacktest.WaitFor(t, "three refusal posts", slackDeadline, func() bool {
+		refusals = refusals[:0]
+		for _, p := range fake.Posts() {
+			if strings.Contains(p.Text, "not available to you") {
+				refusals = append(refusals, p.Channel+"/"+p.ThreadTS)
+			}
 		}
-	}
+		return len(refusals) >= 3
+	})
 	slices.Sort(refusals) // the DM and the group DM are answered side by side
 	if got := strings.Join(refusals, ","); got != "D1/,G1/"+root+",G1/"+root {
 		t.Errorf("refusals posted in %q; want two in the group DM's thread and one in the DM", got)
