@@ -188,36 +188,44 @@ func (c *wecomConn) read(ctx context.Context) error {
 		if kind != websocket.TextMessage && kind != websocket.BinaryMessage {
 			continue
 		}
-		var f wsFrame
-		if err := json.Unmarshal(raw, &f); err != nil {
-			c.adapter.reject("bad_frame")
-			c.log.Warn("undecodable WeCom frame", "err", err, "bytes", len(raw))
-			continue
-		}
-		switch f.Cmd {
-		case cmdCallback:
-			c.side.onMessage(ctx, c, f)
-		case cmdEvent:
-			var ev struct {
-				Event struct {
-					Type string `json:"eventtype"`
-				} `json:"event"`
-			}
-			_ = json.Unmarshal(f.Body, &ev)
-			if ev.Event.Type == "disconnected_event" {
-				c.close()
-				return errKicked
-			}
-			c.log.Debug("WeCom event ignored", "event", ev.Event.Type)
-		case "":
-			c.answer(f)
-		case cmdPing:
-			c.missed.Store(0)
-		default:
-			c.adapter.reject("unknown_cmd")
-			c.log.Warn("unknown WeCom command ignored", "cmd", f.Cmd)
+		if err := c.dispatch(ctx, raw); err != nil {
+			c.close()
+			return err
 		}
 	}
+}
+
+// dispatch handles one frame from WeCom; errKicked ends the session.
+func (c *wecomConn) dispatch(ctx context.Context, raw []byte) error {
+	var f wsFrame
+	if err := json.Unmarshal(raw, &f); err != nil {
+		c.adapter.reject("bad_frame")
+		c.log.Warn("undecodable WeCom frame", "err", err, "bytes", len(raw))
+		return nil
+	}
+	switch f.Cmd {
+	case cmdCallback:
+		c.side.onMessage(ctx, c, f)
+	case cmdEvent:
+		var ev struct {
+			Event struct {
+				Type string `json:"eventtype"`
+			} `json:"event"`
+		}
+		_ = json.Unmarshal(f.Body, &ev)
+		if ev.Event.Type == "disconnected_event" {
+			return errKicked
+		}
+		c.log.Debug("WeCom event ignored", "event", ev.Event.Type)
+	case "":
+		c.answer(f)
+	case cmdPing:
+		c.missed.Store(0)
+	default:
+		c.adapter.reject("unknown_cmd")
+		c.log.Warn("unknown WeCom command ignored", "cmd", f.Cmd)
+	}
+	return nil
 }
 
 // answer routes WeCom's answer frame to the request waiting for it.
