@@ -272,3 +272,19 @@ func (a *Adapter) reject(reason string) {
 func (a *Adapter) apiError(code string) {
 	a.m.ChannelAPIErrors.WithLabelValues(Name, code).Inc()
 }
+
+// Posts implements channels.PostCounter: how many messages Send makes of
+// text for m (a WeCom answer's streamed first part counts as one).
+func (a *Adapter) Posts(m channels.Message, text string) int {
+	switch m.Meta["via"] {
+	case ViaWeCom:
+		parts := channels.Split(text, streamLimit)
+		n := min(len(parts), 1)
+		for _, p := range parts[n:] {
+			n += len(channels.Split(p, pushLimit))
+		}
+		return n
+	default:
+		return len(splitChars(PlainText(text), a.cfg.ChunkChars))
+	}
+}

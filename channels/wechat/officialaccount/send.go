@@ -135,3 +135,9 @@ func (a *Adapter) deliverHeld(ctx context.Context, user string) {
 		return
 	}
 }
+
+// Posts implements channels.PostCounter: how many customer-service
+// messages Send makes of text.
+func (a *Adapter) Posts(_ channels.Message, text string) int {
+	return max(len(channels.Split(strings.TrimSpace(wechat.PlainText(text)), MessageLimit)), 1)
+}

@@ -78,3 +78,12 @@ func (a *Adapter) sendText(ctx context.Context, ap *app, user, chat, text string
 	}
 	return nil
 }
+
+// Posts implements channels.PostCounter: how many messages Send makes of
+// text (the group chat's quoted question aside).
+func (a *Adapter) Posts(m channels.Message, text string) int {
+	if ap, ok := a.apps[m.Workspace]; ok && ap.cfg.Format == FormatText {
+		text = wechat.PlainText(text)
+	}
+	return max(len(channels.Split(text, MessageLimit)), 1)
+}
