@@ -3,6 +3,7 @@ package feishu
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -30,7 +31,7 @@ func FuzzCallbackHandler(f *testing.F) {
 	}
 	plain := newFixture(f, func(c *Config, _ *Options) { c.EncryptKey = "" })
 	encrypted := newFixture(f, nil)
-	f.Fuzz(func(t *testing.T, event []byte, encrypt bool) {
+	serve := func(event []byte, encrypt bool) (*fixture, *httptest.ResponseRecorder) {
 		fx, body := plain, event
 		if encrypt {
 			fx, body = encrypted, feishutest.Encrypted(event, testKey)
@@ -38,9 +39,26 @@ func FuzzCallbackHandler(f *testing.F) {
 		// Signed as Feishu signs (headers only), served in process.
 		req := httptest.NewRequest(http.MethodPost, EventsPath, bytes.NewReader(body))
 		req.Header = feishutest.Request(EventsPath, body, fx.ch.cfg.EncryptKey.Reveal(), fx.now).Header
-		before := len(fx.rec.messages())
 		rec := httptest.NewRecorder()
 		fx.ch.ServeHTTP(rec, req)
+		return fx, rec
+	}
+	// The seeds reach the parser: a message with the token is handed on,
+	// plain and encrypted alike.
+	for _, encrypt := range []bool{false, true} {
+		probe := msg
+		probe.MessageID = fmt.Sprintf("om_probe_%v", encrypt)
+		if fx, rec := serve(feishutest.Event(probe), encrypt); rec.Code != http.StatusOK || len(fx.rec.messages()) != 1 {
+			f.Fatalf("a message (encrypted %v): status %d, %d handed on", encrypt, rec.Code, len(fx.rec.messages()))
+		}
+	}
+	f.Fuzz(func(t *testing.T, event []byte, encrypt bool) {
+		fx := plain
+		if encrypt {
+			fx = encrypted
+		}
+		before := len(fx.rec.messages())
+		_, rec := serve(event, encrypt)
 		if rec.Code < 200 || rec.Code >= 500 {
 			t.Fatalf("%q (encrypted %v): status %d", event, encrypt, rec.Code)
 		}

@@ -16,7 +16,7 @@ import (
 // fuzzPost sends body, signed with the test secret at the fixture's clock
 // (so the fuzzer gets past the signature to the parser), through the
 // adapter's routes in process, and returns the status.
-func (f *fixture) fuzzPost(t *testing.T, path, contentType string, body []byte) int {
+func (f *fixture) fuzzPost(t testing.TB, path, contentType string, body []byte) int {
 	ts := fmt.Sprint(f.now.Unix())
 	req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
 	req.Header.Set("Content-Type", contentType)
@@ -64,6 +64,15 @@ func FuzzEventsHandler(f *testing.F) {
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"type":"event_callback","event":{"type":"app_mention","channel":"","user":"","text":"<@UBOT>"}}`))
 	fx := newFixture(f, nil)
+	// The seeds reach the parser: a signed mention is handed on.
+	probe, err := json.Marshal(slacktest.Event("EvProbe", slacktest.Mention("C9", "U9", "1700000000.000900", "", "<@UBOT> probe")))
+	if err != nil {
+		f.Fatal(err)
+	}
+	fx.fuzzPost(f, EventsPath, "application/json", probe)
+	if msgs := fx.h.messages(); len(msgs) != 1 || msgs[0].Chat != "C9" {
+		f.Fatalf("a signed mention was not handed on: %+v", msgs)
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		before := len(fx.h.messages())
 		fx.fuzzPost(t, EventsPath, "application/json", body)
