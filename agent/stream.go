@@ -79,7 +79,7 @@ func (c *Client) sendStream(ctx context.Context, body []byte, idle time.Duration
 	timer := time.AfterFunc(idle, func() { cancel(errStreamIdle) })
 	defer timer.Stop()
 	r := readerPool.Get().(*bufio.Reader)
-	r.Reset(&limitedReader{r: hr.Body, left: maxResponseBytes})
+	r.Reset(&limitedReader{r: hr.Body, left: maxStreamBytes})
 	defer func() {
 		r.Reset(nil) // drops the body
 		readerPool.Put(r)
@@ -276,6 +276,7 @@ type assembler struct {
 	finish  openai.FinishReason
 	usage   openai.Usage
 	chunks  int // chunks with a choice for the answer
+	size    int // bytes of text, refusal and arguments so far
 }
 
 // partialCall is a tool call being assembled.
@@ -311,10 +312,15 @@ func (a *assembler) add(data []byte, onText func(string)) error {
 			}
 		}
 		a.refusal = append(a.refusal, ch.Delta.Refusal...)
+		a.size += len(ch.Delta.Content) + len(ch.Delta.Refusal)
 		for _, d := range ch.Delta.ToolCalls {
 			if err := a.addCall(d); err != nil {
 				return err
 			}
+			a.size += len(d.Function.Arguments)
+		}
+		if a.size > maxResponseBytes {
+			return errResponseTooLarge
 		}
 		if ch.FinishReason != "" {
 			a.finish = ch.FinishReason

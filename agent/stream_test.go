@@ -383,6 +383,32 @@ func TestOversizedStreamIsCut(t *testing.T) {
 	}
 }
 
+// TestStreamFramingIsNotTheAnswersSize: a stream whose framing passes
+// maxResponseBytes (one character an event, as a model streaming token by
+// token sends) is read whole, since its answer is small; the answer itself
+// is what maxResponseBytes bounds.
+func TestStreamFramingIsNotTheAnswersSize(t *testing.T) {
+	const events = 60_000 // ~80 bytes each: ~4.8 MB on the wire, 60 KB of text
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		bw := bufio.NewWriter(w)
+		for range events {
+			bw.WriteString("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"},\"finish_reason\":null}]}\n\n")
+		}
+		bw.WriteString("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+		bw.Flush()
+	}))
+	defer srv.Close()
+	a := New(Config{Model: "m", MaxRetries: 1}, NewClient(srv.URL, "k", nil), nil, nil, nil)
+	res, err := a.Run(context.Background(), TurnRequest{UserText: "hi"})
+	if err != nil || res.Failed {
+		t.Fatalf("Run = %+v, %v; want the answer", res.Failed, err)
+	}
+	if res.Reply != strings.Repeat("a", events) {
+		t.Errorf("reply has %d bytes, want %d", len(res.Reply), events)
+	}
+}
+
 // TestEventsOfATurn: the text that came with tool calls is withdrawn, the
 // calls of registered tools are announced (an invented name is not), a
 // loaded skill is announced, and the final answer streams.

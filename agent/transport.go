@@ -24,6 +24,14 @@ const maxRetryAfter = 30 * time.Second
 // a server must not make Parley hold (or wait for) more.
 const maxResponseBytes = 4 << 20
 
+// maxStreamBytes bounds the wire bytes of a streamed answer. A stream sends
+// each token in an event of its own, with a hundred or more bytes of
+// framing around a few bytes of text, so its wire size says little about
+// the answer's: the answer itself (text, refusal and tool arguments) is
+// held to maxResponseBytes as it is assembled, and this only stops a
+// server that sends framing without end.
+const maxStreamBytes = 16 * maxResponseBytes
+
 // errResponseTooLarge is a response body past maxResponseBytes. It is not
 // retried: a server that sent one will send another, and each costs.
 var errResponseTooLarge = fmt.Errorf("agent: model response larger than %d bytes", maxResponseBytes)
