@@ -349,6 +349,8 @@ func (a *Adapter) appMention(env envelope, bot string, m channels.Message) (_ ch
 		return m, false, "own message"
 	case e.Edited != nil:
 		return m, false, "edited"
+	case e.Channel == "":
+		return m, false, "no channel"
 	case isDMChannel(e.Channel):
 		return m, false, "mention in a DM (the message.im event carries it)"
 	}
@@ -390,6 +392,8 @@ func (a *Adapter) messageEvent(env envelope, bot string, m channels.Message) (_ 
 		return m, false, "subtype " + e.SubType
 	case e.User == bot:
 		return m, false, "own message"
+	case e.Channel == "":
+		return m, false, "no channel"
 	}
 	m.Chat, m.User = e.Channel, e.User
 	m.Text = CleanText(e.Text, bot)
