@@ -33,6 +33,11 @@ type Message struct {
 	// they refuse gets nothing, not even the note. It never reaches the
 	// model or the history.
 	Unsupported string `json:"unsupported,omitempty"`
+	// Attachments are the images and files the message carries, as the
+	// platform describes them: references, never bytes. The gateway
+	// fetches them during the turn through the adapter's
+	// AttachmentFetcher (see attachment.go for the rules).
+	Attachments []Attachment `json:"attachments,omitempty"`
 	// Meta carries what the adapter needs to answer (a reply token, the
 	// message to react to). The gateway passes it back untouched.
 	Meta map[string]string `json:"meta,omitempty"`
