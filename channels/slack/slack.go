@@ -196,6 +196,7 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 	if cfg.AppToken.IsSet() { // only a long connection has a connected state
 		a.m.ChannelConnected.WithLabelValues(Name).Set(0)
 	}
+	a.primeFallbacks()
 	return a, nil
 }
 
