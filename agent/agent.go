@@ -280,6 +280,17 @@ type TurnRequest struct {
 	// Model is the key of the model to ask first (the policy's model);
 	// empty: Config.Model. Its fallbacks follow it.
 	Model string
+	// Attachments are the references stored with the user message (the
+	// images and files UserText already describes).
+	Attachments []sessions.Attachment
+	// Images are URLs (data URLs) of the user message's images, sent as
+	// image_url parts to a model with vision; a model without gets
+	// NoVisionNote for each. They are never stored. Ignored unless
+	// Attachments is set.
+	Images []string
+	// HistoryImages are images sent again with stored user messages, by
+	// their entry in History; only to a model with vision.
+	HistoryImages map[int][]string
 }
 
 // Usage sums the tokens of every model request of a turn.
@@ -378,7 +389,8 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 		return TurnResult{}, ErrEmptyMessage
 	}
 	start := time.Now()
-	user := sessions.Message{Role: openai.ChatMessageRoleUser, Content: req.UserText}
+	user := sessions.Message{Role: openai.ChatMessageRoleUser, Content: req.UserText, Attachments: req.Attachments}
+	media := turnMedia{images: req.Images, history: req.HistoryImages}
 
 	// The stored history is sent as it is stored; turn holds this turn's
 	// messages, returned at the end. The tools see the decoded history
@@ -471,7 +483,7 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 			tools = a.offer(allow)
 		}
 		answer, finish, err := a.ask(ctx, log, req.Channel, chain, &pos, func(ep *endpoint) *[]byte {
-			return a.turnRequest(ep, system, hist, turn, last, tools)
+			return a.turnRequest(ep, system, hist, turn, last, tools, media)
 		}, &res.Usage, ev)
 		res.Model = chain[pos].key
 		if err != nil {

@@ -16,9 +16,9 @@ import (
 // system message, the stored history as stored, this turn's messages, and
 // on the last request the budget note instead of tools. The caller returns
 // the buffer to bodyPool.
-func (a *Agent) turnRequest(ep *endpoint, system []byte, hist *plan, turn []sessions.Message, last bool, tools [][]byte) *[]byte {
+func (a *Agent) turnRequest(ep *endpoint, system []byte, hist *plan, turn []sessions.Message, last bool, tools [][]byte, media turnMedia) *[]byte {
 	buf := bodyPool.Get().(*[]byte)
-	w := requestWriter{buf: (*buf)[:0]}
+	w := requestWriter{buf: (*buf)[:0], vision: ep.vision, images: media.images, history: media.history}
 	w.begin(ep.model)
 	w.raw(system)
 	hist.write(&w)

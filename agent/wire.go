@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -25,6 +26,12 @@ var bodyPool = sync.Pool{New: func() any { return new([]byte) }}
 type requestWriter struct {
 	buf []byte
 	n   int // messages written
+	// images go with the turn's user message, history's with the stored
+	// user messages at those entries; only to a model with vision, else
+	// the turn's user message says they were left out.
+	vision  bool
+	images  []string
+	history map[int][]string
 }
 
 func (w *requestWriter) begin(model []byte) {
@@ -60,6 +67,10 @@ func (w *requestWriter) stored(p sessions.Peeked, step planStep, calls []int) {
 		w.buf = append(w.buf, `{"role":`...)
 		w.buf = appendString(w.buf, p.Role)
 		w.buf = append(w.buf, `,"content":`...)
+		if imgs := w.history[step.i]; w.vision && len(imgs) > 0 && p.Role == openai.ChatMessageRoleUser {
+			w.buf = appendParts(w.buf, p.Content, imgs)
+			break
+		}
 		w.buf = append(w.buf, p.Content...)
 	case sendToolResult:
 		w.buf = append(w.buf, `{"role":"tool","content":`...)
@@ -112,7 +123,14 @@ func (w *requestWriter) message(m *sessions.Message) {
 	}
 	w.buf = append(w.buf, `{"role":`...)
 	w.buf = appendString(w.buf, m.Role)
-	if m.Content != "" {
+	if len(w.images) > 0 && m.Role == openai.ChatMessageRoleUser && len(m.Attachments) > 0 {
+		w.buf = append(w.buf, `,"content":`...)
+		if w.vision {
+			w.buf = appendParts(w.buf, appendString(nil, m.Content), w.images)
+		} else {
+			w.buf = appendString(w.buf, m.Content+strings.Repeat("\n"+NoVisionNote, len(w.images)))
+		}
+	} else if m.Content != "" {
 		w.buf = append(w.buf, `,"content":`...)
 		w.buf = appendString(w.buf, m.Content)
 	}

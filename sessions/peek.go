@@ -18,6 +18,9 @@ type Peeked struct {
 	ToolCallID json.RawMessage
 	// ToolCalls is the stored array of an assistant's calls, nil when absent.
 	ToolCalls json.RawMessage
+	// Attachments is the stored array of a user message's attachment
+	// references, nil when absent.
+	Attachments json.RawMessage
 }
 
 // HasContent reports a non-empty content.
@@ -51,6 +54,10 @@ func Peek(entry json.RawMessage) (Peeked, error) {
 		case `"tool_calls"`:
 			if value[0] == '[' {
 				p.ToolCalls = value
+			}
+		case `"attachments"`:
+			if value[0] == '[' {
+				p.Attachments = value
 			}
 		}
 		return true

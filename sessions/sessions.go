@@ -28,6 +28,27 @@ type Message struct {
 	// Usage is what the turn cost, on its final answer only. It stays
 	// with the conversation and is never sent to the model.
 	Usage *Usage `json:"usage,omitempty"`
+	// Attachments are the images and files of a user message, by
+	// reference: the bytes are never stored. Content already describes
+	// each in text, so a model that is not sent the bytes (an older turn,
+	// a summary) still knows they were there.
+	Attachments []Attachment `json:"attachments,omitempty"`
+}
+
+// Attachment is the stored reference to one image or file of a user
+// message: enough to fetch it again from the platform and to tell that
+// the bytes fetched are the same.
+type Attachment struct {
+	Kind   string `json:"kind"`           // "image" or "file", as the bytes showed
+	ID     string `json:"id"`             // the platform's file id or key
+	Name   string `json:"name,omitempty"` // as the platform named it
+	MIME   string `json:"mime,omitempty"` // sniffed from the bytes
+	Size   int64  `json:"size,omitempty"` // bytes as fetched
+	SHA256 string `json:"sha256,omitempty"`
+	Width  int    `json:"width,omitempty"`
+	Height int    `json:"height,omitempty"`
+	// Meta is what the platform's adapter needs to fetch it again.
+	Meta map[string]string `json:"meta,omitempty"`
 }
 
 // Usage is the model's tokens of one turn, every request of it together,
