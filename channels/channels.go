@@ -2,6 +2,44 @@
 // gateway: one normalised inbound Message, one Reply, the Channel interface
 // each adapter implements and the Handler the gateway gives it. Adapters live
 // in sub-packages and never import the agent.
+//
+// # Approvals with buttons
+//
+// A tool call waiting for approval is shown with a Reply whose Approval is
+// set; its Text is the prompt as text, with codes to type (/approve CODE),
+// so that every platform can show it. An adapter whose platform has buttons
+// shows them instead, and when it can change a message it has posted it
+// implements Prompter, so that the gateway keeps what names the posted
+// prompt with the approval (in Redis, not in the adapter's memory: the
+// replica that learns the decision, or the expiry, is often not the one
+// that posted the prompt).
+//
+// A click is not a decision the adapter makes. Once the click's request is
+// verified as the platform's, the adapter submits it as the message
+// "/approve ID" or "/deny ID" (Approval.ID) from the person who clicked, in
+// the conversation the prompt belongs to, with ID empty, and in Meta
+// whatever it needs to answer that click (the prompt's message, a reply
+// address). The gateway decides such a message exactly as a typed one,
+// because the value in a button is chosen by whoever sends the request: the
+// conversation must hold that approval, the clicker must be an approver,
+// and the approval must still be pending, all checked in the gateway against
+// Redis. The message's ID is empty because one click reaching two replicas,
+// or a double click, must be answered each time with what happened
+// ("already approved by NAME"), never silently dropped as a duplicate; the
+// atomic decision makes sure only one of them counts.
+//
+// Every answer to such a message, typed or clicked, carries Reply.Decided,
+// and Meta comes back untouched. An adapter that can update the prompt in
+// place does so from Decided (the outcome, who, when, and the Prompter's
+// reference when the gateway has it) and answers only the clicker where a
+// refusal is concerned: a "you can't approve this" or "no such approval"
+// goes to that person alone (Slack: an ephemeral message), and the prompt
+// stays as it is, since nothing changed. A platform without this support
+// ignores Decided and sends Text, as for any notice. When an approval
+// expires with nobody deciding, the gateway sends a Reply with Decided
+// (outcome expired) to the message that paused, but only to a Prompter
+// whose prompt reference it holds: that reply updates the prompt and posts
+// nothing, since the model's answer that follows says the approval expired.
 package channels
 
 import (
@@ -81,6 +119,69 @@ type Reply struct {
 	// Text is then the prompt as text (with the codes to type). An
 	// adapter that can show buttons may show them instead of the codes.
 	Approval *Approval `json:",omitempty"`
+	// Decided is set on the answer to /approve, /deny or /cancel (typed or
+	// clicked) and on an expiry: what became of the approval, for an
+	// adapter that updates the prompt in place. Text says the same for the
+	// others.
+	Decided *ApprovalDecision `json:",omitempty"`
+}
+
+// Outcomes of an ApprovalDecision.
+const (
+	DecisionApproved  = "approved"
+	DecisionDenied    = "denied"
+	DecisionCancelled = "cancelled"
+	DecisionExpired   = "expired"
+	// DecisionNotAllowed: the sender may not decide this approval; nothing
+	// changed. Only the sender is answered.
+	DecisionNotAllowed = "not allowed"
+	// DecisionUnknown: no approval of this conversation matches (a wrong
+	// code, another conversation's, one already answered and gone);
+	// nothing changed. Only the sender is answered, without saying which.
+	DecisionUnknown = "unknown"
+)
+
+// ApprovalDecision is what became of an approval, on the answer to a
+// decision or an expiry.
+type ApprovalDecision struct {
+	// ID and Code name the approval (empty for DecisionUnknown).
+	ID, Code string
+	// Tool is the tool's name, escaped like Approval.Args.
+	Tool string
+	// Outcome is one of the Decision constants.
+	Outcome string
+	// Already: the decision in Outcome was made earlier, by By, and this
+	// message changed nothing ("already approved by NAME").
+	Already bool
+	// By and ByName name who decided (empty for an expiry or a refusal);
+	// At is when it was decided or expired.
+	By, ByName string
+	At         time.Time
+	// Prompt is what the adapter's Prompter returned for the posted
+	// prompt, when the gateway has it (nil otherwise: the prompt was not
+	// posted by a Prompter, or the decision came before it was stored).
+	Prompt map[string]string
+}
+
+// Final reports an outcome that ends the approval (the prompt shows it),
+// as opposed to a refusal that leaves it as it was.
+func (d *ApprovalDecision) Final() bool {
+	switch d.Outcome {
+	case DecisionApproved, DecisionDenied, DecisionCancelled, DecisionExpired:
+		return true
+	}
+	return false
+}
+
+// Prompter is implemented by adapters that can update an approval prompt
+// after posting it. The gateway posts a Reply whose Approval is set with
+// SendPrompt instead of Send, and keeps the reference it returns with the
+// approval, handing it back in ApprovalDecision.Prompt.
+type Prompter interface {
+	// SendPrompt posts r as Send would and returns what names the posted
+	// prompt (opaque to the gateway; small: it is stored in Redis), or nil
+	// when it cannot be named.
+	SendPrompt(ctx context.Context, m Message, r Reply) (ref map[string]string, err error)
 }
 
 // Approval is a tool call waiting for a person's decision.

@@ -16,6 +16,7 @@ import (
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/sessions"
+	"github.com/parleyhq/parley/tracing"
 )
 
 // Approvals: a turn whose model calls a tool the policy wants approved
@@ -87,8 +88,19 @@ func (g *Gateway) pausedOn(ctx context.Context, c *sessions.Claim, m channels.Me
 	if expired {
 		rec.State, rec.At = approval.Expired, now
 		g.decided(ctx, rec, m.Channel)
+		g.promptExpired(ctx, m, rec)
 	}
 	return rec, nil
+}
+
+// promptExpired updates the prompt of rec, which nobody decided in time,
+// where the channel can: only a Prompter whose prompt is known is sent
+// this, since elsewhere the model's answer that follows says it.
+func (g *Gateway) promptExpired(ctx context.Context, m channels.Message, rec *approval.Record) {
+	if _, ok := g.channel(m.Channel).(channels.Prompter); !ok || rec.Prompt == nil {
+		return
+	}
+	g.send(ctx, m, channels.Reply{Notice: true, Text: decisionText(approval.Already, rec), Decided: decision(approval.Decided, rec)})
 }
 
 // resume continues the turn rec paused, with its decision.
@@ -197,11 +209,37 @@ func (g *Gateway) pauseTurn(ctx context.Context, c *sessions.Claim, q queued, r 
 	}
 	c.Lock.Detach() // the lock is the approval's now
 	g.audit(ctx, "approval requested", &approval.Record{Request: req, State: approval.Pending})
-	g.send(ctx, m, channels.Reply{Notice: true, Text: approval.Prompt(req), Approval: &channels.Approval{
+	g.sendPrompt(ctx, m, req, channels.Reply{Notice: true, Text: approval.Prompt(req), Approval: &channels.Approval{
 		ID: req.ID, Code: req.Code, Tool: req.Tool, Args: approval.Args(req.Args), Expires: req.Expires,
 	}})
 	// Look again when it expires, in case nobody decides.
 	return next{retryIn: r.pause.timeout + lockMargin}
+}
+
+// sendPrompt sends the prompt of req: through a Prompter, keeping the
+// reference it returns with the approval, or as any notice.
+func (g *Gateway) sendPrompt(ctx context.Context, m channels.Message, req approval.Request, r channels.Reply) {
+	p, ok := g.channel(m.Channel).(channels.Prompter)
+	if !ok {
+		g.send(ctx, m, r)
+		return
+	}
+	ctx, span := g.cfg.Tracer.Start(ctx, "send")
+	defer span.End()
+	outcome := metrics.OutcomeOK
+	ref, err := p.SendPrompt(ctx, m, r)
+	if err != nil {
+		g.log.ErrorContext(ctx, "send approval prompt", "channel", m.Channel, "err", err)
+		tracing.Fail(span, err)
+		outcome = metrics.OutcomeError
+	}
+	g.metrics.RepliesSent.WithLabelValues(m.Channel, outcome).Inc()
+	if err == nil && len(ref) > 0 {
+		if err := g.cfg.Approvals.SetPrompt(ctx, req.Conversation, req.ID, ref); err != nil {
+			// Decisions by click still update it; an expiry cannot.
+			g.log.WarnContext(ctx, "keep the approval prompt's reference", "channel", m.Channel, "err", err)
+		}
+	}
 }
 
 // dropApproval forgets the approval of a resumed turn once the turn is
@@ -297,6 +335,7 @@ func (g *Gateway) approvalCommand(ctx context.Context, m channels.Message) (ok b
 		return true, nil
 	}
 	code := strings.TrimSpace(args)
+	unknown := channels.Reply{Notice: true, Text: noSuchApproval, Decided: &channels.ApprovalDecision{Outcome: channels.DecisionUnknown}}
 	if state == approval.Pending {
 		text := noSuchApproval
 		if rec != nil && rec.State == approval.Pending && code != "" && approval.NormalCode(code) == rec.Code {
@@ -306,12 +345,14 @@ func (g *Gateway) approvalCommand(ctx context.Context, m channels.Message) (ok b
 		return true, nil
 	}
 	switch {
-	case state != approval.Cancelled && (rec == nil || code == "" || approval.NormalCode(code) != rec.Code):
-		g.send(ctx, m, channels.Reply{Notice: true, Text: noSuchApproval})
+	case state != approval.Cancelled && (rec == nil || !matches(rec, code)):
+		g.send(ctx, m, unknown)
 		return true, nil
 	case !eff.MayApprove(m.User, rec.Requester):
 		g.log.InfoContext(ctx, "approval refused: not an approver", "channel", m.Channel, "approval", rec.ID, "user", m.User)
-		g.send(ctx, m, channels.Reply{Notice: true, Text: notAnApprover})
+		g.send(ctx, m, channels.Reply{Notice: true, Text: notAnApprover, Decided: &channels.ApprovalDecision{
+			ID: rec.ID, Code: rec.Code, Tool: approval.Args(rec.Tool), Outcome: channels.DecisionNotAllowed,
+		}})
 		return true, nil
 	}
 	if state == approval.Cancelled {
@@ -324,8 +365,33 @@ func (g *Gateway) approvalCommand(ctx context.Context, m channels.Message) (ok b
 	if out == approval.Decided && len(now.ReplyTo) > 0 {
 		return true, nil // the resumed turn answers this message
 	}
-	g.send(ctx, m, channels.Reply{Notice: true, Text: decisionText(out, now)})
+	if out == approval.TooLate {
+		// Expired: what is known of it is the record read before.
+		expired := *rec
+		expired.State, expired.At = approval.Expired, time.Now()
+		now = &expired
+	}
+	g.send(ctx, m, channels.Reply{Notice: true, Text: decisionText(out, now), Decided: decision(out, now)})
 	return true, nil
+}
+
+// matches reports whether code, as typed or as a button sends it, names
+// rec: its short code or its id.
+func matches(rec *approval.Record, code string) bool {
+	c := approval.NormalCode(code)
+	return c != "" && (c == rec.Code || c == rec.ID)
+}
+
+// decision is what became of rec, for an adapter that updates the prompt.
+func decision(out approval.Outcome, rec *approval.Record) *channels.ApprovalDecision {
+	d := &channels.ApprovalDecision{
+		ID: rec.ID, Code: rec.Code, Tool: approval.Args(rec.Tool), Outcome: rec.State,
+		Already: out == approval.Already, By: rec.By, ByName: rec.ByName, At: rec.At, Prompt: rec.Prompt,
+	}
+	if out == approval.TooLate {
+		d.Outcome, d.Already = channels.DecisionExpired, true
+	}
+	return d
 }
 
 // decide records m's user's decision and wakes the conversation for the

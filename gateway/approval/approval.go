@@ -86,6 +86,9 @@ type Record struct {
 	// ReplyTo is what the decider asked to be answered on, when the
 	// decision gave one (see Decide): opaque here.
 	ReplyTo json.RawMessage
+	// Prompt names the posted prompt, as SetPrompt stored it (nil when
+	// it was not stored): opaque here.
+	Prompt map[string]string
 }
 
 // Decider is whoever decides: the id policies match and the name people read.
@@ -194,7 +197,48 @@ func (s *Store) Get(ctx context.Context, conv string) (*Record, error) {
 	if err == nil && f["reply_to"] != "" {
 		rec.ReplyTo = json.RawMessage(f["reply_to"])
 	}
+	if err == nil {
+		rec.Prompt = parsePrompt(f["prompt"])
+	}
 	return rec, err
+}
+
+// parsePrompt reads a stored prompt reference; a bad one reads as none.
+func parsePrompt(s string) map[string]string {
+	if s == "" {
+		return nil
+	}
+	var ref map[string]string
+	if json.Unmarshal([]byte(s), &ref) != nil {
+		return nil
+	}
+	return ref
+}
+
+// setPromptScript stores the prompt reference of approval ARGV[1], if
+// the record is still that approval's.
+var setPromptScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'id') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'prompt', ARGV[2])
+return 1
+`)
+
+// SetPrompt keeps ref, what names the posted prompt of conv's approval id,
+// with the record, so that whichever replica learns the decision or the
+// expiry can update the prompt. A record that is gone or another
+// approval's is left alone.
+func (s *Store) SetPrompt(ctx context.Context, conv, id string, ref map[string]string) error {
+	if len(ref) == 0 {
+		return nil
+	}
+	body, err := json.Marshal(ref)
+	if err != nil {
+		return fmt.Errorf("approval: encode prompt: %w", err)
+	}
+	if err := setPromptScript.Run(ctx, s.client, []string{s.key(conv, "approval")}, id, body).Err(); err != nil {
+		return fmt.Errorf("approval: store prompt: %w", err)
+	}
+	return nil
 }
 
 func parse(req, state, by, byName, at string) (*Record, error) {
@@ -217,10 +261,10 @@ func parse(req, state, by, byName, at string) (*Record, error) {
 // KEYS: record, lock. ARGV: id or code, state, by, by name, at ms,
 // reply-to.
 var decideScript = redis.NewScript(`
-local f = redis.call('HMGET', KEYS[1], 'id', 'code', 'state', 'req', 'by', 'by_name', 'at')
+local f = redis.call('HMGET', KEYS[1], 'id', 'code', 'state', 'req', 'by', 'by_name', 'at', 'prompt')
 if not f[1] then return {0} end
 if ARGV[1] ~= '' and ARGV[1] ~= f[1] and ARGV[1] ~= f[2] then return {0} end
-if f[3] ~= 'pending' then return {2, f[4], f[3], f[5] or '', f[6] or '', f[7] or ''} end
+if f[3] ~= 'pending' then return {2, f[4], f[3], f[5] or '', f[6] or '', f[7] or '', f[8] or ''} end
 if redis.call('GET', KEYS[2]) ~= 'approval:' .. f[1] then return {3} end
 redis.call('HSET', KEYS[1], 'state', ARGV[2], 'by', ARGV[3], 'by_name', ARGV[4], 'at', ARGV[5], 'reply_to', ARGV[6])
 redis.call('DEL', KEYS[2])
@@ -277,12 +321,13 @@ func (s *Store) Decide(ctx context.Context, conv, match, state, by, byName strin
 		return Decided, rec, nil
 	case status == 3:
 		return TooLate, nil, nil
-	case status == 2 && len(res) == 6:
+	case status == 2 && len(res) == 7:
 		str := func(v any) string { s, _ := v.(string); return s }
 		rec, err := parse(str(res[1]), str(res[2]), str(res[3]), str(res[4]), str(res[5]))
 		if err != nil {
 			return 0, nil, err
 		}
+		rec.Prompt = parsePrompt(str(res[6]))
 		return Already, rec, nil
 	}
 	return 0, nil, fmt.Errorf("approval: decide: unexpected reply %v", res)

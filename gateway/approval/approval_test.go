@@ -207,3 +207,31 @@ func TestExpiry(t *testing.T) {
 		t.Fatal("Drop left the record")
 	}
 }
+
+// TestPromptReference: the posted prompt's reference is kept with its
+// approval and handed back with the decision, to the decider and to those
+// who come after; another approval's reference is not stored over it.
+func TestPromptReference(t *testing.T) {
+	rg := newRig(t)
+	ctx := context.Background()
+	const conv = "slack:T:C:2"
+	req := rg.pause(t, conv, time.Minute)
+	ref := map[string]string{"channel": "C", "ts": "1.2"}
+	if err := rg.approval.SetPrompt(ctx, conv, "NOT-THIS-ONE", map[string]string{"ts": "9"}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := rg.approval.Get(ctx, conv); rec.Prompt != nil {
+		t.Fatalf("another approval's prompt was stored: %v", rec.Prompt)
+	}
+	if err := rg.approval.SetPrompt(ctx, conv, req.ID, ref); err != nil {
+		t.Fatal(err)
+	}
+	out, rec, err := rg.approval.Decide(ctx, conv, req.ID, approval.Approved, "U1", "ann", time.Now(), nil)
+	if err != nil || out != approval.Decided || rec.Prompt["ts"] != "1.2" {
+		t.Fatalf("Decide = %v %+v %v", out, rec, err)
+	}
+	out, rec, err = rg.approval.Decide(ctx, conv, req.Code, approval.Denied, "U2", "", time.Now(), nil)
+	if err != nil || out != approval.Already || rec.Prompt["channel"] != "C" || rec.Decider() != "ann" {
+		t.Fatalf("second Decide = %v %+v %v", out, rec, err)
+	}
+}
