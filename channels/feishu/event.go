@@ -25,8 +25,9 @@ const (
 	MetaInThread  = "reply_thread" // "1": reply with reply_in_thread
 )
 
-// UnsupportedNote is the one answer to a message that is not text or post.
-const UnsupportedNote = "Sorry, I can only read text messages for now."
+// UnsupportedNote is the one answer to a message that is not text, post,
+// image or file (a sticker, audio, a video…).
+const UnsupportedNote = "Sorry, I can only read text, images and files for now."
 
 // EventMessageReceive is the one event type the channel handles.
 const EventMessageReceive = "im.message.receive_v1"
@@ -184,7 +185,10 @@ func (a *Adapter) onMessageReceive(ctx context.Context, ev *larkim.P2MessageRece
 	}
 
 	text, ok := messageText(deref(msg.MessageType), deref(msg.Content), mentions, botID)
+	m.Attachments = messageAttachments(deref(msg.MessageType), deref(msg.Content), messageID)
 	switch {
+	case len(m.Attachments) > 0:
+		// Images and files: fetched by the gateway during the turn.
 	case !ok:
 		// Handed over like any message: the gateway answers it with the
 		// note, and only if the access rules admit the sender. A re-push

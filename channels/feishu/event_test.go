@@ -172,12 +172,12 @@ func TestPostWithLocaleWrapper(t *testing.T) {
 	}
 }
 
-// The adapter never answers an image itself: it hands it to the gateway
+// The adapter never answers a sticker itself: it hands it to the gateway
 // with the note, so that the access rules decide whether the sender hears
 // anything (the gateway's tests show a stranger does not).
-func TestAccessBeforeUnsupportedNoteFeishuHandsTheImageOver(t *testing.T) {
+func TestAccessBeforeUnsupportedNoteFeishuHandsTheStickerOver(t *testing.T) {
 	f := newFixture(t, nil)
-	img := feishutest.Message{MessageID: "om_img", ChatID: "oc_dm", ChatType: "p2p", Sender: "ou_a", MsgType: "image", Content: `{"image_key":"img_x"}`}
+	img := feishutest.Message{MessageID: "om_img", ChatID: "oc_dm", ChatType: "p2p", Sender: "ou_a", MsgType: "sticker", Content: `{"file_key":"file_x"}`}
 	f.mustPost(t, img)
 	f.mustPost(t, img) // a re-push: the gateway's de-duplication drops it
 	msgs := f.rec.messages()
@@ -188,7 +188,7 @@ func TestAccessBeforeUnsupportedNoteFeishuHandsTheImageOver(t *testing.T) {
 	cancel()
 	_ = f.ch.Run(ctx, f.rec)
 	if sent := f.api.Sent(); len(sent) != 0 {
-		t.Fatalf("the adapter answered the image itself: %+v", sent)
+		t.Fatalf("the adapter answered the sticker itself: %+v", sent)
 	}
 	// An image in a group, outside any thread the bot is in, is not
 	// handed over at all.

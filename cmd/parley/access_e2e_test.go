@@ -29,7 +29,7 @@ func metricLine(base, line string) bool {
 	return strings.Contains(string(b), line)
 }
 
-// Someone outside access.users who sends Feishu an image hears nothing:
+// Someone outside access.users who sends Feishu a sticker hears nothing:
 // the fake Open API records no message to them. An allowed user gets the
 // "I can only read text" note.
 func TestAccessBeforeUnsupportedNoteFeishu(t *testing.T) {
@@ -44,7 +44,7 @@ func TestAccessBeforeUnsupportedNoteFeishu(t *testing.T) {
 		"FEISHU_BASE_URL": api.URL, "FEISHU_MODE": "webhook",
 	})
 	image := func(id, sender, chat string) []byte {
-		return feishutest.Event(feishutest.Message{Token: e2eFeishuToken, MessageID: id, ChatID: chat, ChatType: "p2p", Sender: sender, MsgType: "image", Content: `{"image_key":"img_x"}`})
+		return feishutest.Event(feishutest.Message{Token: e2eFeishuToken, MessageID: id, ChatID: chat, ChatType: "p2p", Sender: sender, MsgType: "sticker", Content: `{"file_key":"file_x"}`})
 	}
 	fs := &feishuServe{base: s.base}
 	for _, ev := range [][]byte{image("om_eve", "ou_eve", "oc_eve"), image("om_alice", "ou_alice", "oc_alice")} {

@@ -76,6 +76,7 @@ type Server struct {
 	connCh      chan struct{}
 	frameSeq    uint64
 	closed      bool
+	media       media // message resources (media.go)
 }
 
 type wsPeer struct {
@@ -280,6 +281,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		s.mu.Unlock()
 		writeJSON(w, 200, map[string]any{"code": 0, "msg": "success"})
+	case isResource(r.Method, path):
+		s.serveResource(w, r)
 	case r.Method == http.MethodPost && path == wsproto.GenEndpointUri:
 		s.mu.Lock()
 		s.endpoints++
