@@ -53,6 +53,12 @@ type Options struct {
 	State State
 	// HTTP makes the iLink calls; default a plain client.
 	HTTP *http.Client
+	// MediaHTTP downloads images and files (WeCom's media bucket, iLink's
+	// CDN); default a client whose dials pass the outbound address guard.
+	MediaHTTP *http.Client
+	// MediaHosts are further scheme://host[:port] a WeCom media address
+	// may name besides WeCom's own media bucket (tests).
+	MediaHosts []string
 
 	// LeaseTTL bounds how long a dead holder keeps a bot; default 15s.
 	LeaseTTL time.Duration
@@ -88,6 +94,9 @@ const (
 func (o Options) withDefaults() Options {
 	if o.HTTP == nil {
 		o.HTTP = outbound.Client(outbound.Options{}) // long polls: their contexts bound them
+	}
+	if o.MediaHTTP == nil {
+		o.MediaHTTP = defaultMediaClient()
 	}
 	if o.LeaseTTL <= 0 {
 		o.LeaseTTL = DefaultLeaseTTL

@@ -22,6 +22,7 @@ type Config struct {
 	// ILinkBaseURL is used for an account stored without a base URL
 	// (WECHAT_ILINK_BASE_URL).
 	ILinkBaseURL string        `yaml:"ilink_base_url"`
+	ILinkCDNURL  string        `yaml:"ilink_cdn_url"`    // WECHAT_ILINK_CDN_URL: where iLink images are downloaded
 	WeComBotID   string        `yaml:"wecom_bot_id"`     // WECOM_BOT_ID; empty turns WeCom off
 	WeComSecret  config.Secret `yaml:"wecom_bot_secret"` // WECOM_BOT_SECRET
 	WeComWSURL   string        `yaml:"wecom_ws_url"`     // WECOM_WS_URL
@@ -60,7 +61,7 @@ var (
 
 // DefaultConfig returns the section's defaults.
 func DefaultConfig() *Config {
-	return &Config{ILinkBaseURL: DefaultILinkBaseURL, WeComWSURL: DefaultWeComWSURL, ChunkChars: DefaultChunkChars}
+	return &Config{ILinkBaseURL: DefaultILinkBaseURL, ILinkCDNURL: DefaultILinkCDNURL, WeComWSURL: DefaultWeComWSURL, ChunkChars: DefaultChunkChars}
 }
 
 // FromConfig returns c's wechat: section (the defaults when c has none).
@@ -79,6 +80,9 @@ func (c Config) withDefaults() Config {
 	if c.WeComWSURL == "" {
 		c.WeComWSURL = DefaultWeComWSURL
 	}
+	if c.ILinkCDNURL == "" {
+		c.ILinkCDNURL = DefaultILinkCDNURL
+	}
 	if c.ChunkChars <= 0 {
 		c.ChunkChars = DefaultChunkChars
 	}
@@ -93,6 +97,7 @@ func (c *Config) Enabled() bool { return c.WeComBotID != "" || c.WeComSecret.IsS
 func (c *Config) Env() []config.EnvVar {
 	return []config.EnvVar{
 		config.Env("WECHAT_ILINK_BASE_URL", &c.ILinkBaseURL),
+		config.Env("WECHAT_ILINK_CDN_URL", &c.ILinkCDNURL),
 		config.Env("WECOM_BOT_ID", &c.WeComBotID),
 		config.Env("WECOM_BOT_SECRET", &c.WeComSecret),
 		config.Env("WECOM_WS_URL", &c.WeComWSURL),

@@ -18,7 +18,7 @@ import (
 )
 
 // unsupportedNote answers a message with nothing Parley can read.
-const unsupportedNote = "Sorry, I can only read text and voice messages for now. Please send your question as text."
+const unsupportedNote = "Sorry, I can only read text, voice, images and files for now. Please send text."
 
 // ilinkSide polls the stored iLink accounts and sends their replies.
 type ilinkSide struct {
@@ -261,10 +261,11 @@ func (s *ilinkSide) handleBatch(ctx context.Context, a Account, msgs []json.RawM
 			DM:        dm,
 			Meta:      map[string]string{"via": ViaILink, "context_token": m.ContextToken},
 		}
-		if msg.Text == "" {
-			// An image, a file or a video: the gateway answers with the
-			// note if the access rules admit the sender; a redelivered
-			// batch is a duplicate there.
+		msg.Attachments = ilinkAttachments(raw, a.BotID+":"+id)
+		if msg.Text == "" && len(msg.Attachments) == 0 {
+			// A video, a voice message without a transcript: the gateway
+			// answers with the note if the access rules admit the sender;
+			// a redelivered batch is a duplicate there.
 			msg.Unsupported = unsupportedNote
 		}
 		if err := h.Submit(ctx, msg); err != nil {

@@ -113,7 +113,7 @@ func TestILinkReceiveAndSend(t *testing.T) {
 		t.Errorf("voice transcript: bob got %+v", b)
 	}
 	// The note, sent like any answer, in chunks of 40 characters here.
-	if c := sendsTo(f, "carol@im.wechat"); texts(c) != "Sorry, I can only read text and voice | messages for now. Please send your | question as text." || c[0].ContextToken != "ctx-c1" {
+	if c := sendsTo(f, "carol@im.wechat"); texts(c) != "Sorry, I can only read text, voice, | images and files for now. Please send | text." || c[0].ContextToken != "ctx-c1" {
 		t.Errorf("image: carol got %+v", c)
 	}
 	// The note is the gateway's to send (after its access rules): the

@@ -310,9 +310,11 @@ func (s *wecomSide) onMessage(ctx context.Context, c *wecomConn, f wsFrame) {
 			"recv_ms": strconv.FormatInt(recv.UnixMilli(), 10),
 		},
 	}
-	if text == "" {
-		// An image or a file: the gateway answers with the note, on the
-		// req_id like any reply, if the access rules admit the sender.
+	m.Attachments = wecomAttachments(f.Body, b.MsgID)
+	if text == "" && len(m.Attachments) == 0 {
+		// A voice message without a transcript, a video…: the gateway
+		// answers with the note, on the req_id like any reply, if the
+		// access rules admit the sender.
 		m.Unsupported = unsupportedNote
 	}
 	c.submit(m)

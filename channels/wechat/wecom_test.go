@@ -99,9 +99,9 @@ func TestWeComGroupMentionStreamsTheAnswer(t *testing.T) {
 	if got := rn.gw.messages(); len(got) != 2 || got[1].Chat != "lisi" || !got[1].DM {
 		t.Errorf("messages = %+v", got)
 	}
-	// An image alone gets one short note, from the gateway (after its
-	// access rules): the adapter hands it over.
-	if err := f.SendCallback(wechattest.Callback{ReqID: "req-3", MsgID: "msg-3", User: "lisi", MsgType: "image"}); err != nil {
+	// A video gets one short note, from the gateway (after its access
+	// rules): the adapter hands it over.
+	if err := f.SendCallback(wechattest.Callback{ReqID: "req-3", MsgID: "msg-3", User: "lisi", MsgType: "video"}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the note", func() bool { return finished(f, "req-3") })

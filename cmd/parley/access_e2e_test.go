@@ -62,8 +62,9 @@ func TestAccessBeforeUnsupportedNoteFeishu(t *testing.T) {
 	}
 }
 
-// The same on WeChat: a stranger's image on the WeCom AI bot and on iLink
-// gets no frame and no send; an allowed user's gets the note.
+// The same on WeChat: a stranger's video on the WeCom AI bot and image
+// without a download on iLink gets no frame and no send; an allowed
+// user's gets the note.
 func TestAccessBeforeUnsupportedNoteWeChat(t *testing.T) {
 	r := redistest.New(t)
 	ilink := wechattest.NewILink(t)
@@ -83,8 +84,8 @@ func TestAccessBeforeUnsupportedNoteWeChat(t *testing.T) {
 		wechattest.Message{ID: 2, From: "alice@im.wechat", ItemType: 2, ContextToken: "ctx-alice"},
 	)
 	for _, cb := range []wechattest.Callback{
-		{ReqID: "req-eve", MsgID: "msg-eve", ChatType: "single", User: "eve", MsgType: "image"},
-		{ReqID: "req-zs", MsgID: "msg-zs", ChatType: "single", User: "zhangsan", MsgType: "image"},
+		{ReqID: "req-eve", MsgID: "msg-eve", ChatType: "single", User: "eve", MsgType: "video"},
+		{ReqID: "req-zs", MsgID: "msg-zs", ChatType: "single", User: "zhangsan", MsgType: "video"},
 	} {
 		if err := wecom.SendCallback(cb); err != nil {
 			t.Fatal(err)

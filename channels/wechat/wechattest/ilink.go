@@ -3,6 +3,8 @@
 package wechattest
 
 import (
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -65,6 +67,18 @@ type Message struct {
 	Type         int    // 1 user (default), 2 bot
 	ItemType     int    // 1 text (default), 2 image, 3 voice
 	Raw          string
+	// Image, when set, adds an image item (after the text item when
+	// Text is set).
+	Image *ILinkImage
+}
+
+// ILinkImage is an image item: its CDN download and key.
+type ILinkImage struct {
+	Param  string // media.encrypt_query_param
+	AESKey []byte // 16 bytes
+	// KeyAsMedia sends the key as media.aes_key (base64 of its hex)
+	// instead of image_item.aeskey (hex).
+	KeyAsMedia bool
 }
 
 // Poll is one getupdates call.
@@ -411,6 +425,9 @@ func (f *ILink) getUpdates(w http.ResponseWriter, r *http.Request, cursor, repli
 	}
 }
 
+// Wire is m as getupdates delivers it to bot.
+func (m Message) Wire(bot string) json.RawMessage { return m.wire(bot) }
+
 func (m Message) wire(bot string) json.RawMessage {
 	if m.Raw != "" {
 		return json.RawMessage(m.Raw)
@@ -426,9 +443,25 @@ func (m Message) wire(bot string) json.RawMessage {
 	case 3:
 		item = map[string]any{"type": 3, "voice_item": map[string]string{"text": m.Text}}
 	}
+	items := []any{item}
+	if m.Image != nil {
+		img := map[string]any{"media": map[string]string{"encrypt_query_param": m.Image.Param}}
+		hexKey := hex.EncodeToString(m.Image.AESKey)
+		if m.Image.KeyAsMedia {
+			img["media"] = map[string]string{"encrypt_query_param": m.Image.Param, "aes_key": base64.StdEncoding.EncodeToString([]byte(hexKey))}
+		} else {
+			img["aeskey"] = hexKey
+		}
+		imgItem := map[string]any{"type": 2, "image_item": img}
+		if m.Text == "" {
+			items = []any{imgItem}
+		} else {
+			items = append(items, imgItem)
+		}
+	}
 	raw, _ := json.Marshal(map[string]any{
 		"message_id": m.ID, "from_user_id": m.From, "to_user_id": bot, "create_time_ms": time.Now().UnixMilli(),
-		"message_type": typ, "item_list": []any{item}, "context_token": m.ContextToken, "group_id": m.GroupID,
+		"message_type": typ, "item_list": items, "context_token": m.ContextToken, "group_id": m.GroupID,
 	})
 	return raw
 }

@@ -247,8 +247,26 @@ type Callback struct {
 	ChatID   string // empty for a single chat
 	ChatType string // "single" or "group"
 	User     string
-	MsgType  string // text (default), mixed, image
+	MsgType  string // text (default), mixed, image, file, or any other type (sent without content)
 	Text     string
+	// Images are the image of an image message, the images after the
+	// text of a mixed one; File the file of a file message.
+	Images []MediaRef
+	File   *MediaRef
+}
+
+// MediaRef is an image or file as WeCom sends it: an address on its media
+// host and the key the file is encrypted with.
+type MediaRef struct {
+	URL, AESKey, FileName string
+}
+
+func (r MediaRef) wire() map[string]string {
+	m := map[string]string{"url": r.URL, "aeskey": r.AESKey}
+	if r.FileName != "" {
+		m["filename"] = r.FileName
+	}
+	return m
 }
 
 // SendCallback pushes an aibot_msg_callback to the subscribed connection.
@@ -268,12 +286,19 @@ func (f *WeCom) SendCallback(cb Callback) error {
 	case "text":
 		body["text"] = map[string]string{"content": cb.Text}
 	case "mixed":
-		body["mixed"] = map[string]any{"msg_item": []any{
-			map[string]any{"msgtype": "text", "text": map[string]string{"content": cb.Text}},
-			map[string]any{"msgtype": "image", "image": map[string]string{"url": "https://example.invalid/x.png"}},
-		}}
+		items := []any{map[string]any{"msgtype": "text", "text": map[string]string{"content": cb.Text}}}
+		for _, img := range cb.Images {
+			items = append(items, map[string]any{"msgtype": "image", "image": img.wire()})
+		}
+		body["mixed"] = map[string]any{"msg_item": items}
 	case "image":
-		body["image"] = map[string]string{"url": "https://example.invalid/x.png"}
+		if len(cb.Images) > 0 {
+			body["image"] = cb.Images[0].wire()
+		}
+	case "file":
+		if cb.File != nil {
+			body["file"] = cb.File.wire()
+		}
 	}
 	raw, _ := json.Marshal(map[string]any{"cmd": "aibot_msg_callback", "headers": map[string]string{"req_id": cb.ReqID}, "body": body})
 	return f.SendRaw(raw)

@@ -1,0 +1,201 @@
+package wechattest
+
+// A fake media host: WeCom AI-bot image and file addresses, iLink's CDN
+// (GET /c2c/download?encrypted_query_param=…) and plain picture URLs, with
+// the encryption each platform applies and the variants a download must
+// survive.
+
+import (
+	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"encoding/base64"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Media behaviours beyond serving the bytes.
+const (
+	MediaForbidden = "forbidden" // 403
+	MediaEndless   = "endless"   // streams until the client stops, no Content-Length
+	MediaHuge      = "huge"      // announces 1 GiB, then streams
+)
+
+// Media is the fake media host.
+type Media struct {
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	files    map[string]mediaFile // by path, or "cdn:" + encrypted_query_param
+	requests int
+	served   int64
+}
+
+type mediaFile struct {
+	body      []byte
+	mime      string
+	behaviour string
+}
+
+// NewMedia starts the host; it stops at cleanup.
+func NewMedia(t testing.TB) *Media {
+	m := &Media{files: map[string]mediaFile{}}
+	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
+	t.Cleanup(func() {
+		m.srv.CloseClientConnections()
+		m.srv.Close()
+	})
+	return m
+}
+
+// URL is the host's base, http://127.0.0.1:port.
+func (m *Media) URL() string { return m.srv.URL }
+
+// CDNURL is the iLink CDN base on this host (WECHAT_ILINK_CDN_URL).
+func (m *Media) CDNURL() string { return m.srv.URL + "/c2c" }
+
+// Add serves body at path (as mime; a query in path is part of the URL
+// returned, not of the match) and returns its full URL.
+func (m *Media) Add(path string, body []byte, mime string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, _, _ := strings.Cut(path, "?")
+	m.files[p] = mediaFile{body: body, mime: mime}
+	return m.srv.URL + path
+}
+
+// AddBehaviour makes path misbehave and returns its URL.
+func (m *Media) AddBehaviour(path, behaviour string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, _, _ := strings.Cut(path, "?")
+	m.files[p] = mediaFile{behaviour: behaviour}
+	return m.srv.URL + path
+}
+
+// AddCDN serves body as iLink's CDN download of param.
+func (m *Media) AddCDN(param string, body []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.files["cdn:"+param] = mediaFile{body: body}
+}
+
+// AddCDNBehaviour makes the CDN download of param misbehave.
+func (m *Media) AddCDNBehaviour(param, behaviour string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.files["cdn:"+param] = mediaFile{behaviour: behaviour}
+}
+
+// Requests counts the downloads asked for.
+func (m *Media) Requests() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.requests
+}
+
+// BytesServed counts the body bytes written.
+func (m *Media) BytesServed() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.served
+}
+
+func (m *Media) serve(w http.ResponseWriter, r *http.Request) {
+	key := r.URL.Path
+	if r.URL.Path == "/c2c/download" {
+		key = "cdn:" + r.URL.Query().Get("encrypted_query_param")
+	}
+	m.mu.Lock()
+	m.requests++
+	f, ok := m.files[key]
+	m.mu.Unlock()
+	if !ok || r.Method != http.MethodGet {
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	switch f.behaviour {
+	case MediaForbidden:
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write([]byte("<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>"))
+		return
+	case MediaEndless, MediaHuge:
+		if f.behaviour == MediaHuge {
+			w.Header().Set("Content-Length", strconv.Itoa(1<<30))
+		}
+		w.WriteHeader(http.StatusOK)
+		chunk := make([]byte, 32<<10)
+		for {
+			n, err := w.Write(chunk)
+			m.mu.Lock()
+			m.served += int64(n)
+			m.mu.Unlock()
+			if err != nil || r.Context().Err() != nil {
+				return
+			}
+			if fl, ok := w.(http.Flusher); ok {
+				fl.Flush()
+			}
+		}
+	}
+	if f.mime == "" {
+		f.mime = "application/octet-stream"
+	}
+	w.Header().Set("Content-Type", f.mime)
+	w.Header().Set("Content-Length", strconv.Itoa(len(f.body)))
+	n, _ := w.Write(f.body)
+	m.mu.Lock()
+	m.served += int64(n)
+	m.mu.Unlock()
+}
+
+// WeComMediaKey is a media aeskey as WeCom sends it: base64 of 32 bytes
+// (here derived from seed), without its padding.
+func WeComMediaKey(seed byte) string {
+	key := bytes.Repeat([]byte{seed}, 32)
+	for i := range key {
+		key[i] += byte(i * 7)
+	}
+	return base64.RawStdEncoding.EncodeToString(key)
+}
+
+// EncryptWeCom encrypts plain the way WeCom encrypts media: AES-256-CBC
+// under the decoded aeskey, IV its first 16 bytes, PKCS#7 padding to a
+// multiple of 32. (Written apart from the channel's code, so the two
+// check each other.)
+func EncryptWeCom(plain []byte, aeskey string) []byte {
+	key, err := base64.RawStdEncoding.DecodeString(aeskey)
+	if err != nil {
+		panic(err)
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		panic(err)
+	}
+	pad := 32 - len(plain)%32
+	data := append(append([]byte(nil), plain...), bytes.Repeat([]byte{byte(pad)}, pad)...)
+	out := make([]byte, len(data))
+	cipher.NewCBCEncrypter(block, key[:16]).CryptBlocks(out, data)
+	return out
+}
+
+// EncryptILink encrypts plain the way iLink's CDN stores media:
+// AES-128-ECB with PKCS#7 padding.
+func EncryptILink(plain, key []byte) []byte {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		panic(err)
+	}
+	pad := 16 - len(plain)%16
+	data := append(append([]byte(nil), plain...), bytes.Repeat([]byte{byte(pad)}, pad)...)
+	out := make([]byte, len(data))
+	for i := 0; i < len(data); i += 16 {
+		block.Encrypt(out[i:i+16], data[i:i+16])
+	}
+	return out
+}
