@@ -23,16 +23,21 @@ const help = `Usage: scripts/bench [flags]
 
 Starts its own redis-server (append-only, on a free port), an instant fake
 model (it echoes) and a fake Slack Web API on loopback, runs ` + "`parley serve`" + `
-against them, and posts signed Slack Events API requests: app mentions spread
-over 32 threads, each of c senders waiting for its answer before its next
-message. Every run starts from a fresh Redis and a fresh parley.
+against them, and posts signed Slack Events API requests: app mentions from
+32 users, each of c senders waiting for its answer before its next message.
+Every message starts a thread in a channel of its own: parley paces its
+posts to one channel to about one a second, as Slack allows, so a faster
+stream must be spread over channels. Every run starts from a fresh Redis and
+a fresh parley.
 
 Figures, per run and as the median (with the range) of the runs:
   e2e p50/p99      from sending the webhook to the fake Slack receiving the answer
   ack p50/p99      the webhook's response time (POST /slack/events)
   CPU ms/msg       the parley process's user+system time (/proc/PID/stat) over
                    the run, divided by the messages
-  Redis round trips  Redis's INFO total_writes_processed over the run, per message
+  Redis round trips  Redis's INFO total_writes_processed over the run, per message;
+                   split into the webhook's share (from the ack probe) and the
+                   turn's (the rest)
   new connections  connections the fake model and the fake Slack accepted during
                    the run (start-up excluded)
   idle RSS         VmRSS of parley (/proc/PID/status) one second after it is ready,
@@ -43,6 +48,18 @@ Figures, per run and as the median (with the range) of the runs:
                    another thread (or answers naming no message)
   other processes  the machine's busy share (/proc/stat) less parley's, Redis's
                    and the bench's own CPU time: how busy the rest of the machine was
+
+The ack probe runs first, on its own parley and Redis: the fake model holds
+every worker's turn (16, the default gateway.workers) while N webhooks into
+other channels are sent one after another. Their response times are the
+webhook path's own, with no turn competing for the process (ack p50/p99 of
+the probe), and the change in total_writes_processed over them is the
+webhook's Redis round trips. Then the model answers and every message must
+be answered once.
+
+With -profile DIR, parley is built with -tags parleyprofile and each run
+writes DIR/cN-runI/cpu.pprof (the run's CPU profile) and allocs.pprof
+(allocations since start-up): go tool pprof -top DIR/c32-run1/cpu.pprof.
 
 With -redis-outage D: one run at c=32 (default 6,000 messages); Redis is killed
 with SIGKILL when half the messages have been sent and restarted D later on the
@@ -66,6 +83,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	messages := fs.Int("messages", 0, "messages a run (default 2000; 6000 with -redis-outage)")
 	runs := fs.Int("runs", 5, "runs per concurrency; the medians are over these")
 	outage := fs.Duration("redis-outage", 0, "kill -9 Redis halfway through one run and restart it after this long")
+	probe := fs.Int("ack-probe", 500, "webhooks the ack probe sends while the model holds every worker (0: no probe)")
+	profile := fs.String("profile", "", "write CPU and allocation profiles of parley for each run under this directory")
 	timeout := fs.Duration("timeout", 60*time.Second, "how long a sender waits for an answer before counting it lost")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, help)
@@ -77,7 +96,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	o := bench.Options{Parley: *parley, Messages: *messages, Runs: *runs, RedisOutage: *outage, Timeout: *timeout}
+	o := bench.Options{Parley: *parley, Messages: *messages, Runs: *runs, RedisOutage: *outage, Timeout: *timeout,
+		AckProbe: *probe, ProfileDir: *profile}
 	if o.Messages <= 0 {
 		o.Messages = 2000
 		if o.RedisOutage > 0 {
@@ -91,6 +111,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		o.Concurrency = append(o.Concurrency, n)
+	}
+	if *probe < 0 {
+		fmt.Fprintln(stderr, "bench: -ack-probe must not be negative")
+		return 2
 	}
 	if o.Runs < 1 {
 		fmt.Fprintln(stderr, "bench: -runs must be at least 1")
@@ -107,7 +131,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer os.RemoveAll(dir)
 		o.Parley = filepath.Join(dir, "parley")
 		fmt.Fprintln(stderr, "bench: building ./cmd/parley")
-		if b, err := exec.CommandContext(ctx, "go", "build", "-o", o.Parley, "./cmd/parley").CombinedOutput(); err != nil {
+		build := []string{"build", "-o", o.Parley}
+		if o.ProfileDir != "" {
+			build = append(build, "-tags", "parleyprofile")
+		}
+		if b, err := exec.CommandContext(ctx, "go", append(build, "./cmd/parley")...).CombinedOutput(); err != nil {
 			fmt.Fprintf(stderr, "bench: go build: %v\n%s", err, b)
 			return 1
 		}

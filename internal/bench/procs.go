@@ -125,7 +125,8 @@ type parleyServer struct {
 	log  string
 }
 
-func startParley(ctx context.Context, bin, dir string, r *redisServer, model, slack *upstream) (*parleyServer, error) {
+// extraEnv is added to parley's environment (e.g. PARLEY_PROFILE_DIR).
+func startParley(ctx context.Context, bin, dir string, r *redisServer, model, slack *upstream, extraEnv []string) (*parleyServer, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -145,6 +146,7 @@ func startParley(ctx context.Context, bin, dir string, r *redisServer, model, sl
 		"PARLEY_HOME="+home, "PARLEY_LISTEN=127.0.0.1:"+strconv.Itoa(port), "REDIS_URL="+r.URL(),
 		"OPENAI_BASE_URL="+model.URL()+"/v1", "OPENAI_API_KEY=sk-bench",
 		"SLACK_BOT_TOKEN="+botToken, "SLACK_SIGNING_SECRET="+signingSecret, "SLACK_API_URL="+slack.URL()+"/api/")
+	p.cmd.Env = append(p.cmd.Env, extraEnv...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("parley serve: %w", err)
@@ -170,6 +172,22 @@ func startParley(ctx context.Context, bin, dir string, r *redisServer, model, sl
 }
 
 func (p *parleyServer) pid() int { return p.cmd.Process.Pid }
+
+// stopProfile ends the CPU profile begun with SIGUSR1 and waits for parley
+// (built with -tags parleyprofile) to have written both profiles to dir.
+func (p *parleyServer) stopProfile(dir string) error {
+	p.cmd.Process.Signal(syscall.SIGUSR2)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		_, err1 := os.Stat(filepath.Join(dir, "cpu.pprof"))
+		_, err2 := os.Stat(filepath.Join(dir, "allocs.pprof"))
+		if err1 == nil && err2 == nil {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("no profile in %s within 30 s: is %s built with -tags parleyprofile?", dir, p.cmd.Path)
+}
 
 func (p *parleyServer) stop() {
 	p.cmd.Process.Signal(syscall.SIGTERM)

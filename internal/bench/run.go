@@ -15,9 +15,11 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -25,11 +27,19 @@ import (
 type Options struct {
 	Parley      string        // the parley binary to run
 	Concurrency []int         // senders per run; each waits for its answer before its next message
-	Threads     int           // Slack threads the messages are spread over
+	Users       int           // Slack users the messages come from
 	Messages    int           // messages a run
 	Runs        int           // runs per concurrency; the medians are over these
 	RedisOutage time.Duration // if > 0: one run, kill -9 Redis halfway, restart after this
 	Timeout     time.Duration // how long a sender waits for an answer before counting it lost
+	// AckProbe is how many webhooks the ack probe sends while the model
+	// holds every worker (0: no probe). It runs before the series, and
+	// its webhook round trips split the series' into webhook and turn.
+	AckProbe int
+	// ProfileDir, if set, receives a CPU and an allocation profile of
+	// parley for each run (DIR/c32-run1/cpu.pprof, …). Parley must be
+	// built with -tags parleyprofile.
+	ProfileDir string
 }
 
 // Result is one run's figures.
@@ -54,14 +64,11 @@ type Result struct {
 // Run measures every concurrency Runs times and writes each run and the
 // medians to out.
 func Run(ctx context.Context, o Options, out io.Writer) error {
-	if o.Threads <= 0 {
-		o.Threads = 32
-	}
 	if o.Timeout <= 0 {
 		o.Timeout = 60 * time.Second
 	}
 	if o.RedisOutage > 0 {
-		r, err := runOnce(ctx, o, 32)
+		r, err := runOnce(ctx, o, 32, "")
 		if err != nil {
 			return err
 		}
@@ -70,17 +77,30 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 			r.UnansweredAtKill, ms(r.MaxAfterRestart), r.Refused)
 		return nil
 	}
+	webhookTrips := -1.0
+	if o.AckProbe > 0 {
+		pr, err := runProbe(ctx, o, o.AckProbe)
+		if err != nil {
+			return err
+		}
+		printProbe(out, pr, o.AckProbe)
+		webhookTrips = pr.WebhookTrips
+	}
 	for _, c := range o.Concurrency {
 		var rs []Result
 		for i := 1; i <= o.Runs; i++ {
-			r, err := runOnce(ctx, o, c)
+			prof := ""
+			if o.ProfileDir != "" {
+				prof = filepath.Join(o.ProfileDir, fmt.Sprintf("c%d-run%d", c, i))
+			}
+			r, err := runOnce(ctx, o, c, prof)
 			if err != nil {
 				return err
 			}
 			printRun(out, i, r)
 			rs = append(rs, r)
 		}
-		printMedians(out, rs)
+		printMedians(out, rs, webhookTrips)
 	}
 	return nil
 }
@@ -101,7 +121,10 @@ func printRun(out io.Writer, i int, r Result) {
 	fmt.Fprintf(out, "  lost %d, doubled %d, misrouted %d\n", r.Lost, r.Doubled, r.Misrouted)
 }
 
-func printMedians(out io.Writer, rs []Result) {
+// printMedians prints the medians of a series; webhookTrips, if not
+// negative, is the ack probe's round trips per webhook, which splits the
+// round trips per message into the webhook's and the turn's.
+func printMedians(out io.Writer, rs []Result, webhookTrips float64) {
 	if len(rs) == 0 {
 		return
 	}
@@ -119,6 +142,14 @@ func printMedians(out io.Writer, rs []Result) {
 	fig("end-to-end p99", "ms", func(r Result) float64 { return d(Percentile(r.E2E, 99)) })
 	fig("webhook ack p99", "ms", func(r Result) float64 { return d(Percentile(r.Ack, 99)) })
 	fig("Redis round trips", "/msg", func(r Result) float64 { return r.RedisWritesPerMessage })
+	if webhookTrips >= 0 {
+		var xs []float64
+		for _, r := range rs {
+			xs = append(xs, r.RedisWritesPerMessage)
+		}
+		med, _, _ := Median(xs)
+		fmt.Fprintf(out, "    of which webhook %.2f (ack probe), turn %.2f\n", webhookTrips, med-webhookTrips)
+	}
 	fig("new connections to model", "", func(r Result) float64 { return float64(r.ModelConns) })
 	fig("new connections to Slack", "", func(r Result) float64 { return float64(r.SlackConns) })
 	fig("gateway CPU", "ms/msg", func(r Result) float64 { return d(r.CPUPerMessage) })
@@ -139,19 +170,24 @@ func sign(ts string, body []byte) string {
 	return "v0=" + hex.EncodeToString(mac.Sum(nil))
 }
 
-func threadTS(t int) string { return fmt.Sprintf("1700000000.%06d", t) }
+// chanOf and threadTS are where message id is sent: an app mention that
+// starts a thread in a channel of its own. Slack lets an app post about
+// once a second to one channel, and parley paces its posts to that, so
+// messages sent faster than that must be spread over channels: one each.
+func chanOf(id int) string   { return fmt.Sprintf("CBENCH%06d", id) }
+func threadTS(id int) string { return fmt.Sprintf("1700000000.%06d", id) }
 
-// event is the Events API delivery of message id: an app mention in its
-// thread.
-func event(id, thread int) []byte {
+// event is the Events API delivery of message id from user: an app
+// mention starting its own thread in its own channel.
+func event(id, user int) []byte {
 	ts := fmt.Sprintf("1700001000.%06d", id)
 	b, _ := json.Marshal(map[string]any{
 		"token": "bench", "team_id": teamID, "api_app_id": "ABENCH", "type": "event_callback",
 		"event_id": "EvBENCH" + strconv.Itoa(id), "event_time": time.Now().Unix(),
 		"authorizations": []map[string]any{{"team_id": teamID, "user_id": botUserID, "is_bot": true}},
-		"event": map[string]any{"type": "app_mention", "user": "UBENCH" + strconv.Itoa(thread),
+		"event": map[string]any{"type": "app_mention", "user": "UBENCH" + strconv.Itoa(user),
 			"text": "<@" + botUserID + "> " + marker(id), "ts": ts, "event_ts": ts,
-			"channel": "CBENCH", "thread_ts": threadTS(thread)},
+			"channel": chanOf(id), "thread_ts": threadTS(id)},
 	})
 	return b
 }
@@ -199,8 +235,13 @@ func post(ctx context.Context, client *http.Client, url string, body []byte) (ti
 	}
 }
 
-func runOnce(ctx context.Context, o Options, c int) (Result, error) {
+// runOnce is one run at concurrency c; prof, if set, is the directory for
+// its profiles.
+func runOnce(ctx context.Context, o Options, c int, prof string) (Result, error) {
 	res := Result{Concurrency: c, Messages: o.Messages}
+	if o.Users <= 0 {
+		o.Users = 32
+	}
 	dir, err := os.MkdirTemp("", "parley-bench-")
 	if err != nil {
 		return res, err
@@ -222,7 +263,14 @@ func runOnce(ctx context.Context, o Options, c int) (Result, error) {
 		return res, err
 	}
 	defer slack.Close()
-	p, err := startParley(ctx, o.Parley, dir, rds, model, slack)
+	var env []string
+	if prof != "" {
+		if err := os.MkdirAll(prof, 0o755); err != nil {
+			return res, err
+		}
+		env = append(env, "PARLEY_PROFILE_DIR="+prof)
+	}
+	p, err := startParley(ctx, o.Parley, dir, rds, model, slack, env)
 	if err != nil {
 		return res, err
 	}
@@ -249,6 +297,9 @@ func runOnce(ctx context.Context, o Options, c int) (Result, error) {
 	m0, err := machineTimes()
 	if err != nil {
 		return res, err
+	}
+	if prof != "" {
+		p.cmd.Process.Signal(syscall.SIGUSR1)
 	}
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c}, Timeout: 30 * time.Second}
@@ -294,7 +345,7 @@ func runOnce(ctx context.Context, o Options, c int) (Result, error) {
 				}
 				wait := fs.expect(id)
 				t0 := time.Now()
-				ack, refused, err := post(ctx, client, p.base+"/slack/events", event(id, id%o.Threads))
+				ack, refused, err := post(ctx, client, p.base+"/slack/events", event(id, id%o.Users))
 				mu.Lock()
 				res.Refused += refused
 				if err != nil {
@@ -340,6 +391,11 @@ func runOnce(ctx context.Context, o Options, c int) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	if prof != "" {
+		if err := p.stopProfile(prof); err != nil {
+			return res, err
+		}
+	}
 	self1, _ := pidTicks(os.Getpid())
 	redis1, _ := pidTicks(rds.cmd.Process.Pid)
 	m1, err := machineTimes()
@@ -381,7 +437,7 @@ func runOnce(ctx context.Context, o Options, c int) (Result, error) {
 			res.Doubled++
 		}
 		for _, a := range as {
-			if a.channel != "CBENCH" || a.thread != threadTS(id%o.Threads) {
+			if a.channel != chanOf(id) || a.thread != threadTS(id) {
 				res.Misrouted++
 				break
 			}

@@ -11,8 +11,8 @@ import (
 	"github.com/parleyhq/parley/internal/parleybin"
 )
 
-// TestSmoke runs the whole bench once, briefly: 50 messages over 32
-// threads through a real parley serve and redis-server.
+// TestSmoke runs the whole bench once, briefly: 50 messages, each in its
+// own channel and thread, through a real parley serve and redis-server.
 func TestSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs parley serve and redis-server")
@@ -22,8 +22,8 @@ func TestSmoke(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	o := Options{Parley: parleybin.Path(t), Threads: 32, Messages: 50, Runs: 1, Timeout: 30 * time.Second}
-	r, err := runOnce(ctx, o, 8)
+	o := Options{Parley: parleybin.Path(t), Messages: 50, Runs: 1, Timeout: 30 * time.Second}
+	r, err := runOnce(ctx, o, 8, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,10 +38,42 @@ func TestSmoke(t *testing.T) {
 	}
 	var out bytes.Buffer
 	printRun(&out, 1, r)
-	printMedians(&out, []Result{r})
-	for _, want := range []string{"e2e p50", "CPU", "idle RSS", "lost 0, doubled 0, misrouted 0", "median of 1 runs"} {
+	printMedians(&out, []Result{r}, 1)
+	for _, want := range []string{"e2e p50", "CPU", "idle RSS", "lost 0, doubled 0, misrouted 0", "median of 1 runs", "of which webhook 1.00 (ack probe), turn"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestAckProbe runs the ack probe briefly: every worker is held by the
+// model while the probe's webhooks are sent, each costs one Redis round
+// trip, and once the model answers every message is answered once.
+func TestAckProbe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs parley serve and redis-server")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("no redis-server")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	o := Options{Parley: parleybin.Path(t), Timeout: 30 * time.Second}
+	pr, err := runProbe(ctx, o, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pr.Ack) != 20 || pr.Lost != 0 || pr.Doubled != 0 {
+		t.Fatalf("%d acks for 20 webhooks, lost %d, doubled %d", len(pr.Ack), pr.Lost, pr.Doubled)
+	}
+	// One script per webhook; parley's own background calls (the Redis
+	// health check) may add a little over the probe.
+	if pr.WebhookTrips < 1 || pr.WebhookTrips > 1.5 {
+		t.Fatalf("%.2f Redis round trips per webhook, want 1", pr.WebhookTrips)
+	}
+	var out bytes.Buffer
+	printProbe(&out, pr, 20)
+	if !strings.Contains(out.String(), "ack p50") || !strings.Contains(out.String(), "round trips per webhook 1.") {
+		t.Errorf("probe output:\n%s", out.String())
 	}
 }
