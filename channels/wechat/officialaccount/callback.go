@@ -30,7 +30,7 @@ const (
 const MetaMsgID = "msg_id"
 
 // unsupportedNote is the passive reply to a message Parley cannot read.
-const unsupportedNote = "Sorry, I can only read text (and voice messages WeChat transcribes) for now. Please send your question as text."
+const unsupportedNote = "Sorry, I can only read text, images (and voice messages WeChat transcribes) for now. Please send your question as text."
 
 // errUnencrypted is a callback in the wrong message mode.
 var errUnencrypted = errors.New("wechat_oa: callback not in the configured message mode")
@@ -154,7 +154,8 @@ func (a *Adapter) converse(w http.ResponseWriter, r *http.Request, msg wxcrypto.
 		return
 	}
 	m := a.message(msg, text)
-	if text == "" {
+	m.Attachments = mediaAttachments(msg)
+	if text == "" && len(m.Attachments) == 0 {
 		m.Unsupported = unsupportedNote
 	}
 	if err := a.submit(ctx, m); err != nil {

@@ -54,6 +54,7 @@ type Inbound struct {
 	Event       string
 	Recognition string
 	PicURL      string
+	MediaID     string
 	At          time.Time // CreateTime; default Now
 }
 
@@ -78,6 +79,7 @@ func (p *Platform) XML(in Inbound) []byte {
 	field("MsgType", in.MsgType)
 	field("Content", in.Content)
 	field("PicUrl", in.PicURL)
+	field("MediaId", in.MediaID)
 	field("Recognition", in.Recognition)
 	field("Event", in.Event)
 	if in.MsgID != "" {

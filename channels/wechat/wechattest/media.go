@@ -199,3 +199,68 @@ func EncryptILink(plain, key []byte) []byte {
 	}
 	return out
 }
+
+// MediaGetPath is the temporary-media download both WeCom apps and
+// Official Accounts have.
+const MediaGetPath = "/cgi-bin/media/get"
+
+// AddMedia makes media/get serve body (as mime) for mediaID.
+func (a *api) AddMedia(mediaID string, body []byte, mime string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.media == nil {
+		a.media = map[string]mediaFile{}
+	}
+	a.media[mediaID] = mediaFile{body: body, mime: mime}
+}
+
+// AddMediaBehaviour makes media/get of mediaID misbehave (MediaForbidden
+// answers 403, MediaEndless and MediaHuge stream).
+func (a *api) AddMediaBehaviour(mediaID, behaviour string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.media == nil {
+		a.media = map[string]mediaFile{}
+	}
+	a.media[mediaID] = mediaFile{behaviour: behaviour}
+}
+
+// MediaCalls counts media/get requests.
+func (a *api) MediaCalls() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.mediaCalls
+}
+
+// serveMedia answers media/get as the platforms do: the file, or a JSON
+// errcode (42001 for a stale token, 40007 for an unknown media_id).
+func (a *api) serveMedia(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	a.mu.Lock()
+	a.mediaCalls++
+	valid := a.token != "" && q.Get("access_token") == a.token
+	f, ok := a.media[q.Get("media_id")]
+	a.mu.Unlock()
+	switch {
+	case !valid:
+		writeJSON(w, map[string]any{"errcode": 42001, "errmsg": "access_token expired"})
+		return
+	case !ok:
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte(`{"errcode":40007,"errmsg":"invalid media_id"}`))
+		return
+	}
+	m := &Media{files: map[string]mediaFile{"x": f}}
+	r.URL.Path = "x"
+	m.serve(w, r)
+	a.mu.Lock()
+	a.mediaServed += m.served
+	a.mu.Unlock()
+}
+
+// MediaBytesServed counts the media/get body bytes written.
+func (a *api) MediaBytesServed() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.mediaServed
+}

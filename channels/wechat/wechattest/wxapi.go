@@ -34,6 +34,9 @@ type api struct {
 	calls       []Call
 	failures    map[string][]Failure
 	handlers    map[string]func(c *Call) (code int, msg string)
+	media       map[string]mediaFile // temporary media by media_id (media.go)
+	mediaCalls  int
+	mediaServed int64
 }
 
 // Call is one request a fake received.
@@ -155,6 +158,10 @@ func (a *api) Delivered(path string) []Call {
 func (a *api) handle(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == a.tokenPath {
 		a.serveToken(w, r)
+		return
+	}
+	if r.URL.Path == MediaGetPath && r.Method == http.MethodGet {
+		a.serveMedia(w, r)
 		return
 	}
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))

@@ -21,7 +21,7 @@ const (
 )
 
 // unsupportedNote answers a message Parley cannot read.
-const unsupportedNote = "Sorry, I can only read text (and voice messages WeCom transcribes) for now. Please send your question as text."
+const unsupportedNote = "Sorry, I can only read text, images (and voice messages WeCom transcribes) for now. Please send your question as text."
 
 // Mount implements channels.HTTPChannel: GET (the URL check) and POST
 // (messages) on /wecom/app/NAME for every app.
@@ -144,9 +144,10 @@ func (a *Adapter) message(ap *app, msg wxcrypto.Message) (channels.Message, bool
 		Received:  a.opts.Now(),
 		Meta:      map[string]string{MetaMsgID: msg.MsgID},
 	}
-	if text == "" {
-		// An image or a file: the gateway answers with the note if the
-		// access rules admit the member; a retried callback is a
+	m.Attachments = mediaAttachments(msg)
+	if text == "" && len(m.Attachments) == 0 {
+		// A video, a location, a link: the gateway answers with the note
+		// if the access rules admit the member; a retried callback is a
 		// duplicate there.
 		m.Unsupported = unsupportedNote
 	}
