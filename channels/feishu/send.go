@@ -42,7 +42,6 @@ var retryableCodes = map[int]bool{
 	11233:    true, // im: too many messages in the chat
 	1000004:  true, // internal error
 	1000005:  true, // internal error
-	99991672: true, // gateway internal error
 }
 
 // label is the code label of ChannelAPIErrors: Feishu's code, or the
@@ -64,7 +63,7 @@ func (e *APIError) reason() retry.Reason {
 	switch e.Code {
 	case 99991400, 230020, 11232, 11233:
 		return retry.RateLimited
-	case 1000004, 1000005, 99991672:
+	case 1000004, 1000005:
 		return retry.ServerError
 	case -1:
 		if e.Status >= 500 || e.Status == http.StatusTooManyRequests {
@@ -179,12 +178,19 @@ func (a *Adapter) Send(ctx context.Context, m channels.Message, r channels.Reply
 			return err
 		}
 	}
-	if !m.DM && a.cfg.FollowThreads && m.Meta[MetaThreadKey] != "" && !r.Notice {
-		if err := a.state.markThread(ctx, m.Meta[MetaThreadKey], a.opts.ThreadTTL); err != nil {
-			a.log.Warn("cannot remember the answered thread", "err", err)
-		}
-	}
+	a.markAnswered(ctx, m, r)
 	return nil
+}
+
+// markAnswered remembers the thread of m as answered, so that it is
+// followed without a new mention; a notice (a refusal) does not count.
+func (a *Adapter) markAnswered(ctx context.Context, m channels.Message, r channels.Reply) {
+	if m.DM || !a.cfg.FollowThreads || m.Meta[MetaThreadKey] == "" || r.Notice {
+		return
+	}
+	if err := a.state.markThread(ctx, m.Meta[MetaThreadKey], a.opts.ThreadTTL); err != nil {
+		a.log.Warn("cannot remember the answered thread", "err", err)
+	}
 }
 
 // Posts implements channels.PostCounter: how many cards Send makes of text.
@@ -207,10 +213,25 @@ func (a *Adapter) sendChunk(ctx context.Context, m channels.Message, i int, chun
 	return a.post(ctx, m, "text", string(text), sendUUID(m, i, "text", chunk))
 }
 
-// post sends one message, within the chat's rate.
+// post sends one message, within the chat's rate, with the adapter's
+// retries.
 func (a *Adapter) post(ctx context.Context, m channels.Message, msgType, content, uuid string) error {
 	if err := a.limiter.wait(ctx, m.Chat); err != nil {
 		return err
+	}
+	_, err := a.postWith(ctx, a.calls, m, msgType, content, uuid)
+	return err
+}
+
+// postWith makes one message answering m with calls (its tries) and
+// returns the id Feishu gave it. In groups it replies to the user's
+// message (in its thread when configured); in a direct chat, or without a
+// message to reply to, it writes to the chat.
+func (a *Adapter) postWith(ctx context.Context, calls *retry.Retrier, m channels.Message, msgType, content, uuid string) (string, error) {
+	var out struct {
+		Data struct {
+			MessageID string `json:"message_id"`
+		} `json:"data"`
 	}
 	replyTo := ""
 	if m.Meta != nil {
@@ -218,15 +239,17 @@ func (a *Adapter) post(ctx context.Context, m channels.Message, msgType, content
 	}
 	if m.DM || replyTo == "" {
 		body := map[string]any{"receive_id": m.Chat, "msg_type": msgType, "content": content, "uuid": uuid}
-		return a.callN(ctx, apiAttempts, "send", http.MethodPost, "/open-apis/im/v1/messages", nil,
-			map[string]string{"receive_id_type": "chat_id"}, body, nil)
+		err := a.callWith(ctx, calls, "send", http.MethodPost, "/open-apis/im/v1/messages", nil,
+			map[string]string{"receive_id_type": "chat_id"}, body, &out)
+		return out.Data.MessageID, err
 	}
 	body := map[string]any{"msg_type": msgType, "content": content, "uuid": uuid}
 	if m.Meta[MetaInThread] == "1" {
 		body["reply_in_thread"] = true
 	}
-	return a.call(ctx, "reply", http.MethodPost, "/open-apis/im/v1/messages/:message_id/reply",
-		map[string]string{"message_id": replyTo}, body, nil)
+	err := a.callWith(ctx, calls, "reply", http.MethodPost, "/open-apis/im/v1/messages/:message_id/reply",
+		map[string]string{"message_id": replyTo}, nil, body, &out)
+	return out.Data.MessageID, err
 }
 
 // sendUUID is stable for one piece of one answer, so a retried send (or a
