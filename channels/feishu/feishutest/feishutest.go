@@ -36,8 +36,12 @@ type Sent struct {
 	Content       string
 	UUID          string
 	ReplyInThread bool
-	// Text is the card's markdown or the text message's text.
+	// Text is the card's markdown or the text message's text (for a card
+	// entity, its text once streaming ended).
 	Text string
+	// MessageID is the id the fake gave the message; CardID the card
+	// entity it carries, if any.
+	MessageID, CardID string
 }
 
 // Reaction is one reaction added (and maybe removed).
@@ -63,7 +67,7 @@ type Server struct {
 
 	mu          sync.Mutex
 	sent        []Sent
-	uuids       map[string]bool
+	uuids       map[string]string // uuid → the message it made
 	duplicates  int
 	reactions   []Reaction
 	tokens      int
@@ -77,6 +81,14 @@ type Server struct {
 	frameSeq    uint64
 	closed      bool
 	media       media // message resources (media.go)
+
+	// CardKit, edits and recalls (cardkit.go).
+	calls         []Call
+	cards         map[string]*Card
+	cardOrder     []string
+	msgs          []*msgState
+	msgIndex      map[string]*msgState
+	refuseCardKit bool
 }
 
 type wsPeer struct {
@@ -89,7 +101,8 @@ type wsPeer struct {
 
 // New starts the fake; it stops at test cleanup.
 func New(t testing.TB) *Server {
-	s := &Server{uuids: map[string]bool{}, fail: map[string][]Failure{}, attempts: map[string]int{}, conns: map[*wsPeer]bool{}, connCh: make(chan struct{}, 16)}
+	s := &Server{uuids: map[string]string{}, fail: map[string][]Failure{}, attempts: map[string]int{}, conns: map[*wsPeer]bool{}, connCh: make(chan struct{}, 16),
+		cards: map[string]*Card{}, msgIndex: map[string]*msgState{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL
 	t.Cleanup(s.Close)
@@ -140,10 +153,23 @@ func (s *Server) RefuseCards(on bool) {
 }
 
 // Sent lists the messages accepted, in order (duplicates by uuid dropped).
+// A message carrying a card entity is listed once its card has left
+// streaming mode, with the card's text then: a live reply counts when it
+// is complete, as a message sent whole does.
 func (s *Server) Sent() []Sent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Sent(nil), s.sent...)
+	var out []Sent
+	for _, m := range s.sent {
+		if c := s.cards[m.CardID]; c != nil {
+			if c.Streaming {
+				continue
+			}
+			m.Text = c.Text()
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // Duplicates counts sends dropped because their uuid was seen before.
@@ -297,6 +323,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case path == "/ws":
 		s.acceptWS(w, r)
 	default:
+		if s.serveCardKit(w, r, body) {
+			return
+		}
 		writeJSON(w, 404, map[string]any{"code": 404, "msg": "not found: " + r.Method + " " + path})
 	}
 }
@@ -333,16 +362,33 @@ func (s *Server) message(w http.ResponseWriter, r *http.Request, kind, replyTo s
 		writeJSON(w, 400, map[string]any{"code": 230099, "msg": "Failed to create card content"})
 		return
 	}
-	if req.UUID != "" && s.uuids[req.UUID] {
+	if prev, ok := s.uuids[req.UUID]; ok && req.UUID != "" {
+		// Feishu answers a repeated uuid with the message it made.
 		s.duplicates++
-		writeJSON(w, 200, map[string]any{"code": 0, "msg": "success", "data": map[string]any{"message_id": "om_dup"}})
+		writeJSON(w, 200, map[string]any{"code": 0, "msg": "success", "data": map[string]any{"message_id": prev}})
 		return
 	}
-	s.uuids[req.UUID] = true
-	sent := Sent{Kind: kind, ReplyTo: replyTo, ChatID: req.ReceiveID, MsgType: req.MsgType, Content: req.Content, UUID: req.UUID, ReplyInThread: req.ReplyInThread}
+	cardID, multi := sentCard(req.MsgType, req.Content)
+	card := s.cards[cardID]
+	if cardID != "" && (card == nil || card.MessageID != "") {
+		// A card entity is sent once.
+		writeJSON(w, 400, map[string]any{"code": 230099, "msg": "Failed to create card content: card entity not found or already sent"})
+		return
+	}
+	id := fmt.Sprintf("om_sent_%d", len(s.sent)+1)
+	s.uuids[req.UUID] = id
+	sent := Sent{Kind: kind, ReplyTo: replyTo, ChatID: req.ReceiveID, MsgType: req.MsgType, Content: req.Content, UUID: req.UUID,
+		ReplyInThread: req.ReplyInThread, MessageID: id, CardID: cardID}
 	sent.Text = contentText(req.MsgType, req.Content)
+	if card != nil {
+		card.MessageID = id
+		sent.Text = card.Text()
+	}
 	s.sent = append(s.sent, sent)
-	writeJSON(w, 200, map[string]any{"code": 0, "msg": "success", "data": map[string]any{"message_id": fmt.Sprintf("om_sent_%d", len(s.sent))}})
+	ms := &msgState{id: id, msgType: req.MsgType, text: sent.Text, cardID: cardID, multi: multi, replyTo: replyTo, chatID: req.ReceiveID, inThread: req.ReplyInThread}
+	s.msgs = append(s.msgs, ms)
+	s.msgIndex[id] = ms
+	writeJSON(w, 200, map[string]any{"code": 0, "msg": "success", "data": map[string]any{"message_id": id}})
 }
 
 // contentText extracts the readable text of a sent message.
