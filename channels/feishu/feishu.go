@@ -10,7 +10,8 @@
 // PKCS#7 unpadding, a 1 MiB body limit — because the SDK's checks are
 // incomplete. Replies are interactive cards with a markdown element, sent
 // with the Open API client of github.com/larksuite/oapi-sdk-go/v3 (its core
-// package), whose token manager keeps the tenant token fresh.
+// package), whose token manager keeps the tenant token fresh; an answer
+// being written is shown live in a streaming card (stream.go).
 package feishu
 
 import (
@@ -83,6 +84,9 @@ type Options struct {
 	TypingEmoji string
 	// ChunkBytes is the size of one card of a split answer (default 8000).
 	ChunkBytes int
+	// CardUpdateInterval is the least time between two updates of a live
+	// reply's card (default 100 ms: Feishu allows 10 a second per card).
+	CardUpdateInterval time.Duration
 }
 
 // Defaults of Options.
@@ -131,6 +135,9 @@ func (o Options) withDefaults() Options {
 	if o.ChunkBytes <= 0 {
 		o.ChunkBytes = DefaultChunkBytes
 	}
+	if o.CardUpdateInterval <= 0 {
+		o.CardUpdateInterval = DefaultCardUpdateInterval
+	}
 	if o.ThreadTTL <= 0 {
 		o.ThreadTTL = config.DefaultHistoryTTL
 	}
@@ -149,6 +156,7 @@ type Adapter struct {
 	http    *http.Client
 	state   stateStore
 	limiter *chatLimiter
+	live    liveModes // the first mode of a live reply, by workspace
 	// refusals keeps refused callbacks from flooding the log.
 	refusals *logthrottle.Throttle
 
