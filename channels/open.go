@@ -51,4 +51,9 @@ type Deps struct {
 	Metrics *metrics.Metrics
 	// Log is the process's logger; the adapter adds its component.
 	Log *slog.Logger
+	// DMMatters reports whether the access rules in m's scope treat a
+	// direct message differently from a chat message (nil: assume they
+	// do). An adapter that must ask its platform which a message is can
+	// skip asking when they do not.
+	DMMatters func(m Message) bool
 }

@@ -460,6 +460,15 @@ func (e *Effective) Access(user, chat string, dm bool) Decision {
 	return Decision{Allowed: true, Rule: RuleDefaultEveryone, Level: LevelBuiltin}
 }
 
+// DMMatters reports whether Access can answer differently for a direct
+// message than for a chat message in this scope: access.dms is false, or
+// access.chats lists chats (a direct message skips that list). When it
+// does not, an adapter need not find out which a message is before the
+// access rules are applied (a lookup on the webhook's path, for Slack).
+func (e *Effective) DMMatters() bool {
+	return !e.dms.val || len(e.chats.val) > 0
+}
+
 // IsAdmin reports whether user is an admin of this conversation: named in
 // the admins list in effect here, the most specific level that sets one.
 // That grants the powers whose effect stays within the conversation's

@@ -689,3 +689,47 @@ func TestConcurrentResolve(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// DMMatters is false only where Access gives every user in every chat the
+// same answer for a direct message as for a chat message: then an adapter
+// may skip finding out which a message is.
+func TestDMMatters(t *testing.T) {
+	access := func(a config.Access) config.Policies {
+		return config.Policies{Platforms: map[string]config.PlatformPolicy{"slack": {Level: config.Level{Access: a}}}}
+	}
+	tests := []struct {
+		name string
+		pol  config.Policies
+		want bool
+	}{
+		{"unset", config.Policies{}, false},
+		{"users only", access(config.Access{Users: []string{"U1"}}), false},
+		{"DMs on", access(config.Access{DMs: new(true)}), false},
+		{"empty chat list", access(config.Access{Chats: []string{}}), false},
+		{"DMs off", access(config.Access{DMs: new(false)}), true},
+		{"chat allowlist", access(config.Access{Chats: []string{"C1"}}), true},
+		{"users and chats", access(config.Access{Users: []string{"U1"}, Chats: []string{"C1"}}), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := New(tt.pol).Resolve(fullScope)
+			if got := e.DMMatters(); got != tt.want {
+				t.Fatalf("DMMatters() = %t, want %t", got, tt.want)
+			}
+			differs := false
+			for _, u := range []string{"U1", "U2"} {
+				for _, c := range []string{"C1", "C2"} {
+					if e.Access(u, c, true).Allowed != e.Access(u, c, false).Allowed {
+						differs = true
+					}
+				}
+			}
+			if !tt.want && differs {
+				t.Fatal("DMMatters() is false but Access answers a DM differently")
+			}
+			if tt.want && !differs {
+				t.Fatal("DMMatters() is true but no user or chat tried is answered differently")
+			}
+		})
+	}
+}

@@ -123,6 +123,7 @@ func (c *Config) Open(ctx context.Context, deps channels.Deps) (channels.Channel
 	a, err := New(*c, Options{
 		Handler:    deps.Handler,
 		HTTPClient: outbound.Client(outbound.Options{Conns: deps.Conns, Timeout: httpTimeout}),
+		DMMatters:  deps.DMMatters,
 	}, deps.Metrics, deps.Log)
 	if err != nil {
 		return nil, err

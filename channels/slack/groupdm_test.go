@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/slack/slacktest"
 )
 
@@ -73,5 +74,36 @@ func TestGroupDMLookupFailures(t *testing.T) {
 	}
 	if msgs := g.h.messages(); len(msgs) != 1 || msgs[0].DM {
 		t.Fatalf("missing scope: %+v", msgs)
+	}
+}
+
+// Where the access rules do not tell a direct message from a chat message,
+// a mention is not looked up: the webhook makes no Web API call, even in a
+// group DM or when conversations.info would fail. Where they do, it is.
+func TestGroupDMLookupOnlyWhereTheRulesTellDMsApart(t *testing.T) {
+	f := newFixture(t, func(_ *Config, o *Options) {
+		o.DMMatters = func(m channels.Message) bool { return m.Chat == "G2" }
+	})
+	f.slack.SetGroupDMs("G1", "G2")
+	f.slack.Fail("conversations.info", slacktest.Failure{Status: 500}, slacktest.Failure{Status: 500}, slacktest.Failure{Status: 500}, slacktest.Failure{Status: 500})
+	if status, _ := f.post(t, EventsPath, mustJSON(t, slacktest.Event("Ev1", slacktest.Mention("G1", "U1", "1.1", "", "hi")))); status != 200 {
+		t.Fatalf("status %d", status)
+	}
+	if n := f.slack.Count("conversations.info"); n != 0 {
+		t.Fatalf("%d conversations.info calls where the rules do not tell DMs apart", n)
+	}
+	msgs := f.h.messages()
+	if len(msgs) != 1 || msgs[0].DM {
+		t.Fatalf("messages %+v", msgs)
+	}
+	if _, ok := msgs[0].Meta[metaMention]; ok {
+		t.Fatalf("the internal mention mark reached the gateway: %+v", msgs[0])
+	}
+	// G2's rules tell DMs apart: the failing lookup asks Slack to retry.
+	if status, _ := f.post(t, EventsPath, mustJSON(t, slacktest.Event("Ev2", slacktest.Mention("G2", "U1", "2.1", "", "hi")))); status < 500 {
+		t.Fatalf("status %d; want a 5xx so that Slack retries", status)
+	}
+	if n := f.slack.Count("conversations.info"); n == 0 {
+		t.Fatal("no conversations.info call where the rules tell DMs apart")
 	}
 }

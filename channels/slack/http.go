@@ -156,15 +156,20 @@ func (a *Adapter) command(ctx context.Context, c slackapi.SlashCommand, h channe
 // the bot does not take part in is dropped, not failed.
 func (a *Adapter) submit(ctx context.Context, h channels.Handler, eventID string, m channels.Message) error {
 	if m.Meta[metaMention] != "" {
-		// A mention does not say whether it came from a group DM, which
-		// the access rules treat as a direct message.
 		delete(m.Meta, metaMention)
-		dm, err := a.isGroupDM(ctx, m.Chat)
-		if err != nil {
-			a.log.Error("could not tell whether a mention came from a group DM; Slack will deliver it again", "event_id", eventID, "err", err)
-			return err
+		// A mention does not say whether it came from a group DM, which
+		// the access rules treat as a direct message. Asking Slack puts a
+		// Web API call on the webhook's path (once per channel), so it is
+		// asked only when the rules in the mention's scope tell the two
+		// apart.
+		if a.opts.DMMatters == nil || a.opts.DMMatters(m) {
+			dm, err := a.isGroupDM(ctx, m.Chat)
+			if err != nil {
+				a.log.Error("could not tell whether a mention came from a group DM; Slack will deliver it again", "event_id", eventID, "err", err)
+				return err
+			}
+			m.DM = dm
 		}
-		m.DM = dm
 	}
 	err := h.Submit(ctx, m)
 	switch {

@@ -95,6 +95,13 @@ type Options struct {
 	// ReconnectWait is the first wait before reopening Socket Mode after
 	// the client gave up, doubling up to a minute (default 1 s).
 	ReconnectWait time.Duration
+	// DMMatters reports whether the access rules tell a direct message
+	// from a chat message in m's scope (channels.Deps.DMMatters). When it
+	// is set and says no, a mention is not looked up with
+	// conversations.info to learn whether it came from a group DM: the
+	// webhook is acknowledged after one Redis script and nothing else.
+	// Nil: every mention's channel is looked up (once per channel).
+	DMMatters func(m channels.Message) bool
 }
 
 // Defaults of Options.

@@ -154,6 +154,21 @@ func TestAccessDMsCoversSlackGroupDMs(t *testing.T) {
 	}
 }
 
+// With access rules that treat a DM like a chat message (the default), a
+// mention is answered without asking Slack whether it came from a group
+// DM: the webhook's path has no Web API call on it.
+func TestSlackMentionNotLookedUpWhereDMsDoNotMatter(t *testing.T) {
+	r := redistest.New(t)
+	model := openaitest.New(t)
+	fake := slacktest.New(t)
+	srv := startSlackServeWith(t, r, model, fake, "")
+	srv.event(t, slacktest.Event("EvC1", slacktest.Mention("C1", "U1", "1700000001.000400", "", "hello channel")), 0)
+	waitPost(t, fake, "C1", "1700000001.000400", "echo: hello channel")
+	if n := fake.Count("conversations.info"); n != 0 {
+		t.Fatalf("%d conversations.info calls; want none when access.dms and access.chats are unset", n)
+	}
+}
+
 // An iLink message with a group_id is a group's, through a real serve:
 // with access.dms: false the sender's DM is refused while the group is
 // answered, in a conversation of the group's own.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/policy"
 )
 
 // openChannels opens the channel of every registered platform whose
@@ -24,6 +25,9 @@ func (a *app) openChannels(ctx context.Context) ([]channels.Channel, error) {
 		Home:       a.cfg.Home,
 		Metrics:    a.metrics,
 		Log:        a.log,
+		DMMatters: func(m channels.Message) bool {
+			return a.policy.Resolve(policy.Scope{Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat}).DMMatters()
+		},
 	}
 	var opened []channels.Channel
 	for _, p := range config.Platforms() {
