@@ -154,7 +154,7 @@ type resourceBody struct {
 // into memory, so the request goes out through a client that hands a
 // successful download's stream here and the SDK an empty body.
 func (a *Adapter) openResource(ctx context.Context, messageID, key, typ string) (*resourceBody, error) {
-	hc := &streamCapture{inner: a.api.HttpClient, suffix: "/resources/" + key}
+	hc := &streamCapture{inner: sameHostOnly(a.api.HttpClient), suffix: "/resources/" + key}
 	cfg := *a.api
 	cfg.HttpClient = hc
 	req := &larkcore.ApiReq{
@@ -201,6 +201,23 @@ func downloadError(typ string, resp *larkcore.ApiResp) error {
 		return fmt.Errorf("feishu: download %s%s: %w", typ, detail, channels.ErrAttachmentForbidden)
 	}
 	return fmt.Errorf("feishu: download %s%s: %w", typ, detail, channels.HTTPStatusError(status))
+}
+
+// sameHostOnly is hc refusing a redirect to another host: a download
+// stays on the Open API's host.
+func sameHostOnly(hc larkcore.HttpClient) larkcore.HttpClient {
+	c, ok := hc.(*http.Client)
+	if !ok {
+		return hc
+	}
+	cp := *c
+	cp.CheckRedirect = func(r *http.Request, via []*http.Request) error {
+		if len(via) >= 3 || !strings.EqualFold(r.URL.Host, via[0].URL.Host) || r.URL.Scheme != via[0].URL.Scheme {
+			return fmt.Errorf("redirect to %q refused", r.URL.Host)
+		}
+		return nil
+	}
+	return &cp
 }
 
 // streamCapture is the HTTP client of one download. The answer to the

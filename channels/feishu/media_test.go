@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/parleyhq/parley/channels"
@@ -141,6 +144,14 @@ func TestFeishuFetchAttachmentRefusals(t *testing.T) {
 	errs = append(errs, err)
 	if err == nil {
 		t.Error("unknown resource fetched")
+	}
+	// A redirect off the Open API's host is not followed.
+	var hits atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1); _, _ = w.Write(pngBytes) }))
+	defer other.Close()
+	f.api.AddResourceRedirect("om_1", "img_moved", other.URL+"/x.png")
+	if _, err := fetchAll(t, f, imageAtt("om_1", "img_moved"), limit); err == nil || hits.Load() != 0 {
+		t.Errorf("redirect off the host: %v, %d requests there", err, hits.Load())
 	}
 	reqs := f.api.ResourceRequests()
 	// Forged ids never become a request.

@@ -53,6 +53,7 @@ var _ channels.AttachmentFetcher = (*Adapter)(nil)
 func (a *Adapter) FetchAttachment(ctx context.Context, m channels.Message, att channels.Attachment, limit int64) (io.ReadCloser, error) {
 	var (
 		u       *url.URL
+		allowed func(*url.URL) bool // where a redirect may lead
 		decrypt func([]byte) ([]byte, error)
 		err     error
 	)
@@ -62,6 +63,7 @@ func (a *Adapter) FetchAttachment(ctx context.Context, m channels.Message, att c
 		if err != nil {
 			return nil, err
 		}
+		allowed = func(r *url.URL) bool { _, err := a.wecomMediaURL(r.String()); return err == nil }
 		key, kerr := wecomMediaKey(att.Meta[attachAESKey])
 		if kerr != nil {
 			return nil, kerr
@@ -72,6 +74,7 @@ func (a *Adapter) FetchAttachment(ctx context.Context, m channels.Message, att c
 		if err != nil {
 			return nil, err
 		}
+		allowed = func(r *url.URL) bool { return r.Scheme == u.Scheme && strings.EqualFold(r.Host, u.Host) }
 		key, kerr := base64.StdEncoding.DecodeString(att.Meta[attachAESKey])
 		if kerr != nil || len(key) != 16 {
 			return nil, errors.New("wechat: iLink media: malformed key")
@@ -80,22 +83,31 @@ func (a *Adapter) FetchAttachment(ctx context.Context, m channels.Message, att c
 	default:
 		return nil, fmt.Errorf("wechat: attachment of unknown transport %q", att.Meta[attachVia])
 	}
-	plain, err := a.download(ctx, u, limit, decrypt)
+	plain, err := a.download(ctx, u, allowed, limit, decrypt)
 	if err != nil {
 		return nil, err
 	}
 	return io.NopCloser(bytes.NewReader(plain)), nil
 }
 
-// download GETs u with the media client and decrypts the body. More than
-// limit+aes.BlockSize*2 bytes of ciphertext (announced or read) is
-// channels.ErrAttachmentTooLarge, and so is a plaintext over limit.
-func (a *Adapter) download(ctx context.Context, u *url.URL, limit int64, decrypt func([]byte) ([]byte, error)) ([]byte, error) {
+// download GETs u with the media client and decrypts the body. A
+// redirect is followed only where allowed says (the platform's own media
+// host). More than limit+aes.BlockSize*2 bytes of ciphertext (announced
+// or read) is channels.ErrAttachmentTooLarge, and so is a plaintext over
+// limit.
+func (a *Adapter) download(ctx context.Context, u *url.URL, allowed func(*url.URL) bool, limit int64, decrypt func([]byte) ([]byte, error)) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("wechat: media request: %w", err)
 	}
-	resp, err := a.opts.MediaHTTP.Do(req)
+	client := *a.opts.MediaHTTP
+	client.CheckRedirect = func(r *http.Request, via []*http.Request) error {
+		if len(via) >= maxMediaRedirects || !allowed(r.URL) {
+			return fmt.Errorf("redirect to %q refused", r.URL.Host)
+		}
+		return nil
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		a.apiError("media_network")
 		return nil, fmt.Errorf("wechat: media download from %s: %w", u.Host, redactURLError(err))
@@ -262,6 +274,9 @@ func (a *Adapter) extraMediaHost(u *url.URL) bool {
 	}
 	return false
 }
+
+// maxMediaRedirects bounds the redirects of one media download.
+const maxMediaRedirects = 3
 
 // mediaTimeout bounds one media download, body included.
 const mediaTimeout = 60 * time.Second

@@ -143,6 +143,19 @@ func TestWeComMediaRefusals(t *testing.T) {
 			t.Errorf("fetched %q", u)
 		}
 	}
+	// A redirect off the media host is not followed; one on it is.
+	elsewhere := wechattest.NewMedia(t)
+	target := elsewhere.Add("/internal", wechattest.EncryptWeCom(screenshot, key), "")
+	if _, err := fetch(a, wecomAtt(media.AddRedirect("/moved", target), key), limit); err == nil {
+		t.Error("followed a redirect off the media host")
+	}
+	if elsewhere.Requests() != 0 {
+		t.Error("the redirect's target was asked")
+	}
+	if got, err := fetch(a, wecomAtt(media.AddRedirect("/moved-here", good), key), limit); err != nil || !bytes.Equal(got, screenshot) {
+		t.Errorf("redirect on the media host: %v", err)
+	}
+	reqs = media.Requests()
 	if _, err := fetch(a, wecomAtt(good, "short"), limit); err == nil {
 		t.Error("malformed key accepted")
 	}

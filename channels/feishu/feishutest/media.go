@@ -30,6 +30,7 @@ type resource struct {
 	data           []byte
 	behaviour      string
 	mime           string
+	location       string // a redirect's target
 }
 
 // media is the fake's resource store and counters.
@@ -59,6 +60,11 @@ func (s *Server) addResource(r resource) {
 		s.media.resources = map[string]resource{}
 	}
 	s.media.resources[r.messageID+"/"+r.key] = r
+}
+
+// AddResourceRedirect makes the resource answer 302 to target.
+func (s *Server) AddResourceRedirect(messageID, key, target string) {
+	s.addResource(resource{messageID: messageID, key: key, location: target})
 }
 
 // ResourceRequests counts resource downloads asked for (refused ones
@@ -107,6 +113,10 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request) {
 	}
 	if !ok || strings.Contains(key, "/") {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"code": 234003, "msg": "File not in msg.", "error": map[string]string{"log_id": "fake-resource-log"}})
+		return
+	}
+	if res.location != "" {
+		http.Redirect(w, r, res.location, http.StatusFound)
 		return
 	}
 	switch res.behaviour {

@@ -39,6 +39,7 @@ type mediaFile struct {
 	body      []byte
 	mime      string
 	behaviour string
+	location  string // a redirect's target
 }
 
 // NewMedia starts the host; it stops at cleanup.
@@ -74,6 +75,14 @@ func (m *Media) AddBehaviour(path, behaviour string) string {
 	defer m.mu.Unlock()
 	p, _, _ := strings.Cut(path, "?")
 	m.files[p] = mediaFile{behaviour: behaviour}
+	return m.srv.URL + path
+}
+
+// AddRedirect makes path answer 302 to target and returns its URL.
+func (m *Media) AddRedirect(path, target string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.files[path] = mediaFile{location: target}
 	return m.srv.URL + path
 }
 
@@ -116,6 +125,10 @@ func (m *Media) serve(w http.ResponseWriter, r *http.Request) {
 	m.mu.Unlock()
 	if !ok || r.Method != http.MethodGet {
 		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	if f.location != "" {
+		http.Redirect(w, r, f.location, http.StatusFound)
 		return
 	}
 	switch f.behaviour {
@@ -223,6 +236,16 @@ func (a *api) AddMediaBehaviour(mediaID, behaviour string) {
 		a.media = map[string]mediaFile{}
 	}
 	a.media[mediaID] = mediaFile{behaviour: behaviour}
+}
+
+// AddMediaRedirect makes media/get of mediaID answer 302 to target.
+func (a *api) AddMediaRedirect(mediaID, target string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.media == nil {
+		a.media = map[string]mediaFile{}
+	}
+	a.media[mediaID] = mediaFile{location: target}
 }
 
 // MediaCalls counts media/get requests.

@@ -97,6 +97,12 @@ func TestMediaGetRefusals(t *testing.T) {
 	if served := fake.MediaBytesServed(); served > 16<<20 {
 		t.Errorf("%d bytes served", served)
 	}
+	// A redirect off the API's host is not followed.
+	elsewhere := wechattest.NewMedia(t)
+	fake.AddMediaRedirect("MOVED", elsewhere.Add("/p.jpg", photo, "image/jpeg"))
+	if err := fetch("MOVED", limit); err == nil || elsewhere.Requests() != 0 {
+		t.Errorf("redirect off the host: %v, %d requests there", err, elsewhere.Requests())
+	}
 	// Another app's conversation, or no media id: no request.
 	calls := fake.MediaCalls()
 	if _, err := rp.ch.FetchAttachment(context.Background(), channels.Message{Workspace: "other"}, channels.Attachment{ID: "SMALL"}, limit); err == nil {

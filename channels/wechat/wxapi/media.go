@@ -55,7 +55,15 @@ func (c *Client) mediaOnce(ctx context.Context, op, token, mediaID string, limit
 	if err != nil {
 		return nil, newTransportError(op, err)
 	}
-	resp, err := c.HTTP.Do(req)
+	client := *c.HTTP
+	client.CheckRedirect = func(r *http.Request, via []*http.Request) error {
+		// The download stays on the API's host.
+		if len(via) >= 3 || !strings.EqualFold(r.URL.Host, via[0].URL.Host) || r.URL.Scheme != via[0].URL.Scheme {
+			return fmt.Errorf("redirect to %q refused", r.URL.Host)
+		}
+		return nil
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.count("network")
