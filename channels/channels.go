@@ -146,8 +146,9 @@ const (
 type ApprovalDecision struct {
 	// ID and Code name the approval (empty for DecisionUnknown).
 	ID, Code string
-	// Tool is the tool's name, escaped like Approval.Args.
-	Tool string
+	// Tool is the tool's name and Args its arguments, as in Approval, so
+	// that the prompt can be shown again with its decision.
+	Tool, Args string
 	// Outcome is one of the Decision constants.
 	Outcome string
 	// Already: the decision in Outcome was made earlier, by By, and this

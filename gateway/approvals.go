@@ -385,7 +385,7 @@ func matches(rec *approval.Record, code string) bool {
 // decision is what became of rec, for an adapter that updates the prompt.
 func decision(out approval.Outcome, rec *approval.Record) *channels.ApprovalDecision {
 	d := &channels.ApprovalDecision{
-		ID: rec.ID, Code: rec.Code, Tool: approval.Args(rec.Tool), Outcome: rec.State,
+		ID: rec.ID, Code: rec.Code, Tool: approval.Args(rec.Tool), Args: approval.Args(rec.Args), Outcome: rec.State,
 		Already: out == approval.Already, By: rec.By, ByName: rec.ByName, At: rec.At, Prompt: rec.Prompt,
 	}
 	if out == approval.TooLate {

@@ -24,14 +24,16 @@ const (
 // Slack gets its answer well within its 3 s.
 const submitTimeout = 2500 * time.Millisecond
 
-// Mount implements channels.HTTPChannel: POST /slack/events and POST
-// /slack/commands, when a signing secret is configured.
+// Mount implements channels.HTTPChannel: POST /slack/events, POST
+// /slack/commands and POST /slack/interactions, when a signing secret is
+// configured.
 func (a *Adapter) Mount(mux *http.ServeMux) {
 	if !a.cfg.SigningSecret.IsSet() {
 		return
 	}
 	mux.HandleFunc("POST "+EventsPath, a.serveEvents)
 	mux.HandleFunc("POST "+CommandsPath, a.serveCommands)
+	mux.HandleFunc("POST "+InteractionsPath, a.serveInteractions) // interactions.go
 }
 
 // reject answers a refused request, counts it by reason and logs it (one

@@ -29,6 +29,9 @@ const TypingReaction = "eyes"
 // (after Retry-After), 5xx and network errors, up to Options.MaxAttempts
 // tries.
 func (a *Adapter) Send(ctx context.Context, m channels.Message, r channels.Reply) error {
+	if r.Approval != nil || r.Decided != nil {
+		return a.sendApproval(ctx, m, r) // approval.go
+	}
 	chunks := a.Parts(m, r)
 	for i, chunk := range chunks {
 		method, opts := postOptions(m, chunk)

@@ -120,7 +120,7 @@ func (a *Adapter) socketEvent(ctx context.Context, sm *socketmode.Client, h chan
 		a.ack(ctx, sm, evt.Request.EnvelopeID, payload)
 	case socketmode.EventTypeInteractive:
 		if evt.Request != nil {
-			a.ack(ctx, sm, evt.Request.EnvelopeID, nil)
+			a.socketInteraction(ctx, sm, h, evt.Request) // interactions.go
 		}
 	case socketmode.EventTypeErrorBadMessage:
 		// An event slack-go cannot parse (an event type it does not know):

@@ -48,6 +48,11 @@ type Post struct {
 	// with ResponseType (ephemeral, in_channel).
 	ResponseURL  string
 	ResponseType string
+	// Blocks is the post's Block Kit blocks as sent (JSON), if any;
+	// ReplaceOriginal marks a response_url post that replaces the message
+	// it answers (interactive.go).
+	Blocks          string
+	ReplaceOriginal bool
 }
 
 // Reaction is one reactions.add or reactions.remove call.
@@ -77,6 +82,7 @@ type Server struct {
 	mu        sync.Mutex
 	calls     []string // methods in arrival order
 	posts     []Post
+	updates   []Update
 	reactions []Reaction
 	failures  map[string][]Failure
 	nextTS    int
@@ -252,6 +258,9 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"ok": false, "error": fail.Error})
 		return
 	}
+	if s.blocks(w, method, params) { // interactive.go
+		return
+	}
 	switch method {
 	case "auth.test":
 		writeJSON(w, map[string]any{"ok": true, "url": "https://parley.slack.com/", "team": "Parley", "user": "parley",
@@ -293,9 +302,11 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) response(w http.ResponseWriter, r *http.Request) {
 	var msg struct {
-		Text         string `json:"text"`
-		ResponseType string `json:"response_type"`
-		ThreadTS     string `json:"thread_ts"`
+		Text            string          `json:"text"`
+		ResponseType    string          `json:"response_type"`
+		ThreadTS        string          `json:"thread_ts"`
+		Blocks          json.RawMessage `json:"blocks"`
+		ReplaceOriginal bool            `json:"replace_original"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&msg); err != nil {
 		http.Error(w, "invalid_payload", http.StatusBadRequest)
@@ -303,7 +314,8 @@ func (s *Server) response(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.calls = append(s.calls, "response_url")
-	s.posts = append(s.posts, Post{Text: msg.Text, ThreadTS: msg.ThreadTS, ResponseURL: r.URL.Path, ResponseType: msg.ResponseType})
+	s.posts = append(s.posts, Post{Text: msg.Text, ThreadTS: msg.ThreadTS, ResponseURL: r.URL.Path, ResponseType: msg.ResponseType,
+		Blocks: blocksOf(msg.Blocks), ReplaceOriginal: msg.ReplaceOriginal})
 	s.mu.Unlock()
 	writeJSON(w, map[string]any{"ok": true})
 }
