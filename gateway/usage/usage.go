@@ -4,7 +4,7 @@
 //
 // Each hour of UTC time is one hash, PREFIX usage:{YYYY-MM-DDTHH}, that
 // expires Retention after its hour: retention is bounded whatever the
-// traffic. A turn is one pipeline of HINCRBYs and an EXPIRE on one key (the
+// traffic. A turn is one script of HINCRBYs and an EXPIREAT on one key (the
 // hash tag is the hour), so it runs on one slot in Redis Cluster; a report
 // reads one hash per hour of its window, each on its own slot.
 //
@@ -88,6 +88,17 @@ func (s *Store) key(t time.Time) string {
 	return s.prefix + "usage:{" + t.UTC().Format(hourLayout) + "}"
 }
 
+// recordScript adds a turn's counts to an hour's hash in one step.
+// KEYS: the hash. ARGV: field, increment, field, increment, …, and last
+// the hash's expiry (Unix seconds).
+var recordScript = redis.NewScript(`
+for i = 1, #ARGV - 1, 2 do
+  redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i+1])
+end
+redis.call('EXPIREAT', KEYS[1], ARGV[#ARGV])
+return 1
+`)
+
 func field(parts ...string) string {
 	b, _ := json.Marshal(parts) // strings always encode
 	return string(b)
@@ -111,20 +122,24 @@ func (s *Store) Record(ctx context.Context, t Turn) error {
 		kind string
 		n    int
 	}{{kindPrompt, t.Prompt}, {kindCompletion, t.Completion}, {kindCached, t.Cached}, {kindTurns, 1}}
-	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		for _, g := range groups {
-			for _, c := range counts {
-				if c.n > 0 {
-					p.HIncrBy(ctx, key, field(append(g, c.kind)...), int64(c.n))
-				}
+	// One script rather than a MULTI of a dozen commands: a turn's
+	// recording cost the gateway as much CPU as its model call.
+	args := make([]any, 0, 2*len(groups)*len(counts)+1)
+	for _, g := range groups {
+		// field(g..., kind) is g's array with the kind added before
+		// the closing bracket; the kinds are plain ASCII.
+		open := field(g...)
+		open = open[:len(open)-1] + `,"`
+		for _, c := range counts {
+			if c.n > 0 {
+				args = append(args, open+c.kind+`"]`, c.n)
 			}
 		}
-		// The hour's end plus the retention: the last write sets it.
-		hour := now.UTC().Truncate(time.Hour)
-		p.ExpireAt(ctx, key, hour.Add(time.Hour+Retention))
-		return nil
-	})
-	if err != nil {
+	}
+	// The hour's end plus the retention: the last write sets it.
+	hour := now.UTC().Truncate(time.Hour)
+	args = append(args, hour.Add(time.Hour+Retention).Unix())
+	if err := recordScript.Run(ctx, s.client, []string{key}, args...).Err(); err != nil {
 		return fmt.Errorf("usage: record a turn: %w", err)
 	}
 	return nil

@@ -2,6 +2,7 @@ package usage
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -148,10 +149,21 @@ func TestUsageOnTheEmbeddedStore(t *testing.T) {
 func TestUsageIdsCannotForgeRows(t *testing.T) {
 	r := redistest.New(t)
 	s := New(r.Client, r.Prefix)
+	now := time.Now()
+	s.now = func() time.Time { return now } // one hour's hash, read below
 	ctx := context.Background()
 	for _, u := range []string{`U1","prompt`, `U1"]`, "U1\x00", "U1"} {
 		if err := s.Record(ctx, Turn{Channel: "slack", Workspace: "T1", Chat: "C1", User: u, Model: "default", Prompt: 10, Completion: 1}); err != nil {
 			t.Fatal(err)
+		}
+	}
+	fields, err := r.Client.HKeys(ctx, s.key(now)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{`U1","prompt`, `U1"]`, "U1\x00", "U1"} {
+		if want := field(ByUser, "slack", "T1", u, kindPrompt); !slices.Contains(fields, want) {
+			t.Errorf("no field %s among %q", want, fields)
 		}
 	}
 	rep, err := s.Read(ctx, time.Hour, ByUser)
@@ -164,6 +176,21 @@ func TestUsageIdsCannotForgeRows(t *testing.T) {
 	for _, row := range rep.Rows {
 		if row.Prompt != 10 || row.Turns != 1 {
 			t.Errorf("row %+v, want 10 prompt tokens in one turn", row)
+		}
+	}
+}
+
+// BenchmarkRecord is one turn's recording on a real Redis: the CPU and
+// allocations a turn pays for the usage report.
+func BenchmarkRecord(b *testing.B) {
+	r := redistest.New(b)
+	s := New(r.Client, r.Prefix)
+	ctx := context.Background()
+	t := Turn{Channel: "slack", Workspace: "T1", Chat: "C1", User: "U1", Model: "default", Prompt: 1200, Completion: 80, Cached: 1000}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.Record(ctx, t); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
