@@ -319,3 +319,56 @@ func TestDecisionUpdatesThePrompt(t *testing.T) {
 		t.Errorf("typed decision answered %+v", last)
 	}
 }
+
+// TestEphemeralAndDMPrompts: a slash command's prompt is ephemeral (posted
+// to its response_url, no reference kept); a click on it belongs to the
+// clicker's slash conversation and the decision replaces it through the
+// click's response_url. A click on a DM prompt belongs to the DM.
+func TestEphemeralAndDMPrompts(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	slash := channels.Message{Channel: Name, Workspace: slacktest.TeamID, Chat: "C1", Thread: "slash:U1", User: "U1",
+		Meta: map[string]string{MetaResponseURL: f.slack.ResponseURL("cmd")}}
+	ref, err := f.a.SendPrompt(ctx, slash, promptReply())
+	if err != nil || ref != nil {
+		t.Fatalf("SendPrompt = %v, %v", ref, err)
+	}
+	p := f.slack.Posts()[0]
+	if p.ResponseType != "ephemeral" || !strings.Contains(p.Blocks, ActionApprove) {
+		t.Fatalf("slash prompt %+v", p)
+	}
+	p.Channel, p.TS = "C1", "1800000000.000009" // as Slack shows it to the clicker
+	payload := slacktest.Click(p, "U1", "ann", ActionApprove, "APPROVALID7", f.slack.ResponseURL("eph"))
+	payload["container"].(map[string]any)["is_ephemeral"] = true
+	b, _ := json.Marshal(payload)
+	var cb slackapi.InteractionCallback
+	if err := json.Unmarshal(b, &cb); err != nil {
+		t.Fatal(err)
+	}
+	m, ok, why := f.a.click(cb)
+	if !ok || m.ConversationKey() != slash.ConversationKey() {
+		t.Fatalf("ephemeral click: %v %s %+v", ok, why, m)
+	}
+	d := &channels.ApprovalDecision{ID: "APPROVALID7", Tool: "t", Args: "{}", Outcome: channels.DecisionApproved, By: "U1", At: time.Now()}
+	if err := f.a.Send(ctx, m, channels.Reply{Notice: true, Text: "Approved", Decided: d}); err != nil {
+		t.Fatal(err)
+	}
+	last := f.slack.Posts()[len(f.slack.Posts())-1]
+	if last.ResponseURL != "/response/eph" || !last.ReplaceOriginal || !strings.Contains(last.Blocks, "Approved") || strings.Contains(last.Blocks, ActionApprove) {
+		t.Errorf("the ephemeral prompt was not replaced: %+v", last)
+	}
+	if len(f.slack.Posts()) != 2 || len(f.slack.Updates()) != 0 {
+		t.Errorf("posts %+v updates %+v", f.slack.Posts(), f.slack.Updates())
+	}
+
+	dm := slacktest.Click(slacktest.Post{Channel: "D1", TS: "1800000000.000010"}, "U1", "ann", ActionDeny, "APPROVALID7", "")
+	b, _ = json.Marshal(dm)
+	cb = slackapi.InteractionCallback{}
+	if err := json.Unmarshal(b, &cb); err != nil {
+		t.Fatal(err)
+	}
+	m, ok, _ = f.a.click(cb)
+	if !ok || !m.DM || m.Chat != "D1" || m.Thread != "" || m.Text != "/deny APPROVALID7" {
+		t.Errorf("DM click %+v", m)
+	}
+}
