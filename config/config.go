@@ -45,6 +45,7 @@ type Config struct {
 	Skills   Skills                 `yaml:"skills"`
 	Policies Policies               `yaml:"policies"`
 	Admin    Admin                  `yaml:"admin"`
+	Media    Media                  `yaml:"media"`
 
 	// Tools holds the section of every registered tool section, by name
 	// (see Tool and RegisterToolSection). In the file each is a key under
@@ -233,6 +234,7 @@ func Default() Config {
 			IdleTimeout:         DefaultIdleTimeout,
 			MaxConcurrentBodies: DefaultMaxConcurrentBodies,
 		},
+		Media: DefaultMedia(),
 		Sessions: Sessions{
 			HistoryTTL:      DefaultHistoryTTL,
 			MaxMessages:     DefaultMaxMessages,
@@ -415,6 +417,10 @@ func (c Config) problems() []string {
 		{"sessions.keep_rounds", c.Sessions.KeepRounds},
 		{"gateway.workers", c.Gateway.Workers},
 		{"skills.body_budget", c.Skills.BodyBudget},
+		{"media.max_image_pixels", int(min(c.Media.MaxImagePixels, 1<<30))},
+		{"media.max_image_bytes", int(min(c.Media.MaxImageBytes, 1<<40))},
+		{"media.max_download_bytes", int(min(c.Media.MaxDownloadBytes, 1<<40))},
+		{"media.max_text_bytes", int(min(c.Media.MaxTextBytes, 1<<40))},
 	}
 	for _, p := range positive {
 		if p.v <= 0 {
@@ -423,6 +429,12 @@ func (c Config) problems() []string {
 	}
 	if c.Model.MaxRetries < 0 {
 		bad("model.max_retries", "must not be negative")
+	}
+	if c.Media.MaxImages < 0 {
+		bad("media.max_images", "must not be negative")
+	}
+	if c.Media.ResendRounds < 0 {
+		bad("media.resend_rounds", "must not be negative")
 	}
 	durations := []struct {
 		key string
