@@ -1,9 +1,12 @@
-// Package slack is the Slack channel: the Events API and slash commands over
-// HTTP (POST /slack/events, POST /slack/commands, signed with the app's
-// signing secret) and Socket Mode (an outbound WebSocket opened with the
-// app-level token). Either transport turns Slack events into
-// channels.Message values for the gateway; replies go back with
-// chat.postMessage into the thread they belong to.
+// Package slack is the Slack channel: the Events API, slash commands and
+// interactivity over HTTP (POST /slack/events, POST /slack/commands, POST
+// /slack/interactions, signed with the app's signing secret) and Socket
+// Mode (an outbound WebSocket opened with the app-level token). Either
+// transport turns Slack events into channels.Message values for the
+// gateway; replies go back with chat.postMessage into the thread they
+// belong to. Approval prompts carry Approve and Deny buttons, and a click
+// is submitted as the command it stands for (approval.go,
+// interactions.go).
 //
 // Conversations: an app_mention starts or continues the conversation of
 // its thread (thread_ts, or the message's own ts when it is top-level), and

@@ -283,3 +283,26 @@ func TestSlackApprovalButtonsAcrossReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestSlackApprovalButtonsOverSocketMode: the same over Socket Mode: the
+// mention and the click come over the connection, the click's envelope is
+// acked, the reference is written once and the prompt updated.
+func TestSlackApprovalButtonsOverSocketMode(t *testing.T) {
+	c := approvalCluster(t)
+	rp := c.start(t, "SLACK_APP_TOKEN="+slacktest.AppToken)
+	slacktest.WaitFor(t, "a Socket Mode connection", 60*time.Second, func() bool { return c.slack.Connections() > 0 })
+	const root = "1700000500.000001"
+	if err := c.slack.SendEvent("env-mention", slacktest.Event("EvSock", slacktest.Mention("C1", "U1", root, "", "remember over-socket"))); err != nil {
+		t.Fatal(err)
+	}
+	p, id := c.prompt(t, "C1", root)
+	if err := c.slack.SendInteractive("env-click", slacktest.Click(p, "U1", "ann", "parley_approve", id, c.slack.ResponseURL("sock"))); err != nil {
+		t.Fatal(err)
+	}
+	slacktest.WaitFor(t, "the click acked", 60*time.Second, func() bool { return c.slack.Acked("env-click") })
+	c.updatedWith(t, p, "Approved")
+	waitPost(t, c.slack, "C1", root, "saved it")
+	if got := strings.Count(c.saved(), "over-socket"); got != 1 {
+		t.Fatalf("the reference holds over-socket %d times: %q\n%s", got, c.saved(), rp.stderr.String())
+	}
+}
