@@ -199,18 +199,37 @@ func (a *Adapter) Posts(_ channels.Message, text string) int {
 }
 
 func (a *Adapter) sendChunk(ctx context.Context, m channels.Message, i int, chunk string) error {
+	_, err := a.postChunk(ctx, a.calls, true, m, i, chunk)
+	return err
+}
+
+// postChunk sends part i of an answer as a card, or as plain text where
+// the card is refused, with calls (its tries); paced waits for the chat's
+// rate on this replica (the outbox paces its posts itself). It returns
+// the id of the message made.
+func (a *Adapter) postChunk(ctx context.Context, calls *retry.Retrier, paced bool, m channels.Message, i int, chunk string) (string, error) {
 	card, err := json.Marshal(cardFor(chunk))
 	if err != nil {
-		return err
+		return "", err
 	}
-	err = a.post(ctx, m, "interactive", string(card), sendUUID(m, i, "card", chunk))
+	if paced {
+		if err := a.limiter.wait(ctx, m.Chat); err != nil {
+			return "", err
+		}
+	}
+	id, err := a.postWith(ctx, calls, m, "interactive", string(card), sendUUID(m, i, "card", chunk))
 	var apiErr *APIError
 	if err == nil || !errors.As(err, &apiErr) || apiErr.Retryable() {
-		return err
+		return id, err
 	}
 	a.log.Warn("card refused; sending plain text instead", "code", apiErr.Code, "msg", apiErr.Msg, "log_id", apiErr.LogID)
 	text, _ := json.Marshal(map[string]string{"text": chunk})
-	return a.post(ctx, m, "text", string(text), sendUUID(m, i, "text", chunk))
+	if paced {
+		if err := a.limiter.wait(ctx, m.Chat); err != nil {
+			return "", err
+		}
+	}
+	return a.postWith(ctx, calls, m, "text", string(text), sendUUID(m, i, "text", chunk))
 }
 
 // post sends one message, within the chat's rate, with the adapter's

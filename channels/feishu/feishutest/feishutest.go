@@ -137,6 +137,13 @@ func (s *Server) Fail(op string, f ...Failure) {
 	s.fail[op] = append(s.fail[op], f...)
 }
 
+// Heal drops the failures still scripted for op.
+func (s *Server) Heal(op string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.fail, op)
+}
+
 // Attempts is the number of message calls of op (reply or create) the
 // fake received, failed ones included.
 func (s *Server) Attempts(op string) int {
