@@ -33,6 +33,7 @@ import (
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway/approval"
+	"github.com/parleyhq/parley/gateway/media"
 	"github.com/parleyhq/parley/gateway/outbox"
 	"github.com/parleyhq/parley/gateway/quota"
 	"github.com/parleyhq/parley/gateway/usage"
@@ -97,6 +98,9 @@ type Config struct {
 	// Tracer traces each message (receive, queue, turn and its steps);
 	// the zero value traces nothing.
 	Tracer tracing.Tracer
+	// Media reads the images and files of messages within the media:
+	// limits; nil: the defaults.
+	Media *media.Preparer
 }
 
 // Gateway is the router. Create it with New, register channels, then Start.
@@ -179,6 +183,9 @@ func (c Config) withDefaults() Config {
 // private registry; log nil discards.
 func New(cfg Config, store sessions.Store, a Responder, m *metrics.Metrics, log *slog.Logger) *Gateway {
 	cfg = cfg.withDefaults()
+	if cfg.Media == nil {
+		cfg.Media = media.New(config.DefaultMedia())
+	}
 	if m == nil {
 		m = metrics.New()
 	}

@@ -265,7 +265,7 @@ func (g *Gateway) handle(ctx context.Context, c *sessions.Claim, m channels.Mess
 		}
 		return result{reply: &channels.Reply{Text: reply, Notice: true}}, nil
 	}
-	if text == "" {
+	if text == "" && len(m.Attachments) == 0 {
 		if g.awaited(m.Channel) {
 			return result{reply: &channels.Reply{Notice: true, Failed: true, Text: blankReply}}, nil
 		}
@@ -337,6 +337,13 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 			set.Used(name)
 		}
 	}
+	tm, err := g.media(ctx, c.Lock.Conversation(), m, eff, history)
+	if err != nil {
+		return r, err
+	}
+	if tm.text != "" {
+		text = strings.TrimSpace(text + "\n\n" + tm.text)
+	}
 	index, omitted := set.Index()
 	if len(omitted) > 0 {
 		g.log.DebugContext(ctx, "skills left out of the index; find_skills still reaches them", "omitted", omitted)
@@ -357,6 +364,8 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 		Events:  live.events(),
 		Model:   eff.ModelKey(),
 		Approve: g.approveFunc(eff),
+
+		Attachments: tm.refs, Images: tm.images, HistoryImages: tm.history,
 	})
 	if err != nil {
 		g.observe(ctx, r, metrics.OutcomeError)
@@ -364,7 +373,11 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 	}
 	r.live = live
 	handedOver = true // finish (or the pause) clears the indicator and ends the live reply
-	return g.ran(ctx, m, eff, r, res), nil
+	r = g.ran(ctx, m, eff, r, res)
+	if r.reply != nil {
+		r.reply.Text = withNotes(r.reply.Text, tm.notes)
+	}
+	return r, nil
 }
 
 // itemID names a queued item by its content.

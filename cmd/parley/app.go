@@ -17,6 +17,7 @@ import (
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway"
 	"github.com/parleyhq/parley/gateway/approval"
+	"github.com/parleyhq/parley/gateway/media"
 	"github.com/parleyhq/parley/gateway/outbox"
 	"github.com/parleyhq/parley/gateway/quota"
 	tokenusage "github.com/parleyhq/parley/gateway/usage"
@@ -283,6 +284,7 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 		// Approvals live under each conversation's keys, beside its lock.
 		Approvals: approval.New(a.store.Client(), a.store.Key),
 		Tracer:    tracer,
+		Media:     media.New(cfg.Media),
 	}, a.store, a.agent, m, log)
 	// Shutdown drains running turns until its context ends, then cancels
 	// the rest; queued messages stay for the next replica.
