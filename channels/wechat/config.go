@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/parleyhq/parley/channels"
@@ -26,6 +27,10 @@ type Config struct {
 	WeComBotID   string        `yaml:"wecom_bot_id"`     // WECOM_BOT_ID; empty turns WeCom off
 	WeComSecret  config.Secret `yaml:"wecom_bot_secret"` // WECOM_BOT_SECRET
 	WeComWSURL   string        `yaml:"wecom_ws_url"`     // WECOM_WS_URL
+	// WeComMediaHosts are further scheme://host[:port] that WeCom image
+	// and file addresses may name besides WeCom's own media bucket (a
+	// proxy in front of it).
+	WeComMediaHosts []string `yaml:"wecom_media_hosts"`
 	// ChunkChars is the size of one message of a split answer, in
 	// characters; phones read short messages better than one wall of text.
 	ChunkChars int `yaml:"chunk_chars"`
@@ -109,6 +114,11 @@ func (c *Config) Validate() error {
 	var errs []error
 	if c.ChunkChars <= 0 {
 		errs = append(errs, fmt.Errorf("chunk_chars: must be greater than 0, got %d", c.ChunkChars))
+	}
+	for _, h := range c.WeComMediaHosts {
+		if u, err := url.Parse(h); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
+			errs = append(errs, fmt.Errorf("wecom_media_hosts: %q is not scheme://host[:port]", h))
+		}
 	}
 	if c.Enabled() && (c.WeComBotID == "" || !c.WeComSecret.IsSet()) {
 		errs = append(errs, errors.New("wecom_bot_id: set both WECOM_BOT_ID and WECOM_BOT_SECRET (or neither)"))

@@ -265,9 +265,9 @@ func (a *Adapter) ilinkMediaURL(param string) (*url.URL, error) {
 }
 
 // extraMediaHost reports whether u's scheme://host is one of
-// Options.MediaHosts.
+// wecom_media_hosts or Options.MediaHosts.
 func (a *Adapter) extraMediaHost(u *url.URL) bool {
-	for _, h := range a.opts.MediaHosts {
+	for _, h := range append(a.cfg.WeComMediaHosts[:len(a.cfg.WeComMediaHosts):len(a.cfg.WeComMediaHosts)], a.opts.MediaHosts...) {
 		if strings.EqualFold(h, u.Scheme+"://"+u.Host) {
 			return true
 		}

@@ -213,3 +213,32 @@ func TestILinkMediaParsedAndDownloaded(t *testing.T) {
 		}
 	}
 }
+
+// wecom_media_hosts adds hosts WeCom media may come from; anything but
+// scheme://host[:port] is refused at load.
+func TestWeComMediaHostsConfig(t *testing.T) {
+	for _, bad := range []string{"ftp://media", "https://media/path", "media.example", "https://u:p@media", "https://media?x=1"} {
+		c := DefaultConfig()
+		c.WeComMediaHosts = []string{bad}
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "wecom_media_hosts") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+	r := redistest.New(t)
+	cfg := testConfig(r, "A")
+	cfg.WeComBotID, cfg.WeComSecret = "b", "s"
+	cfg.WeComMediaHosts = []string{"https://media-proxy.internal:8443"}
+	if c := cfg.Config.withDefaults(); c.Validate() != nil {
+		t.Fatal(c.Validate())
+	}
+	a, err := cfg.new()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.wecomMediaURL("https://media-proxy.internal:8443/img/1"); err != nil {
+		t.Errorf("configured host refused: %v", err)
+	}
+	if _, err := a.wecomMediaURL("http://media-proxy.internal:8443/img/1"); err == nil {
+		t.Error("configured host over another scheme accepted")
+	}
+}
