@@ -62,8 +62,8 @@ func (g *Gateway) answer(ctx context.Context, c *sessions.Claim, m channels.Mess
 // pausedOn returns the decided approval of the message c claimed, marking
 // one nobody decided in time expired; nil when the message did not pause.
 func (g *Gateway) pausedOn(ctx context.Context, c *sessions.Claim, m channels.Message) (*approval.Record, error) {
-	if g.cfg.Approvals == nil {
-		return nil, nil
+	if g.cfg.Approvals == nil || !c.Approval {
+		return nil, nil // the claim saw no approval record
 	}
 	conv := c.Lock.Conversation()
 	rec, err := g.cfg.Approvals.Get(ctx, conv)

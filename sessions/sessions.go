@@ -142,6 +142,12 @@ type Claim struct {
 	History History
 	// Queued counts the messages waiting, Item included.
 	Queued int64
+	// Approval: the conversation's "approval" part (Key(conv,
+	// "approval"), where a turn paused for an approval keeps its record)
+	// exists. It is read with the claim so that a turn that did not pause
+	// costs no round trip to find that out; under the lock, no record can
+	// appear before the turn looks.
+	Approval bool
 }
 
 // Completion is what Complete reports.

@@ -15,9 +15,9 @@ import (
 // rather than as a list, so that the reply costs the client the same few
 // allocations at any length.
 //
-// KEYS: lock, inbox, history. ARGV: token, lock TTL ms.
+// KEYS: lock, inbox, history, approval. ARGV: token, lock TTL ms.
 // Returns {0} (nothing queued), {-1, lock PTTL ms} (held by another), or
-// {1, oldest message, framed history, messages queued}.
+// {1, oldest message, framed history, messages queued, approval exists}.
 var claimScript = redis.NewScript(`
 local head = redis.call('LINDEX', KEYS[2], 0)
 if not head then return {0} end
@@ -30,7 +30,7 @@ for i = 1, #h do
   framed[2*i-1] = #h[i] .. ':'
   framed[2*i] = h[i]
 end
-return {1, head, table.concat(framed), redis.call('LLEN', KEYS[2])}
+return {1, head, table.concat(framed), redis.call('LLEN', KEYS[2]), redis.call('EXISTS', KEYS[4])}
 `)
 
 // Claim implements Store.
@@ -40,7 +40,7 @@ func (s *RedisStore) Claim(ctx context.Context, conv string) (*Claim, error) {
 		return nil, err
 	}
 	sent := time.Now()
-	res, err := claimScript.Run(ctx, s.client, []string{s.key(conv, "lock"), s.key(conv, "inbox"), s.key(conv, "history")},
+	res, err := claimScript.Run(ctx, s.client, []string{s.key(conv, "lock"), s.key(conv, "inbox"), s.key(conv, "history"), s.key(conv, "approval")},
 		token, s.opts.LockTTL.Milliseconds()).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("sessions: claim: %w", err)
@@ -56,19 +56,20 @@ func (s *RedisStore) Claim(ctx context.Context, conv string) (*Claim, error) {
 			expires = s.opts.LockTTL
 		}
 		return nil, &LockedError{Expires: expires}
-	case status != 1 || len(res) != 4:
+	case status != 1 || len(res) != 5:
 		return nil, fmt.Errorf("sessions: claim: unexpected reply %v", res)
 	}
 	item, _ := res[1].(string)
 	blob, _ := res[2].(string)
 	queued, _ := res[3].(int64)
+	approval, _ := res[4].(int64)
 	history, err := parseFramed(blob)
 	if err != nil {
 		// The lock was taken for nothing: give it back at once.
 		_ = releaseScript.Run(context.WithoutCancel(ctx), s.client, []string{s.key(conv, "lock")}, token).Err()
 		return nil, err
 	}
-	return &Claim{Lock: s.held(ctx, conv, token, sent), Item: []byte(item), History: history, Queued: queued}, nil
+	return &Claim{Lock: s.held(ctx, conv, token, sent), Item: []byte(item), History: history, Queued: queued, Approval: approval == 1}, nil
 }
 
 // completeScript ends a turn in one round trip, and only while the caller

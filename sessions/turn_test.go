@@ -82,6 +82,26 @@ func TestClaimTellsWhenAnotherHolderHasTheConversation(t *testing.T) {
 	}
 }
 
+// A claim says whether the conversation keeps an approval record, so that
+// a turn that never paused makes no round trip to learn it.
+func TestClaimSaysWhetherAnApprovalIsKept(t *testing.T) {
+	ctx := context.Background()
+	s, r := newStore(t, sessions.Options{})
+	conv := "console:::approval"
+	accept(t, s, conv, sessions.Arrival{Item: []byte("x")})
+	if c := claim(t, s, conv); c.Approval {
+		t.Fatal("Approval set with no record")
+	} else if err := c.Lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Client.HSet(ctx, s.Key(conv, "approval"), "state", "pending").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if c := claim(t, s, conv); !c.Approval {
+		t.Fatal("Approval not set with a record")
+	}
+}
+
 // TestClaimReadsTheHistoryWhole: the framed reply survives entries holding
 // digits, colons, quotes, newlines and multi-byte text, at the length cap.
 func TestClaimReadsTheHistoryWhole(t *testing.T) {
