@@ -34,8 +34,15 @@ type slackReplica struct {
 }
 
 // newSlackReplica paces Slack's chats at 100 posts a second, unless
-// paced asks for Slack's own pace.
+// paced asks for Slack's own pace. Its answers are posted when complete
+// (no live reply), through the outbox path these tests are about.
 func newSlackReplica(t *testing.T, r *redistest.Redis, model *openaitest.Server, fake *slacktest.Server, paced ...bool) *slackReplica {
+	t.Helper()
+	return newSlackReplicaWith(t, r, model, fake, len(paced) > 0 && paced[0], false)
+}
+
+// newSlackReplicaWith is newSlackReplica, with live replies when live.
+func newSlackReplicaWith(t *testing.T, r *redistest.Redis, model *openaitest.Server, fake *slacktest.Server, paced, live bool) *slackReplica {
 	t.Helper()
 	m := metrics.New()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -44,12 +51,12 @@ func newSlackReplica(t *testing.T, r *redistest.Redis, model *openaitest.Server,
 		agent.NewClient(model.URL(), "sk-test", nil), agent.NewRegistry(), m, log)
 	cfg := outbox.Config{Lease: 2 * time.Second, Poll: 20 * time.Millisecond, MinWait: 20 * time.Millisecond, MaxWait: 100 * time.Millisecond,
 		Pace: map[string]channels.Pace{slack.Name: {Every: 10 * time.Millisecond}}}
-	if len(paced) > 0 && paced[0] {
+	if paced {
 		cfg.Pace = nil
 	}
 	ob := outbox.New(r.Client, r.Prefix, cfg, m, log)
 	gw := gateway.New(gateway.Config{Outbox: ob}, store, a, m, log)
-	ad, err := slack.New(slack.Config{BotToken: slacktest.BotToken, APIURL: fake.APIURL()}, slack.Options{RetryWait: 5 * time.Millisecond}, m, log)
+	ad, err := slack.New(slack.Config{BotToken: slacktest.BotToken, APIURL: fake.APIURL()}, slack.Options{RetryWait: 5 * time.Millisecond, NoLiveReplies: !live, UpdateEvery: 20 * time.Millisecond}, m, log)
 	if err != nil {
 		t.Fatal(err)
 	}

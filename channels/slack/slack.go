@@ -105,6 +105,18 @@ type Options struct {
 	// webhook is acknowledged after one Redis script and nothing else.
 	// Nil: every mention's channel is looked up (once per channel).
 	DMMatters func(m channels.Message) bool
+
+	// NoLiveReplies turns live replies off: every answer is posted when
+	// complete, through the gateway's delivery (as for a workspace that
+	// refuses both streaming and edits).
+	NoLiveReplies bool
+	// UpdateEvery is the least time between two edits of a live reply
+	// shown as one edited message (default 1 s: Slack's pace for one
+	// channel).
+	UpdateEvery time.Duration
+	// AppendEvery is the least time between two appends to a streamed
+	// reply; text that comes sooner is sent with the next (default 300 ms).
+	AppendEvery time.Duration
 }
 
 // Defaults of Options.
@@ -136,6 +148,12 @@ func (o Options) withDefaults() Options {
 	if o.ReconnectWait <= 0 {
 		o.ReconnectWait = DefaultReconnectWait
 	}
+	if o.UpdateEvery <= 0 {
+		o.UpdateEvery = DefaultUpdateEvery
+	}
+	if o.AppendEvery <= 0 {
+		o.AppendEvery = DefaultAppendEvery
+	}
 	return o
 }
 
@@ -155,6 +173,11 @@ type Adapter struct {
 	handler   channels.Handler // from Run, when opts.Handler is nil
 
 	groupDMs groupDMs // channels known to be group DMs, or not
+	// modes is how each workspace shows live replies, when it refused
+	// the richer ways (absent: stream); noStatus the workspaces that
+	// refused assistant.threads.setStatus. Kept in this process only.
+	modes    map[string]replyMode
+	noStatus map[string]bool
 	// refusals keeps refused requests from flooding the log.
 	refusals *logthrottle.Throttle
 
@@ -170,6 +193,7 @@ var (
 	_ channels.HTTPChannel = (*Adapter)(nil)
 	_ channels.Health      = (*Adapter)(nil)
 	_ channels.Poster      = (*Adapter)(nil)
+	_ channels.Streamer    = (*Adapter)(nil)
 )
 
 // New returns an adapter for cfg; it makes no network call. m nil counts

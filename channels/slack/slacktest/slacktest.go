@@ -1,5 +1,7 @@
 // Package slacktest is a fake Slack for tests: a Web API (auth.test,
-// chat.postMessage, reactions.add/remove, apps.connections.open), a
+// chat.postMessage, reactions.add/remove, apps.connections.open, and the
+// methods of a live reply: chat.startStream/appendStream/stopStream,
+// chat.update, chat.delete, assistant.threads.setStatus; see live.go), a
 // response_url endpoint for slash command answers, and a Socket Mode
 // WebSocket endpoint, all on one httptest server. Point the adapter at
 // APIURL(); every call is recorded, failures can be scripted, and signed
@@ -90,7 +92,10 @@ type Server struct {
 	opened    int // apps.connections.open calls
 	acks      []json.RawMessage
 	closed    bool
-	groupDMs  map[string]bool // channel ids conversations.info calls is_mpim
+	groupDMs  map[string]bool   // channel ids conversations.info calls is_mpim
+	refused   map[string]string // method → the error every call of it gets
+	messages  []*Msg            // every message made, in order (live.go)
+	log       []Call            // the calls of a live reply's methods (live.go)
 }
 
 type wsConn struct {
@@ -140,12 +145,26 @@ func (s *Server) Fail(method string, f ...Failure) {
 	s.failures[method] = append(s.failures[method], f...)
 }
 
-// Heal drops the failures still scripted for method: the platform has
-// recovered.
+// Heal drops the failures still scripted for method, and its refusal:
+// the platform has recovered.
 func (s *Server) Heal(method string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.failures, method)
+	delete(s.refused, method)
+}
+
+// Refuse makes every call of method, from now until Heal, answer ok:false
+// with code (unknown_method, not_allowed, missing_scope, …), as a
+// workspace refuses a method it does not offer or allow. Failures
+// scripted with Fail come first.
+func (s *Server) Refuse(method, code string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refused == nil {
+		s.refused = map[string]string{}
+	}
+	s.refused[method] = code
 }
 
 // Calls lists the Web API methods called, in order.
@@ -177,11 +196,29 @@ func (s *Server) Count(method string) int {
 	return n
 }
 
-// Posts lists the messages posted successfully, in order.
+// Posts lists the messages posted successfully, in order: chat.postMessage
+// and response_url posts, and each streamed message once its stream is
+// stopped. Each shows its text as it stands now (a message edited with
+// chat.update shows its last text; a streamed one its whole text). A
+// message since deleted is left out. Messages tells more of each.
 func (s *Server) Posts() []Post {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Post(nil), s.posts...)
+	byTS := map[string]*Msg{}
+	for _, m := range s.messages {
+		byTS[m.TS] = m
+	}
+	var out []Post
+	for _, p := range s.posts {
+		if m := byTS[p.TS]; p.TS != "" && m != nil {
+			if m.Deleted {
+				continue
+			}
+			p.Text = m.Text
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // Reactions lists the successful reaction calls, in order.
@@ -236,6 +273,8 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		if fail.Pass {
 			fail = nil
 		}
+	} else if code, ok := s.refused[method]; ok {
+		fail = &Failure{Error: code}
 	}
 	s.mu.Unlock()
 
@@ -273,7 +312,10 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		ts := fmt.Sprintf("1800000000.%06d", s.nextTS)
 		s.nextTS++
-		s.posts = append(s.posts, Post{Channel: params.Get("channel"), Text: params.Get("text"), ThreadTS: params.Get("thread_ts"), TS: ts, At: time.Now()})
+		now := time.Now()
+		s.posts = append(s.posts, Post{Channel: params.Get("channel"), Text: params.Get("text"), ThreadTS: params.Get("thread_ts"), TS: ts, At: now})
+		s.messages = append(s.messages, &Msg{Channel: params.Get("channel"), ThreadTS: params.Get("thread_ts"), TS: ts, Text: params.Get("text"), At: now})
+		s.log = append(s.log, Call{Method: method, Channel: params.Get("channel"), TS: ts, Text: params.Get("text"), At: now})
 		s.mu.Unlock()
 		writeJSON(w, map[string]any{"ok": true, "channel": params.Get("channel"), "ts": ts})
 	case "conversations.info":
@@ -296,7 +338,9 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		writeJSON(w, map[string]any{"ok": true, "url": "ws" + strings.TrimPrefix(s.srv.URL, "http") + "/socket?n=" + strconv.Itoa(n)})
 	default:
-		writeJSON(w, map[string]any{"ok": false, "error": "unknown_method"})
+		if !s.live(w, method, params) {
+			writeJSON(w, map[string]any{"ok": false, "error": "unknown_method"})
+		}
 	}
 }
 
