@@ -30,6 +30,10 @@ const (
 // ToolOutcomes are the outcomes of parley_tool_calls_total.
 var ToolOutcomes = []string{OutcomeOK, OutcomeError, OutcomeTimeout, OutcomeDenied, OutcomeUnavailable, OutcomeCapped}
 
+// ApprovalOutcomes are the outcomes of parley_tool_approvals_total (the
+// states of a decided approval).
+var ApprovalOutcomes = []string{"approved", "denied", "expired", "cancelled"}
+
 // Skill load outcomes.
 const (
 	SkillInjected      = "injected"
@@ -204,15 +208,20 @@ func (m *Metrics) PrimeModels(chains map[string][]string) {
 	}
 }
 
-// PrimeTools creates the tool call series of every outcome at zero for
-// each channel and tool, so that a rate over any of them starts from the
-// first scrape. Tools are bounded by the binary and the configuration (an
-// MCP server's tools are at most 256, under a name the operator chose).
+// PrimeTools creates the tool call and tool approval series of every
+// outcome at zero for each channel and tool, so that a rate over any of
+// them starts from the first scrape (any tool may be made to wait for
+// approval by a policy). Tools are bounded by the binary and the
+// configuration (an MCP server's tools are at most 256, under a name the
+// operator chose).
 func (m *Metrics) PrimeTools(channels, tools []string) {
 	for _, tool := range tools {
 		for _, ch := range channels {
 			for _, o := range ToolOutcomes {
 				m.ToolCalls.WithLabelValues(ch, tool, o)
+			}
+			for _, o := range ApprovalOutcomes {
+				m.ToolApprovals.WithLabelValues(ch, tool, o)
 			}
 		}
 	}
