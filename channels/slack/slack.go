@@ -362,6 +362,7 @@ func (a *Adapter) message(env envelope) (m channels.Message, ok bool, why string
 		}
 	}
 	base := channels.Message{ID: env.EventID, Channel: Name, Workspace: env.TeamID, Received: time.Now()}
+	base.Attachments = eventFiles(env.Event)
 	switch peek.Type {
 	case string(slackevents.AppMention):
 		return a.appMention(env, bot, base)
@@ -398,7 +399,7 @@ func (a *Adapter) appMention(env envelope, bot string, m channels.Message) (_ ch
 	}
 	m.Chat, m.Thread, m.User = e.Channel, thread, e.User
 	m.Text = CleanText(e.Text, bot)
-	if m.Text == "" {
+	if m.Text == "" && len(m.Attachments) == 0 {
 		// A bare mention ("@parley" and nothing else) calls the bot
 		// without a question: answer with the help, as an empty /parley
 		// does, rather than with nothing.

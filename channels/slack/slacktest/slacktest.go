@@ -96,6 +96,7 @@ type Server struct {
 	refused   map[string]string // method → the error every call of it gets
 	messages  []*Msg            // every message made, in order (live.go)
 	log       []Call            // the calls of a live reply's methods (live.go)
+	files     fileStore         // files served under /files/ (files.go)
 }
 
 type wsConn struct {
@@ -111,6 +112,7 @@ func New(t testing.TB) *Server {
 	mux.HandleFunc("/api/", s.api)
 	mux.HandleFunc("/response/", s.response)
 	mux.HandleFunc("/socket", s.socket)
+	mux.HandleFunc("/files/", s.serveFile)
 	s.srv = httptest.NewServer(mux)
 	t.Cleanup(s.Close)
 	return s
