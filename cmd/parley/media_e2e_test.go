@@ -20,7 +20,7 @@ import (
 func noisePNG(t *testing.T, w, h int) []byte {
 	t.Helper()
 	img := image.NewNRGBA(image.Rect(0, 0, w, h))
-	rand.New(rand.NewSource(int64(w*h))).Read(img.Pix)
+	rand.New(rand.NewSource(int64(w * h))).Read(img.Pix)
 	var b bytes.Buffer
 	if err := png.Encode(&b, img); err != nil {
 		t.Fatal(err)
