@@ -155,6 +155,11 @@ func (a *Adapter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if env.Header.EventType == EventCardAction {
+		a.serveCardAction(w, r, plain)
+		return
+	}
+
 	// Ack fast: only the queueing happens before the answer; the turn runs
 	// after it. A failure to queue answers 500 so Feishu pushes it again.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), a.opts.SubmitTimeout)

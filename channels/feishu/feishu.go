@@ -159,6 +159,9 @@ type Adapter struct {
 	live    liveModes // the first mode of a live reply, by workspace
 	// refusals keeps refused callbacks from flooding the log.
 	refusals *logthrottle.Throttle
+	// actions are the card clicks waiting for the gateway's answer, by
+	// their MetaCardAction key.
+	actions sync.Map
 
 	mu      sync.Mutex
 	handler channels.Handler

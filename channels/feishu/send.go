@@ -172,6 +172,16 @@ func (a *Adapter) callOnce(ctx context.Context, op, method, path string, params 
 // it replies to the user's message (in its thread when configured); in a
 // direct chat it writes to the chat.
 func (a *Adapter) Send(ctx context.Context, m channels.Message, r channels.Reply) error {
+	if r.Approval != nil {
+		_, err := a.SendPrompt(ctx, m, r)
+		return err
+	}
+	if a.clickReply(ctx, m, r) {
+		return nil
+	}
+	if r.Decided != nil && a.drawDecision(ctx, r.Decided) {
+		return nil
+	}
 	chunks := channels.Split(r.Text, a.opts.ChunkBytes)
 	for i, chunk := range chunks {
 		if err := a.sendChunk(ctx, m, i, chunk); err != nil {

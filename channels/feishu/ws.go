@@ -259,8 +259,12 @@ func (a *Adapter) readLoop(ctx context.Context, w *wsConn, wg *sync.WaitGroup) e
 // handleDataFrame dispatches one event and answers the frame.
 func (a *Adapter) handleDataFrame(ctx context.Context, w *wsConn, f wsproto.Frame) {
 	hs := wsproto.Headers(f.Headers)
-	if wsproto.MessageType(hs.GetString(wsproto.HeaderType)) != wsproto.MessageTypeEvent {
-		return // cards are not subscribed
+	switch wsproto.MessageType(hs.GetString(wsproto.HeaderType)) {
+	case wsproto.MessageTypeEvent, wsproto.MessageTypeCard:
+		// Card clicks (card.action.trigger) come as events; a frame
+		// typed card is read the same way.
+	default:
+		return
 	}
 	payload := f.Payload
 	if sum := hs.GetInt(wsproto.HeaderSum); sum > 1 {
@@ -271,6 +275,7 @@ func (a *Adapter) handleDataFrame(ctx context.Context, w *wsConn, f wsproto.Fram
 	}
 	start := time.Now()
 	status := http.StatusOK
+	var data []byte // a card click's answer
 	if !isJSONObject(payload) {
 		a.m.MessagesRejected.WithLabelValues(Name, ReasonBadRequest).Inc()
 		a.log.Warn("long connection: event is not a JSON object")
@@ -278,7 +283,12 @@ func (a *Adapter) handleDataFrame(ctx context.Context, w *wsConn, f wsproto.Fram
 		// Not cut short by a lost connection: once queueing has begun it
 		// finishes (bounded), like an HTTP callback whose client went away.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.opts.SubmitTimeout)
-		err := a.dispatch(dctx, payload)
+		var err error
+		if isCardAction(payload) {
+			data, err = a.cardAction(dctx, payload)
+		} else {
+			err = a.dispatch(dctx, payload)
+		}
 		cancel()
 		if err != nil {
 			a.log.Error("event not accepted; Feishu will push it again", "err", err)
@@ -286,7 +296,11 @@ func (a *Adapter) handleDataFrame(ctx context.Context, w *wsConn, f wsproto.Fram
 		}
 	}
 	hs.Add(wsproto.HeaderBizRt, strconv.FormatInt(time.Since(start).Milliseconds(), 10))
-	resp, _ := json.Marshal(wsproto.NewResponseByCode(status))
+	answer := wsproto.NewResponseByCode(status)
+	if status == http.StatusOK {
+		answer.Data = data
+	}
+	resp, _ := json.Marshal(answer)
 	f.Headers = hs
 	f.Payload = resp
 	if err := w.write(mustMarshal(&f)); err != nil && ctx.Err() == nil {

@@ -95,7 +95,7 @@ type wsPeer struct {
 	conn    *websocket.Conn
 	wmu     sync.Mutex
 	mu      sync.Mutex
-	waiting map[string]chan int // message_id → response code
+	waiting map[string]chan wsproto.Response // message_id → the client's answer
 	pings   int
 }
 
@@ -408,20 +408,7 @@ func contentText(msgType, content string) string {
 		_ = json.Unmarshal([]byte(content), &t)
 		return t.Text
 	case "interactive":
-		var card struct {
-			Elements []struct {
-				Tag     string `json:"tag"`
-				Content string `json:"content"`
-			} `json:"elements"`
-		}
-		_ = json.Unmarshal([]byte(content), &card)
-		var parts []string
-		for _, e := range card.Elements {
-			if e.Tag == "markdown" {
-				parts = append(parts, e.Content)
-			}
-		}
-		return strings.Join(parts, "\n")
+		return cardText(content)
 	}
 	return content
 }
@@ -433,7 +420,7 @@ func (s *Server) acceptWS(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	p := &wsPeer{conn: conn, waiting: map[string]chan int{}}
+	p := &wsPeer{conn: conn, waiting: map[string]chan wsproto.Response{}}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -484,7 +471,7 @@ func (s *Server) acceptWS(w http.ResponseWriter, r *http.Request) {
 			delete(p.waiting, id)
 			p.mu.Unlock()
 			if ch != nil {
-				ch <- resp.StatusCode
+				ch <- resp
 			}
 		}
 	}
@@ -508,17 +495,23 @@ func (s *Server) WaitConnected(ctx context.Context) error {
 // Push sends an event over a long connection as a data frame (split in
 // parts parts when parts > 1) and returns the code the client answered.
 func (s *Server) Push(ctx context.Context, event []byte, parts int) (int, error) {
+	resp, err := s.push(ctx, event, parts)
+	return resp.StatusCode, err
+}
+
+// push sends event as Push does and returns the client's whole answer.
+func (s *Server) push(ctx context.Context, event []byte, parts int) (wsproto.Response, error) {
 	s.mu.Lock()
 	peers := s.peersLocked()
 	s.frameSeq++
 	seq := s.frameSeq
 	s.mu.Unlock()
 	if len(peers) == 0 {
-		return 0, errors.New("feishutest: no long connection")
+		return wsproto.Response{}, errors.New("feishutest: no long connection")
 	}
 	p := peers[0]
 	id := fmt.Sprintf("frame-%d", seq)
-	ch := make(chan int, 1)
+	ch := make(chan wsproto.Response, 1)
 	p.mu.Lock()
 	p.waiting[id] = ch
 	p.mu.Unlock()
@@ -540,14 +533,14 @@ func (s *Server) Push(ctx context.Context, event []byte, parts int) (int, error)
 		err := p.conn.WriteMessage(websocket.BinaryMessage, b)
 		p.wmu.Unlock()
 		if err != nil {
-			return 0, err
+			return wsproto.Response{}, err
 		}
 	}
 	select {
-	case code := <-ch:
-		return code, nil
+	case resp := <-ch:
+		return resp, nil
 	case <-ctx.Done():
-		return 0, ctx.Err()
+		return wsproto.Response{}, ctx.Err()
 	}
 }
 
