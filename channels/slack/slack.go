@@ -24,6 +24,10 @@
 // bot (their app_mention event carries them) and app_mentions in DMs (their
 // message.im event carries them).
 //
+// Answers are shown while they are written (StartReply: Slack's native
+// streaming in the thread, else one message edited as it grows, else the
+// plain post; see stream.go), which chat:write covers.
+//
 // The Slack app needs the bot scopes app_mentions:read, chat:write,
 // reactions:write, im:history and commands (plus channels:history,
 // groups:history and mpim:history for thread following, and channels:read,
