@@ -155,8 +155,9 @@ func slackDate(t time.Time) string {
 
 // sendDecided answers a decision (typed or clicked) or an expiry: the
 // prompt is updated in place when it ends the approval; a refusal, or a
-// click that came too late, is told to the clicker alone; a typed
-// decision is answered in the thread as before.
+// decision that came too late, is told to its sender alone (the click's
+// response_url, or an ephemeral message in the thread); a typed decision
+// that counted is answered in the thread as before.
 func (a *Adapter) sendDecided(ctx context.Context, m channels.Message, r channels.Reply) error {
 	d := r.Decided
 	click := m.Meta[metaClick] != ""
@@ -173,6 +174,21 @@ func (a *Adapter) sendDecided(ctx context.Context, m channels.Message, r channel
 		return nil // the prompt says it
 	case !click && d.Outcome == channels.DecisionExpired && !d.Already:
 		return nil // an expiry: the model's answer follows
+	case !click && (!d.Final() || d.Already) && m.User != "" && m.Meta[MetaResponseURL] == "":
+		// A typed refusal, or a typed decision that came too late: to
+		// its sender alone, as for a click.
+		err := a.call(ctx, "chat.postEphemeral", a.opts.MaxAttempts, func(ctx context.Context) error {
+			opts := []slackapi.MsgOption{slackapi.MsgOptionText(ToMrkdwn(r.Text, false), false)}
+			if ts := m.Meta[MetaThreadTS]; ts != "" {
+				opts = append(opts, slackapi.MsgOptionTS(ts))
+			}
+			_, err := a.api.PostEphemeralContext(ctx, m.Chat, m.User, opts...)
+			return err
+		})
+		if err == nil {
+			return nil
+		}
+		a.log.Warn("could not answer an approval command ephemerally; answering in the thread", "err", err)
 	}
 	// To the clicker alone when it was a click (its response_url), in
 	// the thread when typed.

@@ -315,8 +315,30 @@ func TestDecisionUpdatesThePrompt(t *testing.T) {
 		t.Errorf("typed update %+v", u)
 	}
 	last = f.slack.Posts()[len(f.slack.Posts())-1]
-	if last.ThreadTS != "1700000000.000100" || last.ResponseURL != "" || !strings.Contains(last.Text, "Denied") {
+	if last.ThreadTS != "1700000000.000100" || last.ResponseURL != "" || last.EphemeralTo != "" || !strings.Contains(last.Text, "Denied") {
 		t.Errorf("typed decision answered %+v", last)
+	}
+
+	// A typed refusal and a typed decision too late: to the sender alone,
+	// in the thread; the prompt as it was.
+	updates := len(f.slack.Updates())
+	typed.User = "U9"
+	if err := f.a.Send(ctx, typed, channels.Reply{Notice: true, Text: "You can't approve this.", Decided: &channels.ApprovalDecision{Outcome: channels.DecisionNotAllowed}}); err != nil {
+		t.Fatal(err)
+	}
+	last = f.slack.Posts()[len(f.slack.Posts())-1]
+	if last.EphemeralTo != "U9" || last.ThreadTS != "1700000000.000100" || last.Text != "You can't approve this." {
+		t.Errorf("typed refusal answered %+v", last)
+	}
+	if err := f.a.Send(ctx, typed, channels.Reply{Notice: true, Text: "Already denied by ann.", Decided: decided(channels.DecisionDenied, true)}); err != nil {
+		t.Fatal(err)
+	}
+	last = f.slack.Posts()[len(f.slack.Posts())-1]
+	if last.EphemeralTo != "U9" || last.Text != "Already denied by ann." {
+		t.Errorf("typed late decision answered %+v", last)
+	}
+	if n := len(f.slack.Updates()); n != updates+1 {
+		t.Errorf("updates: %d, want %d (only the late decision's, the same again)", n, updates+1)
 	}
 }
 

@@ -17,6 +17,8 @@ import (
 //     message the fake posted with blocks, recorded in Updates
 //     (message_not_found for any other ts);
 //   - a response_url post records its blocks and replace_original;
+//   - chat.postEphemeral (channel, user, text, thread_ts) is recorded as
+//     a post with ResponseType ephemeral and EphemeralTo;
 //   - Click builds the block_actions payload Slack sends when a user
 //     clicks a button of a posted message, for InteractionForm (HTTP) or
 //     SendInteractive (Socket Mode).
@@ -49,6 +51,10 @@ func blocksOf(raw json.RawMessage) string {
 // blocks answers chat.postMessage and chat.update when they carry blocks;
 // false for any other call, answered as before.
 func (s *Server) blocks(w http.ResponseWriter, method string, p url.Values) bool {
+	if method == "chat.postEphemeral" {
+		s.ephemeral(w, p)
+		return true
+	}
 	blocks := p.Get("blocks")
 	if blocks == "" || (method != "chat.postMessage" && method != "chat.update") {
 		return false
@@ -77,6 +83,19 @@ func (s *Server) blocks(w http.ResponseWriter, method string, p url.Values) bool
 	}
 	writeJSON(w, map[string]any{"ok": false, "error": "message_not_found"})
 	return true
+}
+
+// ephemeral answers chat.postEphemeral (channel, user, text, thread_ts).
+func (s *Server) ephemeral(w http.ResponseWriter, p url.Values) {
+	if p.Get("channel") == "" || p.Get("user") == "" || p.Get("text") == "" {
+		writeJSON(w, map[string]any{"ok": false, "error": "invalid_arguments"})
+		return
+	}
+	s.mu.Lock()
+	s.posts = append(s.posts, Post{Channel: p.Get("channel"), Text: p.Get("text"), ThreadTS: p.Get("thread_ts"), At: time.Now(),
+		ResponseType: "ephemeral", EphemeralTo: p.Get("user")})
+	s.mu.Unlock()
+	writeJSON(w, map[string]any{"ok": true, "message_ts": fmt.Sprintf("1800000000.%06d", time.Now().Nanosecond()/1000)})
 }
 
 // Click is the block_actions payload of user (userName) clicking the

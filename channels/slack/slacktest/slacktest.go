@@ -55,6 +55,8 @@ type Post struct {
 	// it answers (interactive.go).
 	Blocks          string
 	ReplaceOriginal bool
+	// EphemeralTo is the user a chat.postEphemeral was shown to.
+	EphemeralTo string
 }
 
 // Reaction is one reactions.add or reactions.remove call.
