@@ -36,8 +36,8 @@ Figures, per run and as the median (with the range) of the runs:
   CPU ms/msg       the parley process's user+system time (/proc/PID/stat) over
                    the run, divided by the messages
   Redis round trips  Redis's INFO total_writes_processed over the run, per message;
-                   split into the webhook's share (from the ack probe) and the
-                   turn's (the rest)
+                   "of which webhook W (ack probe), turn T": the webhook's share
+                   measured by the ack probe, and the rest, the turn's
   new connections  connections the fake model and the fake Slack accepted during
                    the run (start-up excluded)
   idle RSS         VmRSS of parley (/proc/PID/status) one second after it is ready,
