@@ -129,7 +129,10 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Length", strconv.Itoa(1<<30))
 		}
 		w.WriteHeader(http.StatusOK)
+		// A PNG's signature, then zeros for ever: past a type sniff, only
+		// the size limit stops it.
 		chunk := make([]byte, 32<<10)
+		copy(chunk, "\x89PNG\r\n\x1a\n")
 		for {
 			n, err := w.Write(chunk)
 			s.mu.Lock()

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"image"
+	"image/color"
+	"image/png"
+	"strings"
+	"testing"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/parleyhq/parley/agent/openaitest"
+	"github.com/parleyhq/parley/channels/feishu/feishutest"
+	"github.com/parleyhq/parley/internal/redistest"
+)
+
+// screenshotPNG is a real PNG (the gateway decodes what it sends).
+func screenshotPNG(t *testing.T, w, h int) []byte {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			img.Set(x, y, color.RGBA{uint8(x * 7), uint8(y * 5), uint8(x ^ y), 255})
+		}
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// lastUser is the text and the decoded data-URL images of a request's
+// last user message.
+func lastUser(t *testing.T, req openai.ChatCompletionRequest) (string, [][]byte) {
+	t.Helper()
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		m := req.Messages[i]
+		if m.Role != openai.ChatMessageRoleUser {
+			continue
+		}
+		if len(m.MultiContent) == 0 {
+			return m.Content, nil
+		}
+		var text string
+		var imgs [][]byte
+		for _, p := range m.MultiContent {
+			switch p.Type {
+			case openai.ChatMessagePartTypeText:
+				text += p.Text
+			case openai.ChatMessagePartTypeImageURL:
+				_, data, ok := strings.Cut(p.ImageURL.URL, ";base64,")
+				if !ok || !strings.HasPrefix(p.ImageURL.URL, "data:image/") {
+					t.Fatalf("image part is not a data URL: %.60s", p.ImageURL.URL)
+				}
+				b, err := base64.StdEncoding.DecodeString(data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				imgs = append(imgs, b)
+			}
+		}
+		return text, imgs
+	}
+	t.Fatal("no user message")
+	return "", nil
+}
+
+// redisValues are every string, list and hash value of the keys of this
+// test (whichever redistest prefix serve was given), joined.
+func redisValues(t *testing.T, r *redistest.Redis) string {
+	t.Helper()
+	ctx := context.Background()
+	var all strings.Builder
+	iter := r.Client.Scan(ctx, 0, "test:"+strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())+":*", 1000).Iterator()
+	for iter.Next(ctx) {
+		key := iter.Val()
+		switch typ, _ := r.Client.Type(ctx, key).Result(); typ {
+		case "string":
+			v, _ := r.Client.Get(ctx, key).Result()
+			all.WriteString(v + "\n")
+		case "list":
+			vs, _ := r.Client.LRange(ctx, key, 0, -1).Result()
+			all.WriteString(strings.Join(vs, "\n") + "\n")
+		case "hash":
+			vs, _ := r.Client.HGetAll(ctx, key).Result()
+			for _, v := range vs {
+				all.WriteString(v + "\n")
+			}
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return all.String()
+}
+
+// A screenshot pasted with a mention into a Feishu group reaches a vision
+// model as an image_url part with exactly its bytes, and the answer comes
+// back in the thread; the history keeps a reference, not the bytes. In
+// the same thread, an image Feishu refuses (403) and one that never ends
+// get a short note each while the text is answered, and the endless one
+// is not read past the download limit.
+func TestFeishuScreenshotReachesAVisionModel(t *testing.T) {
+	r := redistest.New(t)
+	s := startFeishuServeYAML(t, "model:\n  vision: true\nmedia:\n  max_download_bytes: 1048576\n", nil)
+	shot := screenshotPNG(t, 320, 200)
+	s.api.AddResource("om_shot", "img_v3_shot", shot, "image/png")
+	s.api.AddResourceBehaviour("om_next", "img_v3_denied", feishutest.ResourceForbidden)
+	s.api.AddResourceBehaviour("om_next", "img_v3_endless", feishutest.ResourceEndless)
+	mention := []feishutest.Mention{{Key: "@_user_1", OpenID: feishutest.BotOpenID, Name: "Parley"}}
+	s.model.Script(openaitest.Text("The dialog says the disk is full."), openaitest.Text("I could not see those."))
+
+	ev := feishutest.Event(feishutest.Message{Token: e2eFeishuToken, MessageID: "om_shot", ChatID: "oc_ops", ChatType: "group", Sender: "ou_alice",
+		MsgType: "post", Content: feishutest.PostContent("", "@_user_1 what does this dialog mean?", "img_v3_shot"), Mentions: mention})
+	if code := s.post(t, ev); code != 200 {
+		t.Fatalf("callback answered %d", code)
+	}
+	pollUntil(t, "the answer", s.stderr, func() bool { return len(s.api.Sent()) >= 1 })
+	sent := s.api.Sent()
+	if sent[0].ReplyTo != "om_shot" || !sent[0].ReplyInThread || sent[0].Text != "The dialog says the disk is full." {
+		t.Fatalf("answer %+v; want a threaded reply to om_shot", sent[0])
+	}
+	reqs := s.model.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("model saw %d requests", len(reqs))
+	}
+	text, imgs := lastUser(t, reqs[0])
+	if len(imgs) != 1 || !bytes.Equal(imgs[0], shot) {
+		t.Fatalf("the model got %d images; want the screenshot's exact bytes", len(imgs))
+	}
+	if !strings.HasPrefix(text, "what does this dialog mean?") {
+		t.Errorf("user text %q", text)
+	}
+	if types := s.api.ResourceTypes(); len(types) != 1 || types[0] != "image" {
+		t.Errorf("resource downloads %v", types)
+	}
+	// The history: the image's key and checksum, never its bytes.
+	stored := redisValues(t, r)
+	if !strings.Contains(stored, "img_v3_shot") || strings.Contains(stored, base64.StdEncoding.EncodeToString(shot)[:80]) {
+		t.Errorf("stored values hold the bytes, or no reference (%d bytes)", len(stored))
+	}
+
+	// A follow-up in the thread with two images that cannot be read.
+	before := s.api.ResourceBytesServed()
+	next := feishutest.Event(feishutest.Message{Token: e2eFeishuToken, MessageID: "om_next", RootID: "om_shot", ParentID: "om_shot", ThreadID: "omt_shot",
+		ChatID: "oc_ops", ChatType: "group", Sender: "ou_alice",
+		MsgType: "post", Content: feishutest.PostContent("", "@_user_1 and these?", "img_v3_denied", "img_v3_endless"), Mentions: mention})
+	if code := s.post(t, next); code != 200 {
+		t.Fatalf("callback answered %d", code)
+	}
+	pollUntil(t, "the second answer", s.stderr, func() bool { return len(s.api.Sent()) >= 2 })
+	second := s.api.Sent()[1]
+	t.Logf("second answer: %q", second.Text)
+	if !strings.HasPrefix(second.Text, "I could not see those.") || !strings.Contains(second.Text, "couldn't download img_v3_denied") || !strings.Contains(second.Text, "img_v3_endless (it is too large)") || strings.Count(second.Text, "Note:") != 2 {
+		t.Errorf("second answer %q; want the text answered and a note per image", second.Text)
+	}
+	text, imgs = lastUser(t, s.model.Requests()[1])
+	if !strings.HasPrefix(text, "and these?") {
+		t.Errorf("second user text %q", text)
+	}
+	// The first turn's screenshot may be sent again (it is recent); the
+	// two unreadable images never are.
+	for _, img := range imgs {
+		if !bytes.Equal(img, shot) {
+			t.Errorf("the model got an image that is not the screenshot (%d bytes)", len(img))
+		}
+	}
+	if served := s.api.ResourceBytesServed() - before; served > 8<<20 {
+		t.Errorf("%d bytes served for the endless image (limit 1 MiB)", served)
+	}
+	if code := s.stop(); code != 0 {
+		t.Fatalf("serve exited %d", code)
+	}
+}
