@@ -75,6 +75,10 @@ type Adapter struct {
 
 	mu      sync.Mutex
 	waiters map[string]*waiter
+	// allowed are the files FetchAttachment opens; pending go with the
+	// next message.
+	allowed map[string]bool
+	pending []channels.Attachment
 }
 
 // waiter is a message of this process waiting for its answer.
@@ -169,6 +173,8 @@ func (c *Adapter) ask(ctx context.Context, h channels.Handler, text string, live
 	w := &waiter{answers: make(chan answer, 1), live: live}
 	c.mu.Lock()
 	c.waiters[id] = w
+	atts := c.pending
+	c.pending = nil
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
@@ -178,6 +184,7 @@ func (c *Adapter) ask(ctx context.Context, h channels.Handler, text string, live
 	m := channels.Message{
 		Channel: Name, Chat: c.conversation, User: c.user, DM: true,
 		Text: text, Received: time.Now(), Meta: map[string]string{"console_id": id},
+		Attachments: atts,
 	}
 	if err := h.Submit(ctx, m); err != nil {
 		return answer{}, err

@@ -20,6 +20,8 @@ func (e *environment) chat(args []string) error {
 	conversation := fs.String("conversation", "", "continue the conversation with this id (default: a new one)")
 	fs.BoolVar(&e.verbose, "verbose", false, "log every skill warning instead of one line counting them")
 	printConv := fs.Bool("print-conversation", false, "print the conversation id as the first line of output")
+	var images imageFlags
+	fs.Var(&images, "image", "send the image FILE with the -m message (repeatable)")
 	cfg, err := e.parseAndLoad(fs, path, args)
 	if err != nil {
 		return err
@@ -32,6 +34,9 @@ func (e *environment) chat(args []string) error {
 	if oneShot && strings.TrimSpace(*message) == "" {
 		// Not an interactive session: the caller meant to send something.
 		return fmt.Errorf("%w: -m needs a message that is not blank", errUsage)
+	}
+	if len(images) > 0 && !oneShot {
+		return fmt.Errorf("%w: --image goes with a message: -m \"…\" --image FILE", errUsage)
 	}
 	// The console's stdout is the conversation; logs go to stderr, and only
 	// warnings unless the operator asked for more.
@@ -80,6 +85,9 @@ func (e *environment) chat(args []string) error {
 		opts.Mailbox = a.store
 	}
 	ch := console.New(conv, user, opts)
+	if err := ch.AttachImages(images); err != nil {
+		return fmt.Errorf("%w: --image: %w", errUsage, err)
+	}
 	a.gateway.Register(ch)
 	if *printConv {
 		fmt.Fprintln(e.stdout, conv)
@@ -105,6 +113,16 @@ func (e *environment) chat(args []string) error {
 		return nil
 	}
 	return e.cancelled(ch.REPL(e.ctx, a.gateway, e.stdin, e.stdout), a.shared)
+}
+
+// imageFlags collects --image FILE, in order.
+type imageFlags []string
+
+func (f *imageFlags) String() string { return strings.Join(*f, ",") }
+
+func (f *imageFlags) Set(v string) error {
+	*f = append(*f, v)
+	return nil
 }
 
 // isTerminal reports whether w is a terminal (a character device).

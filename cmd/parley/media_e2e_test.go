@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"image"
 	"image/png"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/parleyhq/parley/agent/openaitest"
+	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/channels/console"
 	"github.com/parleyhq/parley/channels/slack/slacktest"
 	"github.com/parleyhq/parley/internal/redistest"
 	"github.com/parleyhq/parley/sessions"
@@ -157,5 +162,55 @@ func TestSlackBadFilesAreNotedAndTheMessageStillAnswered(t *testing.T) {
 		if id == "F0OFF" {
 			t.Error("a file off Slack's host was fetched")
 		}
+	}
+}
+
+func TestChatImageFlag(t *testing.T) {
+	shot := noisePNG(t, 30, 20)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "screen.png")
+	if err := os.WriteFile(path, shot, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other.png")
+	if err := os.WriteFile(other, noisePNG(t, 5, 5), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	model := openaitest.New(t)
+	model.Script(openaitest.Text("a screenshot"))
+	var stdout, stderr bytes.Buffer
+	getenv := mapEnv(map[string]string{"OPENAI_BASE_URL": model.URL(), "OPENAI_API_KEY": "sk-test", "PARLEY_HOME": t.TempDir(), "USER": "tester"})
+	code := run(context.Background(), []string{"chat", "--config", writeConfig(t, "model:\n  vision: true\n"), "-m", "what is it?", "--image", path},
+		strings.NewReader(""), &stdout, &stderr, getenv)
+	if code != 0 || strings.TrimSpace(stdout.String()) != "a screenshot" {
+		t.Fatalf("exit %d, stdout %q\nstderr: %s", code, stdout.String(), stderr.String())
+	}
+	text, imgs := imagesOf(t, model.Requests()[0])
+	if len(imgs) != 1 || !bytes.Equal(imgs[0], shot) || !strings.Contains(text, "screen.png, image/png, 30x20") {
+		t.Errorf("the model got %d images, text %q", len(imgs), text)
+	}
+
+	// Only the files named on the command line are ever read.
+	ch := console.New("c", "tester", console.Options{})
+	if err := ch.AttachImages([]string{path}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.FetchAttachment(context.Background(), channels.Message{}, channels.Attachment{Kind: "image", ID: other}, 1<<20); !errors.Is(err, channels.ErrAttachmentNotFound) {
+		t.Errorf("a path not given was opened: %v", err)
+	}
+	if err := ch.AttachImages([]string{"/dev/zero"}); err == nil {
+		t.Error("a device was accepted as an image")
+	}
+
+	// --image needs a message; a missing file is refused before any turn.
+	for _, args := range [][]string{{"--image", path}, {"-m", "hi", "--image", filepath.Join(dir, "missing.png")}} {
+		stdout.Reset()
+		stderr.Reset()
+		if code := run(context.Background(), append([]string{"chat", "--config", writeConfig(t, "")}, args...), strings.NewReader(""), &stdout, &stderr, getenv); code == 0 {
+			t.Errorf("%q: exit 0", args)
+		}
+	}
+	if n := model.RequestCount(); n != 1 {
+		t.Errorf("the model was asked %d times", n)
 	}
 }
