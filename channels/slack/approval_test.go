@@ -3,6 +3,7 @@ package slack
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -392,5 +393,31 @@ func TestEphemeralAndDMPrompts(t *testing.T) {
 	m, ok, _ = f.a.click(cb)
 	if !ok || !m.DM || m.Chat != "D1" || m.Thread != "" || m.Text != "/deny APPROVALID7" {
 		t.Errorf("DM click %+v", m)
+	}
+}
+
+// TestClickTheGatewayCannotTake: a click is acked before it is handed
+// over, so when the gateway cannot take it (Redis down) the clicker is
+// told so through the click's response_url rather than left waiting.
+func TestClickTheGatewayCannotTake(t *testing.T) {
+	f := newFixture(t, nil)
+	p, _ := postPrompt(t, f)
+	f.h.mu.Lock()
+	f.h.err = errors.New("redis down")
+	f.h.mu.Unlock()
+	click := slacktest.InteractionForm(slacktest.Click(p, "U1", "ann", ActionApprove, "APPROVALID7", f.slack.ResponseURL("down")))
+	if got := f.signedInteraction(t, click, f.now, slacktest.Secret); got != http.StatusOK {
+		t.Fatalf("status %d", got)
+	}
+	slacktest.WaitFor(t, "the clicker told", deadline, func() bool {
+		for _, p := range f.slack.Posts() {
+			if p.ResponseURL == "/response/down" && p.ResponseType == "ephemeral" && strings.Contains(p.Text, "could not take that") {
+				return true
+			}
+		}
+		return false
+	})
+	if len(f.slack.Updates()) != 0 {
+		t.Errorf("the prompt changed: %+v", f.slack.Updates())
 	}
 }
