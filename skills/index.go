@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Index budgets: the section rides in every system prompt, so it is capped
@@ -106,6 +107,42 @@ func (c *Catalog) WithOrder(o IndexOrder) *Catalog {
 	return &cp
 }
 
+// indexEntry is a skill's line in the index, and whether its description
+// was cut to fit.
+type indexEntry struct {
+	text string
+	cut  bool
+}
+
+// indexEntries keeps each skill's index line once made: the index is
+// built for every turn, and flattening and cutting the descriptions was
+// most of its cost. A skill never changes once loaded.
+type indexEntries struct {
+	mu sync.Mutex
+	m  map[*Skill]indexEntry
+}
+
+func newIndexEntry(s *Skill) indexEntry {
+	desc, cut := truncateRunes(oneLine(s.Description), IndexMaxDescription)
+	return indexEntry{text: "- " + s.Name + ": " + desc + "\n", cut: cut}
+}
+
+// entry is s's index line, made once per catalog (each time when c was
+// not built by Load).
+func (c *Catalog) entry(s *Skill) indexEntry {
+	if c.entries == nil {
+		return newIndexEntry(s)
+	}
+	c.entries.mu.Lock()
+	defer c.entries.mu.Unlock()
+	e, ok := c.entries.m[s]
+	if !ok {
+		e = newIndexEntry(s)
+		c.entries.m[s] = e
+	}
+	return e
+}
+
 // indexSelection is what the index lists and what it has no room for.
 type indexSelection struct {
 	text      string
@@ -135,8 +172,8 @@ func (c *Catalog) selectIndex(visible func(*Skill) bool) indexSelection {
 			sel.leftOut = append(sel.leftOut, s)
 			continue
 		}
-		desc, cut := truncateRunes(oneLine(s.Description), IndexMaxDescription)
-		entry := "- " + s.Name + ": " + desc + "\n"
+		e := c.entry(s)
+		entry, cut := e.text, e.cut
 		size := b.Len() + len(entry) + indexFooterReserve
 		if b.Len() == 0 {
 			size += len(indexHeader)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/parleyhq/parley/skills/builtin"
 )
 
 func TestIndex(t *testing.T) {
@@ -229,5 +231,20 @@ func TestIndexOrderFollowsReloadsOnly(t *testing.T) {
 	listed, _ = reg.Catalog().IndexListing(nil)
 	if listed[1] != "a21" {
 		t.Errorf("after a reload, the most loaded skill is not next: %v", listed)
+	}
+}
+
+// BenchmarkIndex is the index of the builtin skills, as every turn builds
+// it for the system prompt.
+func BenchmarkIndex(b *testing.B) {
+	c, err := Load(Layers{Builtin: builtin.FS, Home: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if text, _ := c.Index(nil); text == "" {
+			b.Fatal("empty index")
+		}
 	}
 }

@@ -40,6 +40,7 @@ type Catalog struct {
 	ranked   []*Skill        // index order (IndexRule); nil: by name
 	builtin  map[string]bool // names the builtin layer has, replaced or not
 	warnings []Warning
+	entries  *indexEntries // shared by the copies WithOrder makes
 }
 
 // Load scans the layers and builds a catalog. Problems with single skills are
@@ -89,6 +90,7 @@ func Load(l Layers) (*Catalog, error) {
 	}
 	slices.SortFunc(c.sorted, func(a, b *Skill) int { return strings.Compare(a.Name, b.Name) })
 	c.ranked = c.rank(IndexOrder{})
+	c.entries = &indexEntries{m: map[*Skill]indexEntry{}}
 	return c, nil
 }
 
