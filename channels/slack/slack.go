@@ -119,7 +119,9 @@ type Options struct {
 	// channel).
 	UpdateEvery time.Duration
 	// AppendEvery is the least time between two appends to a streamed
-	// reply; text that comes sooner is sent with the next (default 300 ms).
+	// reply; text that comes sooner is sent with the next (default 1 s,
+	// about the pace of Slack's own SDKs, which append every 256
+	// characters).
 	AppendEvery time.Duration
 }
 

@@ -72,7 +72,7 @@ const maxLiveChars = 2 * MaxStreamChars
 // Defaults of the live reply's Options.
 const (
 	DefaultUpdateEvery = time.Second
-	DefaultAppendEvery = 300 * time.Millisecond
+	DefaultAppendEvery = time.Second
 	liveCallTimeout    = 10 * time.Second
 )
 
@@ -235,7 +235,10 @@ func (s *liveSink) setStatus(ctx context.Context, status string) bool {
 		})
 	})
 	if err != nil {
-		if refused(err) {
+		// The status line is a courtesy: any refusal that is not a
+		// passing failure (a scope, a channel kind that has none) ends
+		// asking for it in this workspace.
+		if f := classify(err); !f.retry && ctx.Err() == nil {
 			s.a.refuseStatus(s.m.Workspace)
 		}
 		return false

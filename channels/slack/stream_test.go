@@ -378,7 +378,7 @@ func TestLiveReplyNotStreamed(t *testing.T) {
 // setStatus is not asked again; the answer streams regardless.
 func TestLiveReplyStatusRefusedIsRemembered(t *testing.T) {
 	f := liveFixture(t)
-	f.slack.Refuse("assistant.threads.setStatus", "missing_scope")
+	f.slack.Refuse("assistant.threads.setStatus", "invalid_thread_ts")
 	answer(t, f.a, liveMsg(slacktest.TeamID), "a")
 	answer(t, f.a, liveMsg(slacktest.TeamID), "b")
 	if n := f.slack.Count("assistant.threads.setStatus"); n != 1 {
@@ -387,4 +387,44 @@ func TestLiveReplyStatusRefusedIsRemembered(t *testing.T) {
 	if n := f.slack.Count("chat.stopStream"); n != 2 {
 		t.Errorf("%d streams completed, want 2", n)
 	}
+}
+
+// TestLiveReplyAppendsArePaced: appends to a stream come at most once per
+// AppendEvery, the text in between merged (gaps measured from the fake's
+// receive times), and the stream still ends with the whole answer.
+func TestLiveReplyAppendsArePaced(t *testing.T) {
+	const every = 100 * time.Millisecond
+	f := newFixture(t, func(_ *Config, o *Options) { o.AppendEvery = every })
+	ctx := context.Background()
+	sink, _ := f.a.StartReply(ctx, liveMsg(slacktest.TeamID))
+	var whole strings.Builder
+	for i := range 30 {
+		p := strings.Repeat(string(rune('a'+i%26)), 3) + " "
+		whole.WriteString(p)
+		if _, err := sink.Show(ctx, channels.Progress{Kind: channels.ProgressText, Text: p}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := sink.Finish(ctx, channels.Reply{Text: whole.String()}); err != nil {
+		t.Fatal(err)
+	}
+	var last time.Time
+	appends := 0
+	for _, c := range f.slack.Log() {
+		if c.Method != "chat.startStream" && c.Method != "chat.appendStream" {
+			continue
+		}
+		if c.Method == "chat.appendStream" {
+			appends++
+		}
+		if !last.IsZero() && c.At.Sub(last) < every {
+			t.Errorf("%s %v after the previous; want at least %v", c.Method, c.At.Sub(last), every)
+		}
+		last = c.At
+	}
+	if appends >= 29 {
+		t.Errorf("%d appends for 30 pieces: nothing was merged", appends)
+	}
+	onlyVisible(t, f.slack, whole.String())
 }
