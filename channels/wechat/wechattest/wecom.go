@@ -28,7 +28,10 @@ type WeCom struct {
 	frames     []Frame
 	subscribes int
 	maxLive    int
-	respondErr map[string]int // req_id → errcode for aibot_respond_msg
+	respondErr map[string]int       // req_id → errcode for aibot_respond_msg
+	streamTTL  time.Duration        // a stream's life from its first frame; 0: unbounded
+	streams    map[string]time.Time // stream id → its first frame
+	finished   map[string]bool      // stream ids finished
 }
 
 // Frame is one frame a client sent.
@@ -37,6 +40,8 @@ type Frame struct {
 	ReqID   string          `json:"-"`
 	Body    json.RawMessage `json:"body"`
 	Conn    int             `json:"-"` // which connection (1, 2, …)
+	At      time.Time       `json:"-"` // when the fake received it
+	ErrCode int             `json:"-"` // the errcode the fake answered (0: accepted)
 	Headers struct {
 		ReqID string `json:"req_id"`
 	} `json:"headers"`
@@ -92,7 +97,7 @@ func (c *wsConn) sendRaw(raw []byte) error {
 
 // NewWeCom starts a fake server for one bot; Close runs at cleanup.
 func NewWeCom(t testing.TB, botID, secret string) *WeCom {
-	f := &WeCom{BotID: botID, Secret: secret, respondErr: map[string]int{}}
+	f := &WeCom{BotID: botID, Secret: secret, respondErr: map[string]int{}, streams: map[string]time.Time{}, finished: map[string]bool{}}
 	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws, err := up.Upgrade(w, r, nil)
@@ -138,7 +143,7 @@ func (f *WeCom) serve(ws *websocket.Conn) {
 		if err := json.Unmarshal(raw, &fr); err != nil {
 			continue
 		}
-		fr.ReqID, fr.Conn = fr.Headers.ReqID, c.n
+		fr.ReqID, fr.Conn, fr.At = fr.Headers.ReqID, c.n, time.Now()
 		f.mu.Lock()
 		f.frames = append(f.frames, fr)
 		ack := map[string]any{"headers": map[string]string{"req_id": fr.ReqID}, "errcode": 0, "errmsg": "ok"}
@@ -170,7 +175,27 @@ func (f *WeCom) serve(ws *websocket.Conn) {
 		case "aibot_respond_msg":
 			if code, ok := f.respondErr[fr.ReqID]; ok {
 				ack["errcode"], ack["errmsg"] = code, "req_id expired"
+				break
 			}
+			st := fr.Stream()
+			if st.ID == "" {
+				break
+			}
+			first, seen := f.streams[st.ID]
+			if !seen {
+				f.streams[st.ID], first = fr.At, fr.At
+			}
+			switch {
+			case f.finished[st.ID]:
+				ack["errcode"], ack["errmsg"] = 846605, "stream message already finished"
+			case f.streamTTL > 0 && fr.At.Sub(first) > f.streamTTL:
+				ack["errcode"], ack["errmsg"] = 846608, "stream message update expired"
+			case st.Finish:
+				f.finished[st.ID] = true
+			}
+		}
+		if code, _ := ack["errcode"].(int); code != 0 {
+			f.frames[len(f.frames)-1].ErrCode = code
 		}
 		f.mu.Unlock()
 		if kick != nil {
@@ -189,6 +214,15 @@ func (f *WeCom) ExpireReqID(reqID string, errcode int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.respondErr[reqID] = errcode
+}
+
+// SetStreamTTL makes aibot_respond_msg on a stream older than d (from its
+// first frame) fail with errcode 846608, as WeCom does after about six
+// minutes.
+func (f *WeCom) SetStreamTTL(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.streamTTL = d
 }
 
 // Subscribes is how many subscriptions succeeded.
