@@ -34,7 +34,12 @@ func jobFor(m channels.Message, kind, text string) wecomJob {
 // send answers m: directly when this replica holds the connection, else
 // through the Redis queue the holder drains.
 func (s *wecomSide) send(ctx context.Context, m channels.Message, text string) error {
-	job := jobFor(m, "reply", text)
+	return s.sendJob(ctx, jobFor(m, "reply", text))
+}
+
+// sendJob delivers job directly when this replica holds the connection,
+// else through the Redis queue.
+func (s *wecomSide) sendJob(ctx context.Context, job wecomJob) error {
 	if c := s.current(); c != nil {
 		err := s.deliver(ctx, c, job)
 		if !errors.Is(err, errConnClosed) {
@@ -162,10 +167,11 @@ func streamBody(reqID, content string, finish bool) map[string]any {
 	return map[string]any{"msgtype": "stream", "stream": map[string]any{"id": streamID(reqID), "finish": finish, "content": content}}
 }
 
-// deliver sends a job over c. A reply streams with aibot_respond_msg on the
-// message's req_id — cumulative content in chunk steps, finish:true on the
-// last frame — and falls back to aibot_send_msg when the req_id is too old
-// or WeCom refuses it.
+// deliver sends a job over c. A reply finishes the stream on the message's
+// req_id (aibot_respond_msg, finish:true) with its first part, in one
+// frame — the live reply has shown the text as it came — and sends the
+// rest, or all of it when the req_id is too old or WeCom refuses it, as
+// new messages (aibot_send_msg).
 func (s *wecomSide) deliver(ctx context.Context, c *wecomConn, job wecomJob) error {
 	age := time.Since(time.UnixMilli(job.RecvMS))
 	st, unlock := s.lockReq(job.ReqID)
@@ -184,18 +190,7 @@ func (s *wecomSide) deliver(ctx context.Context, c *wecomConn, job wecomJob) err
 	}
 	parts := channels.Split(text, streamLimit)
 	if job.ReqID != "" && age < s.adapter.opts.ReqIDTTL {
-		steps := splitChars(parts[0], s.adapter.cfg.ChunkChars)
-		var err error
-		shown := ""
-		for i, step := range steps {
-			if shown != "" {
-				shown += "\n\n"
-			}
-			shown += step
-			if err = s.respond(ctx, c, job.ReqID, shown, i == len(steps)-1); err != nil {
-				break
-			}
-		}
+		err := s.respond(ctx, c, job.ReqID, parts[0], true)
 		if err == nil {
 			return s.push(ctx, c, job.ChatID, parts[1:])
 		}

@@ -1,0 +1,148 @@
+package wechat
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/channels/wechat/wechattest"
+	"github.com/parleyhq/parley/internal/redistest"
+)
+
+// liveWeCom starts a channel holding a fake WeCom bot's connection and
+// returns it with a question asked just now on reqID.
+func liveWeCom(t *testing.T, reqIDTTL time.Duration, reqID string) (*running, *wechattest.WeCom, channels.Message) {
+	t.Helper()
+	r := redistest.New(t)
+	f := wechattest.NewWeCom(t, "aibot-live", "s3cret")
+	cfg := wecomConfig(r, f, "A")
+	cfg.ReqIDTTL = reqIDTTL
+	rn := start(t, r, cfg, nil)
+	waitFor(t, "the subscription", f.Connected)
+	m := channels.Message{Channel: Name, Workspace: "aibot-live", Chat: "grp-1", User: "zhangsan", Text: "tell me",
+		Meta: map[string]string{"via": ViaWeCom, "req_id": reqID, "chatid": "grp-1", "recv_ms": strconv.FormatInt(time.Now().UnixMilli(), 10)}}
+	return rn, f, m
+}
+
+// feed shows answer in pieces of n bytes, every gap, as a model writes.
+func feed(t *testing.T, sink channels.ReplySink, answer string, n int, gap time.Duration) {
+	t.Helper()
+	for i := 0; i < len(answer); i += n {
+		if _, err := sink.Show(context.Background(), channels.Progress{Kind: channels.ProgressText, Text: answer[i:min(i+n, len(answer))]}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(gap)
+	}
+}
+
+// TestWeComLiveReplyCoalescesFrames: deltas every 20 ms reach WeCom as
+// frames at least 500 ms apart (measured from the fake's receive times),
+// each a longer prefix of the answer, the last finishing it.
+func TestWeComLiveReplyCoalescesFrames(t *testing.T) {
+	rn, f, m := liveWeCom(t, time.Minute, "req-live")
+	sink, err := rn.ch.StartReply(context.Background(), m)
+	if err != nil || sink == nil {
+		t.Fatalf("StartReply = %v, %v", sink, err)
+	}
+	answer := strings.Repeat("word ", 60) + "end."
+	feed(t, sink, answer, 5, 20*time.Millisecond)
+	if err := sink.Finish(context.Background(), channels.Reply{Text: answer}); err != nil {
+		t.Fatal(err)
+	}
+	frames := respondFrames(f, "req-live")
+	if len(frames) < 2 || len(frames) > 20 {
+		t.Fatalf("%d frames for %d deltas; want them coalesced, yet shown as they came", len(frames), len(answer)/5)
+	}
+	for i, fr := range frames {
+		s := fr.Stream()
+		if i > 0 && fr.At.Sub(frames[i-1].At) < WeComFrameInterval {
+			t.Errorf("frames %d and %d arrived %v apart; want at least %v", i-1, i, fr.At.Sub(frames[i-1].At), WeComFrameInterval)
+		}
+		if !strings.HasPrefix(answer, s.Content) || s.Finish != (i == len(frames)-1) || s.ID != streamID("req-live") {
+			t.Errorf("frame %d: %+v", i, s)
+		}
+	}
+	if last := frames[len(frames)-1].Stream(); last.Content != answer {
+		t.Errorf("the stream finished with %q, want the answer", last.Content)
+	}
+	if n := len(f.Frames("aibot_send_msg")); n != 0 {
+		t.Errorf("%d extra messages; the answer fits the stream", n)
+	}
+}
+
+// TestWeComLiveReplyContinuesPastTheStreamDeadline: an answer still being
+// written at the req_id's deadline finishes the stream with the text so
+// far, cut at a paragraph, and the rest follows as a message when the
+// answer is complete — also when WeCom expires the stream first (846608).
+func TestWeComLiveReplyContinuesPastTheStreamDeadline(t *testing.T) {
+	var paras []string
+	for i := range 6 {
+		paras = append(paras, strings.Repeat(string(rune('a'+i)), 40))
+	}
+	answer := strings.Join(paras, "\n\n")
+	for _, tc := range []struct {
+		name      string
+		reqIDTTL  time.Duration
+		streamTTL time.Duration // the fake's; 0 for none
+	}{
+		{"finished at its deadline", 1200 * time.Millisecond, 0},
+		{"expired by WeCom first", time.Minute, 700 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rn, f, m := liveWeCom(t, tc.reqIDTTL, "req-long")
+			f.SetStreamTTL(tc.streamTTL)
+			sink, err := rn.ch.StartReply(context.Background(), m)
+			if err != nil || sink == nil {
+				t.Fatalf("StartReply = %v, %v", sink, err)
+			}
+			feed(t, sink, answer, 7, 40*time.Millisecond) // about 1.5 s
+			if err := sink.Finish(context.Background(), channels.Reply{Text: answer}); err != nil {
+				t.Fatal(err)
+			}
+			// What the stream shows: its last accepted frame.
+			kept := ""
+			expired := 0
+			for _, fr := range respondFrames(f, "req-long") {
+				if fr.ErrCode == 0 {
+					kept = fr.Stream().Content
+				} else if fr.ErrCode == 846608 {
+					expired++
+				}
+			}
+			if (tc.streamTTL > 0) != (expired > 0) {
+				t.Errorf("%d frames refused as expired", expired)
+			}
+			pushes := f.Frames("aibot_send_msg")
+			if kept == "" || len(pushes) != 1 {
+				t.Fatalf("stream shows %q, %d messages after it; want part of the answer, then the rest", kept, len(pushes))
+			}
+			chat, rest := pushes[0].Markdown()
+			if chat != "grp-1" || !strings.HasPrefix(answer, kept) || strings.TrimSpace(answer[len(kept):]) != rest {
+				t.Fatalf("stream %q then %q (to %s); want the answer once, in order", kept, rest, chat)
+			}
+			if tc.streamTTL == 0 && !strings.HasSuffix(kept, paras[strings.Count(kept, "\n\n")]) {
+				t.Errorf("the stream was cut inside a paragraph: %q", kept)
+			}
+		})
+	}
+}
+
+func TestWeComLiveReplyOnlyWhereThisReplicaHoldsTheConnection(t *testing.T) {
+	rn, _, m := liveWeCom(t, time.Minute, "req-x")
+	ilink := channels.Message{Channel: Name, Chat: "u1", Meta: map[string]string{"via": ViaILink}}
+	if sink, _ := rn.ch.StartReply(context.Background(), ilink); sink != nil {
+		t.Error("an iLink answer is streamed")
+	}
+	old := m
+	old.Meta = map[string]string{"via": ViaWeCom, "req_id": "req-old", "chatid": "grp-1", "recv_ms": strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10)}
+	if sink, _ := rn.ch.StartReply(context.Background(), old); sink != nil {
+		t.Error("an answer to an expired req_id is streamed")
+	}
+	rn.stop()
+	if sink, _ := rn.ch.StartReply(context.Background(), m); sink != nil {
+		t.Error("streamed without the connection")
+	}
+}
