@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"fmt"
 	"image"
 	"image/color"
 	"image/png"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/channels/feishu/feishutest"
+	"github.com/parleyhq/parley/channels/wechat/wechattest"
 	"github.com/parleyhq/parley/internal/redistest"
 )
 
@@ -174,5 +176,67 @@ func TestFeishuScreenshotReachesAVisionModel(t *testing.T) {
 	}
 	if code := s.stop(); code != 0 {
 		t.Fatalf("serve exited %d", code)
+	}
+}
+
+// WeChat through parley serve: a WeCom AI-bot mixed message (text and a
+// screenshot encrypted with its own key) and an iLink image item from the
+// CDN each reach a vision model with exactly the screenshot's bytes; a
+// WeCom image whose address has expired (403) gets a note.
+func TestWeChatImagesReachAVisionModel(t *testing.T) {
+	r := redistest.New(t)
+	model := openaitest.New(t)
+	ilink := wechattest.NewILink(t)
+	wecom := wechattest.NewWeCom(t, "aibot-media", "wecom-secret")
+	media := wechattest.NewMedia(t)
+	cfg := writeConfig(t, fmt.Sprintf("redis:\n  prefix: %q\nmodel:\n  vision: true\nwechat:\n  wecom_media_hosts: [%q]\n", r.Prefix, media.URL()))
+	env := map[string]string{
+		"PARLEY_CONFIG": cfg, "REDIS_URL": r.URL, "OPENAI_BASE_URL": model.URL(), "OPENAI_API_KEY": "sk-test",
+		"PARLEY_HOME": t.TempDir(), "WECHAT_ILINK_BASE_URL": ilink.URL(), "WECHAT_ILINK_CDN_URL": media.CDNURL(),
+		"WECOM_BOT_ID": wecom.BotID, "WECOM_BOT_SECRET": wecom.Secret, "WECOM_WS_URL": wecom.URL(),
+	}
+	wechatLogin(t, env)
+	s := startWeChatServe(t, env)
+	wechatEventually(t, "the WeCom subscription", wecom.Connected, s.stderr)
+	shot := screenshotPNG(t, 200, 120)
+	model.Script(openaitest.Text("WeCom: a chart."), openaitest.Text("iLink: a chart."), openaitest.Text("expired"))
+
+	key := wechattest.WeComMediaKey(9)
+	url := media.Add("/BHoPdA3/1?sign=abc", wechattest.EncryptWeCom(shot, key), "application/octet-stream")
+	if err := wecom.SendCallback(wechattest.Callback{ReqID: "req-img", MsgID: "msg-img", User: "zhangsan", MsgType: "mixed", Text: "what is this?",
+		Images: []wechattest.MediaRef{{URL: url, AESKey: key}}}); err != nil {
+		t.Fatal(err)
+	}
+	wechatEventually(t, "the WeCom answer", func() bool { _, fin := wechatFinishedFrames(wecom, "req-img"); return fin > 0 }, s.stderr)
+	frames, _ := wechatFinishedFrames(wecom, "req-img")
+	if last := frames[len(frames)-1].Stream(); last.Content != "WeCom: a chart." {
+		t.Errorf("WeCom answer %q", last.Content)
+	}
+	text, imgs := lastUser(t, model.Requests()[0])
+	if len(imgs) != 1 || !bytes.Equal(imgs[0], shot) || !strings.HasPrefix(text, "what is this?") {
+		t.Fatalf("WeCom turn: text %q, %d images (want the exact screenshot)", text, len(imgs))
+	}
+
+	ckey := []byte("0123456789abcdef")
+	media.AddCDN("ENC_PARAM_1", wechattest.EncryptILink(shot, ckey))
+	ilink.Add(wechattest.Message{ID: 11, From: "alice@im.wechat", ContextToken: "ctx-a", Image: &wechattest.ILinkImage{Param: "ENC_PARAM_1", AESKey: ckey}})
+	wechatEventually(t, "the iLink answer", func() bool { return len(ilink.Sends()) > 0 }, s.stderr)
+	if sends := ilink.Sends(); sends[0].To != "alice@im.wechat" || sends[0].Text != "iLink: a chart." {
+		t.Errorf("iLink sends %+v", sends)
+	}
+	if _, imgs := lastUser(t, model.Requests()[1]); len(imgs) != 1 || !bytes.Equal(imgs[0], shot) {
+		t.Fatalf("iLink turn: %d images (want the exact screenshot)", len(imgs))
+	}
+
+	// An expired address: the text is answered, the image noted.
+	expired := media.AddBehaviour("/BHoPdA3/2", wechattest.MediaForbidden)
+	if err := wecom.SendCallback(wechattest.Callback{ReqID: "req-old", MsgID: "msg-old", User: "lisi", MsgType: "mixed", Text: "and this?",
+		Images: []wechattest.MediaRef{{URL: expired, AESKey: key}}}); err != nil {
+		t.Fatal(err)
+	}
+	wechatEventually(t, "the answer with the note", func() bool { _, fin := wechatFinishedFrames(wecom, "req-old"); return fin > 0 }, s.stderr)
+	frames, _ = wechatFinishedFrames(wecom, "req-old")
+	if last := frames[len(frames)-1].Stream().Content; !strings.HasPrefix(last, "expired") || !strings.Contains(last, "couldn't download") {
+		t.Errorf("answer %q; want the text answered and the image noted", last)
 	}
 }
