@@ -146,7 +146,9 @@ func (r *Retrier) WithAttempts(n int) *Retrier {
 func (r *Retrier) Do(ctx context.Context, op string, attempt Attempt) error {
 	p := r.policy
 	backoff := Backoff{Min: p.MinWait, Max: p.MaxWait}
-	log := r.log.With("op", op)
+	// op goes on each failure's line, not into a logger made per call
+	// (slog's With formats at once): the call that succeeds logs nothing.
+	log := r.log
 	var lastReason Reason
 	for n := 1; ; n++ {
 		start := time.Now()
@@ -174,7 +176,7 @@ func (r *Retrier) Do(ctx context.Context, op string, attempt Attempt) error {
 		if why != "" {
 			r.count(reason, metrics.OutcomeError)
 			r.observe(Attempted{Outcome: metrics.OutcomeError, Duration: elapsed, Reason: reason, Err: err, Context: ctx})
-			log.Warn("outbound call failed", "attempts", n, "reason", reason.String(), "why", why, "err", err)
+			log.Warn("outbound call failed", "op", op, "attempts", n, "reason", reason.String(), "why", why, "err", err)
 			if n == 1 {
 				return unmark(err)
 			}
@@ -191,7 +193,7 @@ func (r *Retrier) Do(ctx context.Context, op string, attempt Attempt) error {
 			level = slog.LevelWarn
 		}
 		lastReason = reason
-		log.Log(ctx, level, "outbound call failed; retrying", "attempt", n, "reason", reason.String(),
+		log.Log(ctx, level, "outbound call failed; retrying", "op", op, "attempt", n, "reason", reason.String(),
 			"retry_in", wait, "retry_after", after > 0, "err", err)
 		if serr := p.Sleep(ctx, wait); serr != nil {
 			return fmt.Errorf("%w (stopped: %w)", unmark(err), serr)

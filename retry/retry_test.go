@@ -305,3 +305,17 @@ func TestFailureSeriesArePrimed(t *testing.T) {
 		t.Errorf("%d series, want %d (every reason, retry and error)", n, want)
 	}
 }
+
+// BenchmarkDoSucceeds is a call that succeeds at once, as nearly every
+// outbound call does: what Do itself costs it.
+func BenchmarkDoSucceeds(b *testing.B) {
+	r := New("bench", Policy{}, metrics.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ok := func(context.Context) (bool, time.Duration, error) { return false, 0, nil }
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := r.Do(ctx, "chat.postMessage", ok); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
