@@ -181,9 +181,10 @@ type Adapter struct {
 	groupDMs groupDMs // channels known to be group DMs, or not
 	// modes is how each workspace shows live replies, when it refused
 	// the richer ways (absent: stream); noStatus the workspaces that
-	// refused assistant.threads.setStatus. Kept in this process only.
-	modes    map[string]replyMode
-	noStatus map[string]bool
+	// refused assistant.threads.setStatus. Kept in this process only,
+	// each for RefusalMemory.
+	modes    map[string]remembered[replyMode]
+	noStatus map[string]remembered[bool]
 	// refusals keeps refused requests from flooding the log.
 	refusals *logthrottle.Throttle
 

@@ -30,9 +30,9 @@ import (
 //
 // A workspace starts at stream. When Slack refuses a mode for good (the
 // method is unknown, not allowed, lacks a scope, or the token type is
-// wrong) the workspace moves down to the next and stays there for the life
-// of this process; every replica learns it on its own, at the cost of one
-// refused call. A failure that may pass (5xx, a rate limit) moves only the
+// wrong) the workspace moves down to the next and stays there for
+// RefusalMemory (an hour) in this process; every replica learns it on its
+// own, at the cost of one refused call. A failure that may pass (5xx, a rate limit) moves only the
 // reply at hand. Each move is counted in parley_reply_stream_fallbacks_total.
 //
 // Whatever happens midway, the user is left with the answer exactly once:
@@ -107,11 +107,28 @@ var refusedForGood = map[string]bool{
 // refused reports whether err is a refusal for good.
 func refused(err error) bool { return refusedForGood[errorCode(err)] }
 
+// RefusalMemory is how long a workspace's refusal of a way of showing
+// live replies is remembered: long enough not to ask at every answer,
+// short enough that a workspace granted the scope later gets it back
+// without a restart.
+const RefusalMemory = time.Hour
+
+// remembered is a value kept until a time.
+type remembered[T any] struct {
+	v     T
+	until time.Time
+}
+
 // replyMode is the mode the workspace's replies start in.
 func (a *Adapter) replyMode(workspace string) replyMode {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.modes[workspace]
+	r, ok := a.modes[workspace]
+	if !ok || !a.opts.Now().Before(r.until) {
+		delete(a.modes, workspace)
+		return modeStream
+	}
+	return r.v
 }
 
 // downgrade remembers that the workspace refuses from, and counts the move
@@ -122,17 +139,19 @@ func (a *Adapter) downgrade(workspace string, from, to replyMode, remember bool,
 		a.log.Warn("live reply falls back for this answer", "from", from.String(), "to", to.String(), "err", err)
 		return
 	}
+	now := a.opts.Now()
 	a.mu.Lock()
 	if a.modes == nil {
-		a.modes = map[string]replyMode{}
+		a.modes = map[string]remembered[replyMode]{}
 	}
-	changed := a.modes[workspace] < to
+	cur, ok := a.modes[workspace]
+	changed := !ok || !now.Before(cur.until) || cur.v < to
 	if changed {
-		a.modes[workspace] = to
+		a.modes[workspace] = remembered[replyMode]{v: to, until: now.Add(RefusalMemory)}
 	}
 	a.mu.Unlock()
 	if changed {
-		a.log.Warn("workspace refuses a way of showing live replies; its replies use the next from now on",
+		a.log.Warn("workspace refuses a way of showing live replies; its replies use the next for an hour",
 			"team", workspace, "refused", from.String(), "now", to.String(), "err", err)
 	}
 }
@@ -142,20 +161,21 @@ func (a *Adapter) fallback(from, to replyMode) {
 	a.m.ReplyStreamFallbacks.WithLabelValues(Name, from.String(), to.String()).Inc()
 }
 
-// statusRefused reports whether the workspace refused setStatus for good.
+// statusRefused reports whether the workspace refused setStatus lately.
 func (a *Adapter) statusRefused(workspace string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.noStatus[workspace]
+	r, ok := a.noStatus[workspace]
+	return ok && a.opts.Now().Before(r.until)
 }
 
 func (a *Adapter) refuseStatus(workspace string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.noStatus == nil {
-		a.noStatus = map[string]bool{}
+		a.noStatus = map[string]remembered[bool]{}
 	}
-	a.noStatus[workspace] = true
+	a.noStatus[workspace] = remembered[bool]{v: true, until: a.opts.Now().Add(RefusalMemory)}
 }
 
 // StartReply implements channels.Streamer. A slash command's answer (an

@@ -192,6 +192,15 @@ func TestLiveReplyStreamRefusedThenEditsRefused(t *testing.T) {
 	if f.slack.Count("chat.startStream") != before+1 {
 		t.Errorf("another workspace did not stream: calls %v", f.slack.Calls())
 	}
+
+	// An hour on, the first workspace is asked again: it may have been
+	// granted the scope since.
+	f.now = f.now.Add(RefusalMemory)
+	before = f.slack.Count("chat.startStream")
+	answer(t, f.a, m, "asked ", "again")
+	if f.slack.Count("chat.startStream") != before+1 {
+		t.Errorf("the refusal was still remembered after RefusalMemory: calls %v", f.slack.Calls())
+	}
 }
 
 // TestLiveReplyFailsHalfway: appends fail for good half way through; the
