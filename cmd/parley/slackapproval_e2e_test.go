@@ -25,10 +25,7 @@ func rememberModel(req openai.ChatCompletionRequest) openaitest.Step {
 	last := req.Messages[len(req.Messages)-1]
 	switch {
 	case last.Role == "tool" && strings.Contains(last.Content, "Saved:"):
-		// Held a while, so that the decided approval is still there (it
-		// goes once the turn is written) for a second click arriving
-		// with the first: that click hears who decided.
-		return openaitest.Text("saved it").WithDelay(2 * time.Second)
+		return openaitest.Text("saved it")
 	case last.Role == "tool":
 		for _, s := range []string{"denied by", "approval expired"} {
 			if i := strings.Index(last.Content, s); i >= 0 {

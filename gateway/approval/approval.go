@@ -256,14 +256,19 @@ func parse(req, state, by, byName, at string) (*Record, error) {
 // matches any): while its lock still stands it records the decision and
 // frees the lock. It answers {1} (decided here), {2, record…} (decided
 // before: the record says by whom), {3} (its time ran out) or {0} (no
-// such approval).
+// such approval). A named approval whose turn is already written is found
+// in the finished record Drop leaves, so a late click still hears who
+// decided.
 //
-// KEYS: record, lock. ARGV: id or code, state, by, by name, at ms,
-// reply-to.
+// KEYS: record, lock, finished record. ARGV: id or code, state, by, by
+// name, at ms, reply-to.
 var decideScript = redis.NewScript(`
 local f = redis.call('HMGET', KEYS[1], 'id', 'code', 'state', 'req', 'by', 'by_name', 'at', 'prompt')
-if not f[1] then return {0} end
-if ARGV[1] ~= '' and ARGV[1] ~= f[1] and ARGV[1] ~= f[2] then return {0} end
+if not f[1] or (ARGV[1] ~= '' and ARGV[1] ~= f[1] and ARGV[1] ~= f[2]) then
+  if ARGV[1] == '' then return {0} end
+  f = redis.call('HMGET', KEYS[3], 'id', 'code', 'state', 'req', 'by', 'by_name', 'at', 'prompt')
+  if not f[1] or (ARGV[1] ~= f[1] and ARGV[1] ~= f[2]) then return {0} end
+end
 if f[3] ~= 'pending' then return {2, f[4], f[3], f[5] or '', f[6] or '', f[7] or '', f[8] or ''} end
 if redis.call('GET', KEYS[2]) ~= 'approval:' .. f[1] then return {3} end
 redis.call('HSET', KEYS[1], 'state', ARGV[2], 'by', ARGV[3], 'by_name', ARGV[4], 'at', ARGV[5], 'reply_to', ARGV[6])
@@ -303,7 +308,7 @@ func (s *Store) Decide(ctx context.Context, conv, match, state, by, byName strin
 	}
 	// Ids (rand.Text) and codes are upper-case: a typed code need not be.
 	match = NormalCode(match)
-	res, err := decideScript.Run(ctx, s.client, []string{s.key(conv, "approval"), s.key(conv, "lock")},
+	res, err := decideScript.Run(ctx, s.client, []string{s.key(conv, "approval"), s.key(conv, "lock"), s.key(conv, "approval-done")},
 		match, state, by, byName, at.UnixMilli(), string(replyTo)).Slice()
 	if err != nil {
 		return 0, nil, fmt.Errorf("approval: decide: %w", err)
@@ -356,16 +361,44 @@ func (s *Store) Expire(ctx context.Context, conv, id string, at time.Time) (bool
 	return n == 1, nil
 }
 
-// dropScript deletes the record if it is still approval ARGV[1]'s.
+// dropScript moves the record, if it is still approval ARGV[1]'s, out of
+// the conversation's way to the finished record, kept ARGV[2] ms.
+//
+// KEYS: record, finished record.
 var dropScript = redis.NewScript(`
-if redis.call('HGET', KEYS[1], 'id') == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
+if redis.call('HGET', KEYS[1], 'id') ~= ARGV[1] then return 0 end
+redis.call('RENAME', KEYS[1], KEYS[2])
+redis.call('HDEL', KEYS[2], 'req', 'reply_to')
+redis.call('HSET', KEYS[2], 'req', ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return 1
 `)
 
+// FinishedFor is how long a dropped approval is remembered: a click that
+// arrives after the turn is written (a double click, a platform's
+// re-delivery, a second replica) still hears who decided, rather than
+// that no such approval exists.
+const FinishedFor = time.Hour
+
 // Drop deletes conv's approval id once its turn is written (a newer
-// approval of the conversation stays).
+// approval of the conversation stays). Only who decided, how and when is
+// kept, for FinishedFor: the paused turn's state goes.
 func (s *Store) Drop(ctx context.Context, conv, id string) error {
-	if err := dropScript.Run(ctx, s.client, []string{s.key(conv, "approval")}, id).Err(); err != nil {
+	rec, err := s.Get(ctx, conv)
+	if err != nil {
+		return err
+	}
+	if rec == nil || rec.ID != id {
+		return nil
+	}
+	// The request without the paused turn: the tool and arguments still
+	// name what was decided.
+	rec.Turn = nil
+	req, err := json.Marshal(rec.Request)
+	if err != nil {
+		return fmt.Errorf("approval: encode request: %w", err)
+	}
+	if err := dropScript.Run(ctx, s.client, []string{s.key(conv, "approval"), s.key(conv, "approval-done")}, id, FinishedFor.Milliseconds(), req).Err(); err != nil {
 		return fmt.Errorf("approval: drop: %w", err)
 	}
 	return nil

@@ -208,6 +208,47 @@ func TestExpiry(t *testing.T) {
 	}
 }
 
+// TestDroppedApprovalStillAnswers: a click that arrives after the turn
+// is written (a double click, a platform's re-delivery, another replica)
+// hears who decided instead of "no such approval", and changes nothing;
+// the finished record no longer holds the paused turn, and is not the
+// conversation's approval.
+func TestDroppedApprovalStillAnswers(t *testing.T) {
+	rg := newRig(t)
+	ctx := context.Background()
+	conv := "slack:T:C:done"
+	req := rg.pause(t, conv, time.Minute)
+	if out, _, err := rg.approval.Decide(ctx, conv, req.ID, approval.Approved, "U2", "boss", time.Now(), nil); err != nil || out != approval.Decided {
+		t.Fatalf("Decide = %v %v", out, err)
+	}
+	if err := rg.approval.Drop(ctx, conv, req.ID); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := rg.approval.Get(ctx, conv); rec != nil || err != nil {
+		t.Fatalf("Get after Drop = %+v %v, want none", rec, err)
+	}
+	for _, match := range []string{req.ID, strings.ToLower(req.Code)} {
+		out, rec, err := rg.approval.Decide(ctx, conv, match, approval.Denied, "U3", "late", time.Now(), nil)
+		if err != nil || out != approval.Already || rec.State != approval.Approved || rec.Decider() != "boss" || rec.Tool != req.Tool {
+			t.Fatalf("late Decide(%s) = %v %+v %v, want Already approved by boss", match, out, rec, err)
+		}
+		if len(rec.Turn) != 0 && string(rec.Turn) != "null" {
+			t.Fatalf("the finished record kept the paused turn: %s", rec.Turn)
+		}
+	}
+	// Unnamed (/cancel) or another approval's id: nothing to decide.
+	for _, match := range []string{"", "NOSUCH"} {
+		if _, _, err := rg.approval.Decide(ctx, conv, match, approval.Cancelled, "U1", "", time.Now(), nil); !errors.Is(err, approval.ErrUnknown) {
+			t.Fatalf("Decide(%q) after Drop = %v, want ErrUnknown", match, err)
+		}
+	}
+	// A new approval of the conversation is decided as usual.
+	next := rg.pause(t, conv, time.Minute)
+	if out, _, err := rg.approval.Decide(ctx, conv, next.Code, approval.Denied, "U2", "boss", time.Now(), nil); err != nil || out != approval.Decided {
+		t.Fatalf("Decide of the next approval = %v %v", out, err)
+	}
+}
+
 // TestPromptReference: the posted prompt's reference is kept with its
 // approval and handed back with the decision, to the decider and to those
 // who come after; another approval's reference is not stored over it.
