@@ -209,7 +209,7 @@ func (a *Adapter) Send(ctx context.Context, m channels.Message, r channels.Reply
 		if a.wecom == nil {
 			return errors.New("wechat: WeCom is not configured on this replica")
 		}
-		return a.wecom.send(ctx, m, r.Text)
+		return a.wecom.reply(ctx, m, r)
 	default:
 		return fmt.Errorf("wechat: message has no known transport (meta via=%q)", m.Meta["via"])
 	}

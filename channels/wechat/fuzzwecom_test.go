@@ -14,13 +14,15 @@ import (
 
 // FuzzWeComFrame: any frame WeCom's AI-bot socket delivers is dispatched
 // without a panic; a message handed on names its sender, its chat and the
-// req_id to answer on, and only a callback frame hands one on.
+// req_id to answer on, and only a callback frame hands one on — or a
+// click on a prompt card's button, as /approve ID or /deny ID.
 func FuzzWeComFrame(f *testing.F) {
 	for _, s := range []string{
 		`{"cmd":"aibot_msg_callback","headers":{"req_id":"r1"},"body":{"msgid":"m1","aibotid":"b","chattype":"single","from":{"userid":"u1"},"msgtype":"text","text":{"content":"hi"}}}`,
 		`{"cmd":"aibot_msg_callback","headers":{"req_id":"r2"},"body":{"msgid":"m2","chatid":"g1","chattype":"group","from":{"userid":"u1"},"msgtype":"mixed","mixed":{"msg_item":[{"msgtype":"text","text":{"content":"@bot hi"}}]}}}`,
 		`{"cmd":"aibot_msg_callback","headers":{"req_id":"r3"},"body":{"msgid":"m3","chattype":"group","from":{"userid":"u1"},"msgtype":"image"}}`,
 		`{"cmd":"aibot_event_callback","body":{"event":{"eventtype":"disconnected_event"}}}`,
+		`{"cmd":"aibot_event_callback","headers":{"req_id":"r4"},"body":{"msgid":"m4","chattype":"single","from":{"userid":"u1"},"msgtype":"event","event":{"eventtype":"template_card_event","template_card_event":{"card_type":"button_interaction","event_key":"parley_approve:ABC","task_id":"parley-approval-ABC"}}}}`,
 		`{"headers":{"req_id":"ping_1"},"errcode":0}`,
 		`{"headers":{"req_id":""},"errcode":1}`,
 		`{"cmd":"ping"}`, `{"cmd":"nope"}`, `[]`, `{"body":null}`,
@@ -51,6 +53,13 @@ func FuzzWeComFrame(f *testing.F) {
 		for _, m := range c.queue {
 			if m.Channel != Name || m.Chat == "" || m.User == "" || m.Meta["req_id"] == "" || m.Meta["via"] != ViaWeCom {
 				t.Fatalf("%q handed on a message it cannot be answered in: %+v", raw, m)
+			}
+			if m.Meta[metaCardClick] == "1" {
+				verb, id, _ := strings.Cut(m.Text, " ")
+				if (verb != "/approve" && verb != "/deny") || !cardApprovalID.MatchString(id) || !strings.Contains(string(raw), "template_card_event") {
+					t.Fatalf("%q handed on a click %+v", raw, m)
+				}
+				continue
 			}
 			if !strings.Contains(string(raw), "aibot_msg_callback") {
 				t.Fatalf("%q is no message callback, yet handed on %+v", raw, m)

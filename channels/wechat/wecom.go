@@ -92,6 +92,9 @@ type wecomJob struct {
 	ChatID string `json:"chatid"`
 	RecvMS int64  `json:"recv_ms"`
 	Text   string `json:"text,omitempty"`
+	// Card is an approval prompt's template card, shown under the
+	// finished text.
+	Card json.RawMessage `json:"card,omitempty"`
 }
 
 // wecomSide holds one WeCom AI bot's long connection on the replica that

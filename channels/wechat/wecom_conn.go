@@ -213,8 +213,12 @@ func (c *wecomConn) dispatch(ctx context.Context, raw []byte) error {
 			} `json:"event"`
 		}
 		_ = json.Unmarshal(f.Body, &ev)
-		if ev.Event.Type == "disconnected_event" {
+		switch ev.Event.Type {
+		case "disconnected_event":
 			return errKicked
+		case eventCardClick:
+			c.side.onCardClick(c, f)
+			return nil
 		}
 		c.log.Debug("WeCom event ignored", "event", ev.Event.Type)
 	case "":

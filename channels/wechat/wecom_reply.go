@@ -190,7 +190,12 @@ func (s *wecomSide) deliver(ctx context.Context, c *wecomConn, job wecomJob) err
 	}
 	parts := channels.Split(text, streamLimit)
 	if job.ReqID != "" && age < s.adapter.opts.ReqIDTTL {
-		err := s.respond(ctx, c, job.ReqID, parts[0], true)
+		body := streamBody(job.ReqID, parts[0], true)
+		if len(job.Card) > 0 && len(parts) == 1 {
+			// The approval prompt: its card under the finished text.
+			body = cardStreamBody(job.ReqID, parts[0], job.Card)
+		}
+		err := s.respondBody(ctx, c, job.ReqID, body)
 		if err == nil {
 			return s.push(ctx, c, job.ChatID, parts[1:])
 		}
@@ -203,7 +208,11 @@ func (s *wecomSide) deliver(ctx context.Context, c *wecomConn, job wecomJob) err
 }
 
 func (s *wecomSide) respond(ctx context.Context, c *wecomConn, reqID, content string, finish bool) error {
-	ack, err := c.call(ctx, cmdRespond, reqID, streamBody(reqID, content, finish))
+	return s.respondBody(ctx, c, reqID, streamBody(reqID, content, finish))
+}
+
+func (s *wecomSide) respondBody(ctx context.Context, c *wecomConn, reqID string, body any) error {
+	ack, err := c.call(ctx, cmdRespond, reqID, body)
 	if err != nil {
 		return err
 	}
