@@ -8,83 +8,24 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/parleyhq/parley/channels"
-	"github.com/parleyhq/parley/retry"
+	"github.com/parleyhq/parley/internal/chatpace"
 )
 
 // pacer spaces the posts to one chat over every replica, to the rate its
-// platform publishes (channels.Pace): a split answer goes out paced, not
-// in a burst that gets the bot rate limited or banned, and two replicas
-// answering in one chat share its budget.
-//
-// It is GCRA, as in the quota package, used as a reservation: each post
-// takes the next free slot of its chat and waits for it, so no replica
-// polls. A chat's keys share one hash tag, so each script runs on one
-// slot of a Redis Cluster, and time is Redis's own clock. When the
-// platform answers 429, the chat is held for its Retry-After: every
-// replica waits, also one that had already reserved a slot.
+// platform publishes (channels.Pace), with the budget in Redis that every
+// replica and adapter shares (package chatpace).
 type pacer struct {
 	client redis.UniversalClient
 	prefix string
 }
 
-// keys are the chat's next free slot and its hold.
-func (p *pacer) keys(m channels.Message) []string {
-	base := p.prefix + "pace:{" + m.Channel + ":" + m.Workspace + ":" + m.Chat + "}"
-	return []string{base, base + ":hold"}
-}
-
-// reserveScript takes the next slot of a chat. KEYS: slot, hold. ARGV:
-// interval (µs), burst. It returns the wait (µs) until the slot, or
-// until the hold ends if that is later.
-var reserveScript = redis.NewScript(`
-if redis.replicate_commands then redis.replicate_commands() end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local interval = tonumber(ARGV[1])
-local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tat < now then tat = now end
-local wait = tat - (tonumber(ARGV[2]) - 1) * interval - now
-if wait < 0 then wait = 0 end
-local new = tat + interval
-redis.call('SET', KEYS[1], string.format('%d', new), 'PX', math.floor((new - now) / 1000) + 1)
-local hold = redis.call('PTTL', KEYS[2]) * 1000
-if hold > wait then wait = hold end
-return wait
-`)
-
-// holdScript holds a chat for ARGV[1] ms, unless it is held longer.
-// KEYS: hold.
-var holdScript = redis.NewScript(`
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then
-  redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
-end
-return 1
-`)
+func (p *pacer) shared() chatpace.Pacer { return chatpace.Pacer{Client: p.client, Prefix: p.prefix} }
 
 // wait blocks until m's chat may be posted to at pace. A Redis failure is
 // returned; the caller posts unpaced rather than not at all.
 func (p *pacer) wait(ctx context.Context, m channels.Message, pace channels.Pace) error {
-	if pace.Every <= 0 {
-		return nil
-	}
-	keys := p.keys(m)
-	wait, err := reserveScript.Run(ctx, p.client, keys, max(pace.Every.Microseconds(), 1), max(pace.Burst, 1)).Int64()
-	if err != nil {
-		return fmt.Errorf("outbox: pace: %w", err)
-	}
-	if wait <= 0 {
-		return nil
-	}
-	if !retry.Sleep(ctx, time.Duration(wait)*time.Microsecond) {
-		return ctx.Err()
-	}
-	// A 429 may have held the chat while this post waited for its slot.
-	hold, err := p.client.PTTL(ctx, keys[1]).Result()
-	if err != nil || hold <= 0 {
-		return nil
-	}
-	if !retry.Sleep(ctx, hold) {
-		return ctx.Err()
+	if err := p.shared().Wait(ctx, m.Channel, m.Workspace, m.Chat, pace.Every, pace.Burst); err != nil {
+		return fmt.Errorf("outbox: %w", err)
 	}
 	return nil
 }
@@ -92,11 +33,8 @@ func (p *pacer) wait(ctx context.Context, m channels.Message, pace channels.Pace
 // hold makes every replica wait after before posting to m's chat again:
 // the platform asked so (Retry-After).
 func (p *pacer) hold(ctx context.Context, m channels.Message, after time.Duration) error {
-	if after <= 0 {
-		return nil
-	}
-	if err := holdScript.Run(ctx, p.client, p.keys(m)[1:], max(after.Milliseconds(), 1)).Err(); err != nil {
-		return fmt.Errorf("outbox: hold chat: %w", err)
+	if err := p.shared().Hold(ctx, m.Channel, m.Workspace, m.Chat, after); err != nil {
+		return fmt.Errorf("outbox: %w", err)
 	}
 	return nil
 }
