@@ -65,7 +65,7 @@ func (a *Adapter) SendPrompt(ctx context.Context, m channels.Message, r channels
 	if err != nil {
 		return nil, err
 	}
-	if err := a.limiter.wait(ctx, m.Chat); err != nil {
+	if err := a.waitChat(ctx, m); err != nil {
 		return nil, err
 	}
 	id, err := a.postWith(ctx, a.calls, m, "interactive", string(card), sendUUID(m, 0, "approval:"+ap.ID, ap.Code))

@@ -28,6 +28,7 @@ import (
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/internal/chatpace"
 	"github.com/parleyhq/parley/internal/logthrottle"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/outbound"
@@ -146,17 +147,18 @@ func (o Options) withDefaults() Options {
 
 // Adapter is the Feishu channel.
 type Adapter struct {
-	cfg     Config
-	opts    Options
-	base    string
-	api     *larkcore.Config // the Open API client's settings and token cache
-	log     *slog.Logger
-	m       *metrics.Metrics
-	calls   *retry.Retrier // Open API calls
-	http    *http.Client
-	state   stateStore
-	limiter *chatLimiter
-	live    liveModes // the first mode of a live reply, by workspace
+	cfg      Config
+	opts     Options
+	base     string
+	api      *larkcore.Config // the Open API client's settings and token cache
+	log      *slog.Logger
+	m        *metrics.Metrics
+	calls    *retry.Retrier // Open API calls
+	http     *http.Client
+	state    stateStore
+	limiter  *chatLimiter   // without Redis
+	chatPace chatpace.Pacer // with Redis: the chat's budget over every replica
+	live     liveModes      // the first mode of a live reply, by workspace
 	// refusals keeps refused callbacks from flooding the log.
 	refusals *logthrottle.Throttle
 	// actions are the card clicks waiting for the gateway's answer, by
@@ -218,6 +220,7 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 	a.api = newAPIConfig(cfg.AppID, cfg.AppSecret.Reveal(), a.base, opts.HTTPClient, sdkLog)
 	if opts.Redis != nil {
 		a.state = &redisState{client: opts.Redis, prefix: opts.Prefix}
+		a.chatPace = chatpace.Pacer{Client: opts.Redis, Prefix: opts.Prefix}
 	} else {
 		a.state = newMemState()
 	}

@@ -223,7 +223,7 @@ func (a *Adapter) postChunk(ctx context.Context, calls *retry.Retrier, paced boo
 		return "", err
 	}
 	if paced {
-		if err := a.limiter.wait(ctx, m.Chat); err != nil {
+		if err := a.waitChat(ctx, m); err != nil {
 			return "", err
 		}
 	}
@@ -235,7 +235,7 @@ func (a *Adapter) postChunk(ctx context.Context, calls *retry.Retrier, paced boo
 	a.log.Warn("card refused; sending plain text instead", "code", apiErr.Code, "msg", apiErr.Msg, "log_id", apiErr.LogID)
 	text, _ := json.Marshal(map[string]string{"text": chunk})
 	if paced {
-		if err := a.limiter.wait(ctx, m.Chat); err != nil {
+		if err := a.waitChat(ctx, m); err != nil {
 			return "", err
 		}
 	}
@@ -245,7 +245,7 @@ func (a *Adapter) postChunk(ctx context.Context, calls *retry.Retrier, paced boo
 // post sends one message, within the chat's rate, with the adapter's
 // retries.
 func (a *Adapter) post(ctx context.Context, m channels.Message, msgType, content, uuid string) error {
-	if err := a.limiter.wait(ctx, m.Chat); err != nil {
+	if err := a.waitChat(ctx, m); err != nil {
 		return err
 	}
 	_, err := a.postWith(ctx, a.calls, m, msgType, content, uuid)
@@ -363,9 +363,24 @@ func (a *Adapter) StartTyping(ctx context.Context, m channels.Message) (stop fun
 	}
 }
 
+// waitChat waits for the next slot of m's chat: with Redis, from the
+// budget every replica (and the outbox) shares; else on this replica. A
+// Redis failure posts unpaced rather than not at all.
+func (a *Adapter) waitChat(ctx context.Context, m channels.Message) error {
+	if a.opts.Redis == nil {
+		return a.limiter.wait(ctx, m.Chat)
+	}
+	err := a.chatPace.Wait(ctx, Name, m.Workspace, m.Chat, a.opts.ChatInterval, 1)
+	if err != nil && ctx.Err() == nil {
+		a.log.Debug("cannot pace a message; sending it anyway", "err", err)
+		return nil
+	}
+	return err
+}
+
 // chatLimiter spaces the messages sent to one chat (Feishu allows 5 per
-// second per user or group). It is per replica; the uuid and Feishu's own
-// 230020 answer (retried with backoff) cover bursts across replicas.
+// second per user or group) on this replica, where there is no Redis to
+// share the chat's budget in.
 type chatLimiter struct {
 	interval time.Duration
 	mu       sync.Mutex

@@ -271,7 +271,7 @@ func (s *cardSink) startCardKit(ctx context.Context, body string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.a.limiter.wait(ctx, s.m.Chat); err != nil {
+	if err := s.a.waitChat(ctx, s.m); err != nil {
 		return err
 	}
 	id, err := s.a.postWith(ctx, s.a.calls, s.m, "interactive", string(content), s.uuid("card", 0))
@@ -324,7 +324,7 @@ func (s *cardSink) startPatch(ctx context.Context, body string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.a.limiter.wait(ctx, s.m.Chat); err != nil {
+	if err := s.a.waitChat(ctx, s.m); err != nil {
 		return err
 	}
 	id, err := s.a.postWith(ctx, s.a.calls, s.m, "interactive", string(card), s.uuid("patch", 0))

@@ -42,6 +42,7 @@ type Sent struct {
 	// MessageID is the id the fake gave the message; CardID the card
 	// entity it carries, if any.
 	MessageID, CardID string
+	At                time.Time // when the fake received it
 }
 
 // Reaction is one reaction added (and maybe removed).
@@ -385,7 +386,7 @@ func (s *Server) message(w http.ResponseWriter, r *http.Request, kind, replyTo s
 	id := fmt.Sprintf("om_sent_%d", len(s.sent)+1)
 	s.uuids[req.UUID] = id
 	sent := Sent{Kind: kind, ReplyTo: replyTo, ChatID: req.ReceiveID, MsgType: req.MsgType, Content: req.Content, UUID: req.UUID,
-		ReplyInThread: req.ReplyInThread, MessageID: id, CardID: cardID}
+		ReplyInThread: req.ReplyInThread, MessageID: id, CardID: cardID, At: time.Now()}
 	sent.Text = contentText(req.MsgType, req.Content)
 	if card != nil {
 		card.MessageID = id
