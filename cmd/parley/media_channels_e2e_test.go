@@ -141,9 +141,14 @@ func TestFeishuScreenshotReachesAVisionModel(t *testing.T) {
 		t.Errorf("resource downloads %v", types)
 	}
 	// The history: the image's key and checksum, never its bytes.
-	stored := redisValues(t, r)
-	if !strings.Contains(stored, "img_v3_shot") || strings.Contains(stored, base64.StdEncoding.EncodeToString(shot)[:80]) {
-		t.Errorf("stored values hold the bytes, or no reference (%d bytes)", len(stored))
+	// (Stored as the turn ends, after the answer is sent.)
+	var stored string
+	pollUntil(t, "the reference in the history", s.stderr, func() bool {
+		stored = redisValues(t, r)
+		return strings.Contains(stored, `"id":"img_v3_shot"`)
+	})
+	if strings.Contains(stored, base64.StdEncoding.EncodeToString(shot)[:80]) {
+		t.Errorf("stored values hold the screenshot's bytes")
 	}
 
 	// A follow-up in the thread with two images that cannot be read.
@@ -227,6 +232,17 @@ func TestWeChatImagesReachAVisionModel(t *testing.T) {
 	if _, imgs := lastUser(t, model.Requests()[1]); len(imgs) != 1 || !bytes.Equal(imgs[0], shot) {
 		t.Fatalf("iLink turn: %d images (want the exact screenshot)", len(imgs))
 	}
+	// The history keeps the references (the WeCom message's item, the
+	// iLink message's), not the bytes.
+	// (Stored as the turn ends, after the answer is sent.)
+	var stored string
+	wechatEventually(t, "the references in the history", func() bool {
+		stored = redisValues(t, r)
+		return strings.Contains(stored, "msg-img#0") && strings.Contains(stored, ilink.BotID+":11#0")
+	}, s.stderr)
+	if strings.Contains(stored, base64.StdEncoding.EncodeToString(shot)[:80]) {
+		t.Errorf("stored values hold the image's bytes")
+	}
 
 	// An expired address: the text is answered, the image noted.
 	expired := media.AddBehaviour("/BHoPdA3/2", wechattest.MediaForbidden)
@@ -238,5 +254,30 @@ func TestWeChatImagesReachAVisionModel(t *testing.T) {
 	frames, _ = wechatFinishedFrames(wecom, "req-old")
 	if last := frames[len(frames)-1].Stream().Content; !strings.HasPrefix(last, "expired") || !strings.Contains(last, "couldn't download") {
 		t.Errorf("answer %q; want the text answered and the image noted", last)
+	}
+}
+
+// A log file sent to the Feishu bot in a direct chat is downloaded as a
+// file resource and quoted to the model as data with its name.
+func TestFeishuLogFileIsQuotedToTheModel(t *testing.T) {
+	s := startFeishuServeYAML(t, "model:\n  vision: true\n", nil)
+	log := "2026-11-30 21:00:01 ERROR payment-api: connection refused (db:5432)\n2026-11-30 21:00:02 WARN retrying\n"
+	s.api.AddResource("om_log", "file_v3_log", []byte(log), "application/octet-stream")
+	s.model.Script(openaitest.Text("The database refused connections."))
+	ev := feishutest.Event(feishutest.Message{Token: e2eFeishuToken, MessageID: "om_log", ChatID: "oc_dm", ChatType: "p2p", Sender: "ou_bob",
+		MsgType: "file", Content: feishutest.FileContent("file_v3_log", "payment.log")})
+	if code := s.post(t, ev); code != 200 {
+		t.Fatalf("callback answered %d", code)
+	}
+	pollUntil(t, "the answer", s.stderr, func() bool { return len(s.api.Sent()) >= 1 })
+	if got := s.api.Sent()[0]; got.ChatID != "oc_dm" || got.Text != "The database refused connections." {
+		t.Errorf("answer %+v", got)
+	}
+	text, imgs := lastUser(t, s.model.Requests()[0])
+	if len(imgs) != 0 || !strings.Contains(text, "payment.log") || !strings.Contains(text, "ERROR payment-api: connection refused (db:5432)") {
+		t.Errorf("user message %q, %d images", text, len(imgs))
+	}
+	if types := s.api.ResourceTypes(); len(types) != 1 || types[0] != "file" {
+		t.Errorf("resource downloads %v", types)
 	}
 }
