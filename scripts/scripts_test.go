@@ -73,8 +73,9 @@ func isScript(t *testing.T, root, path string) bool {
 }
 
 // scripts/test builds the binary the tests share; it must be the build
-// internal/parleybin makes when run alone (the same flags, the same version
-// stamp), or a test passes under one and fails under the other.
+// internal/parleybin makes when run alone under scripts/test's `go test
+// -race` (the same flags, the same version stamp, the race detector), or a
+// test passes under one and fails under the other.
 func TestScriptsTestBuildsLikeParleybin(t *testing.T) {
 	b, err := os.ReadFile("test")
 	if err != nil {
@@ -90,12 +91,15 @@ func TestScriptsTestBuildsLikeParleybin(t *testing.T) {
 	if line == "" {
 		t.Fatal("scripts/test builds no binary to share")
 	}
-	args := parleybin.Args(`"$bin_dir/parley"`)
-	args[2] = `"` + args[2] + `"` // the -ldflags value, quoted in the shell
+	args := parleybin.Args(`"$bin_dir/parley"`, true)
+	args[3] = `"` + args[3] + `"` // the -ldflags value, quoted in the shell
 	want := "go " + strings.Join(args, " ")
 	want = strings.Replace(want, parleybin.Package, "./cmd/parley", 1)
 	if line != want {
 		t.Errorf("scripts/test builds with\n  %s\ninternal/parleybin with\n  %s", line, want)
+	}
+	if !strings.Contains(script, "\ngo test -race ") {
+		t.Error("scripts/test does not run `go test -race`; its binary is built with -race to share the tests' build")
 	}
 	if !strings.Contains(script, "export "+parleybin.Env+"=") {
 		t.Errorf("scripts/test does not export %s", parleybin.Env)

@@ -9,15 +9,18 @@
 // package, into a folder Remove deletes.
 //
 // The build is a plain `go build` with the version stamped as the
-// Dockerfile stamps it (-X main.version). It leaves out the Dockerfile's
-// CGO_ENABLED=0 and -trimpath on purpose: with the go command's own
-// settings it reuses every package `go vet` and `go build ./...` compiled
-// before it and only links, where the image's settings would compile the
-// whole tree once more (minutes on two cores). The deploy tests check the
-// image's build line separately.
+// Dockerfile stamps it (-X main.version), with -race when the tests run
+// with -race: a race build of the binary shares every package the race
+// build of the tests compiled and only links, where a plain one compiles
+// the whole tree once more (minutes of CPU on two cores, cold), and the
+// race detector then watches the processes the end-to-end tests start too.
+// It leaves out the Dockerfile's CGO_ENABLED=0 and -trimpath for the same
+// reason: the image's settings would compile the whole tree once more.
+// The deploy tests check the image's build line separately.
 package parleybin
 
 import (
+	"debug/buildinfo"
 	"fmt"
 	"os"
 	"os/exec"
@@ -68,17 +71,40 @@ func Path(t testing.TB) string {
 	return built.path
 }
 
-// Build compiles the binary to out, stamped with Version.
+// Build compiles the binary to out, stamped with Version, with the race
+// detector when this test process has it.
 func Build(out string) error {
-	if b, err := exec.Command("go", Args(out)...).CombinedOutput(); err != nil {
+	if b, err := exec.Command("go", Args(out, Race)...).CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s: %v\n%s", Package, err, b)
 	}
 	return nil
 }
 
-// Args are the go command's arguments for a build to out.
-func Args(out string) []string {
-	return []string{"build", "-ldflags", "-X main.version=" + Version, "-o", out, Package}
+// Args are the go command's arguments for a build to out, with -race if
+// race.
+func Args(out string, race bool) []string {
+	args := []string{"build"}
+	if race {
+		args = append(args, "-race")
+	}
+	return append(args, "-ldflags", "-X main.version="+Version, "-o", out, Package)
+}
+
+// RaceBuilt reports whether the binary at path was built with -race: its
+// memory and speed are then the race detector's, several times a plain
+// build's.
+func RaceBuilt(t testing.TB, path string) bool {
+	t.Helper()
+	info, err := buildinfo.ReadFile(path)
+	if err != nil {
+		t.Fatalf("build settings of %s: %v", path, err)
+	}
+	for _, s := range info.Settings {
+		if s.Key == "-race" {
+			return s.Value == "true"
+		}
+	}
+	return false
 }
 
 // Remove deletes the binary Path built, if it built one. Call it from

@@ -1,0 +1,6 @@
+//go:build race
+
+package parleybin
+
+// Race reports whether this test process was built with -race.
+const Race = true
