@@ -29,6 +29,7 @@ func adminGet(t *testing.T, base, path string) (int, string) {
 }
 
 func TestAdminConsoleAcrossReplicas(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	c := newCluster(t)
 	addrA, addrB := freeAddr(t), freeAddr(t)
 	a := c.start(t, "PARLEY_ADMIN_TOKEN="+adminToken, "PARLEY_ADMIN_LISTEN="+addrA)
@@ -78,6 +79,7 @@ func TestAdminConsoleAcrossReplicas(t *testing.T) {
 }
 
 func TestAdminConsoleIsOffWithoutAWayToSignIn(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	c := newCluster(t)
 	a := c.start(t)
 	if !strings.Contains(a.stderr.String(), "admin console off") {

@@ -63,6 +63,7 @@ func (p *chatProcess) wait(t *testing.T) string {
 // serves the queue in order), and the second prints that answer instead
 // of waiting for ever; a process killed mid-turn leaves nobody hanging.
 func TestTwoChatProcessesOnOneConversation(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	bin := buildParley(t)
 	r := redistest.New(t)
 	release := make(chan struct{})

@@ -124,6 +124,7 @@ func groupEvent(id, sender, text string, mentionBot bool) []byte {
 }
 
 func TestFeishuMentionGetsExactlyOneThreadedReply(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	s := startFeishuServe(t, nil)
 
 	// Un-mentioned chatter in the group, then the question, then Feishu
@@ -192,6 +193,7 @@ func TestFeishuMentionGetsExactlyOneThreadedReply(t *testing.T) {
 }
 
 func TestFeishuFollowUpInTheAnsweredThread(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	s := startFeishuServe(t, nil)
 	if code := s.post(t, groupEvent("om_root", "ou_alice", "remember 7", true)); code != 200 {
 		t.Fatal(code)
@@ -220,6 +222,7 @@ func TestFeishuFollowUpInTheAnsweredThread(t *testing.T) {
 }
 
 func TestFeishuLongConnectionServeAndReadiness(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	s := startFeishuServe(t, map[string]string{"FEISHU_MODE": ""})
 	pollUntil(t, "/readyz with the long connection up", s.stderr, func() bool {
 		code, _ := s.get(t, "/readyz")

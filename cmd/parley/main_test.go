@@ -43,6 +43,7 @@ func writeConfig(t *testing.T, body string) string {
 }
 
 func TestHistorySurvivesAcrossChatProcesses(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	bin := buildParley(t)
 	r := redistest.New(t)
 	model := openaitest.New(t)

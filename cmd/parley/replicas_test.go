@@ -138,6 +138,7 @@ func (c *cluster) waitPost(t *testing.T, text string) {
 }
 
 func TestReplicasAnswerOneEventOnce(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	c := newCluster(t)
 	a, b := c.start(t), c.start(t)
 	a.mention(t, "EvSame", "U1", "1700000100.000001", "", "only once please")
@@ -153,6 +154,7 @@ func TestReplicasAnswerOneEventOnce(t *testing.T) {
 }
 
 func TestReplicasKeepOneThreadInArrivalOrder(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	c := newCluster(t)
 	rs := []*replica{c.start(t), c.start(t)}
 	const root = "1700000200.000000"
@@ -185,6 +187,7 @@ func TestReplicasKeepOneThreadInArrivalOrder(t *testing.T) {
 }
 
 func TestKilledReplicaLeavesNoStuckLock(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	c := newCluster(t)
 	a, b := c.start(t), c.start(t)
 	const root = "1700000300.000001"
@@ -202,6 +205,7 @@ func TestKilledReplicaLeavesNoStuckLock(t *testing.T) {
 }
 
 func TestSkillReloadOnOneReplicaReloadsTheOther(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	c := newCluster(t)
 	a, b := c.start(t), c.start(t)
 	dir := filepath.Join(c.home, "skills", "runbook")
@@ -222,6 +226,7 @@ func TestSkillReloadOnOneReplicaReloadsTheOther(t *testing.T) {
 }
 
 func TestSIGTERMDrainsInFlightTurns(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	c := newCluster(t)
 	a := c.start(t)
 	a.mention(t, "EvDrain", "U1", "1700000500.000001", "", "slow but sure")

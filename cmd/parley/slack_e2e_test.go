@@ -102,6 +102,7 @@ func waitPost(t *testing.T, fake *slacktest.Server, channel, thread, text string
 }
 
 func TestSlackThreadConversationDMAndBots(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	r := redistest.New(t)
 	model := openaitest.New(t)
 	fake := slacktest.New(t)
@@ -179,6 +180,7 @@ func TestSlackThreadConversationDMAndBots(t *testing.T) {
 // Done when: a signed app_mention produces exactly one threaded reply even
 // when Slack's retry of it arrives at a second replica.
 func TestSlackRetryAtAnotherReplicaIsAnsweredOnce(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	r := redistest.New(t)
 	model := openaitest.New(t)
 	fake := slacktest.New(t)

@@ -31,6 +31,7 @@ const raceMemoryFactor = 4
 // answered 503 at once, unread — and the read deadline cuts the admitted
 // ones off, so every connection ends and the memory they pin is bounded.
 func TestSlowClientsCannotExhaustMemory(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	if testing.Short() {
 		t.Skip("starts a real server and 300 connections")
 	}

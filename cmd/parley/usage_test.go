@@ -21,6 +21,7 @@ import (
 // model, as a table and as JSON, over a real Redis shared with turns of
 // other platforms recorded as serve would.
 func TestUsageReportsWhatTurnsSpent(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	r := redistest.New(t)
 	model := openaitest.New(t, openaitest.WithCachedTokens(4))
 	cfg := writeConfig(t, fmt.Sprintf("redis:\n  prefix: %q\n", r.Prefix))

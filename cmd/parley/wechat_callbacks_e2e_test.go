@@ -39,6 +39,7 @@ func beyondThePassiveWindow(req openai.ChatCompletionRequest) openaitest.Step {
 // once as a customer-service message, with "typing" meanwhile. Neither
 // platform offers the model a write tool.
 func TestWeChatCallbacksTwoReplicasAnswerOnce(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	const (
 		corp, appSecret, appToken, appKey = "ww-e2e-corp", "e2e-wecom-app-secret", "e2eAppToken", "e2eAppAESKey0123456789abcdefghijklmnopqrstu"
 		oaID, oaSecret, oaToken, oaKey    = "wx-e2e-account", "e2e-oa-secret", "e2eOAToken", "e2eOAAESKey0123456789abcdefghijklmnopqrstuv"

@@ -98,6 +98,7 @@ func wechatFinishedFrames(f *wechattest.WeCom, reqID string) (frames []wechattes
 // personal-WeChat message and a WeCom group mention each get exactly one
 // answer.
 func TestWeChatTwoReplicasAnswerEachMessageExactlyOnce(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	r := redistest.New(t)
 	model := openaitest.New(t)
 	ilink := wechattest.NewILink(t)
@@ -171,6 +172,7 @@ func TestWeChatTwoReplicasAnswerEachMessageExactlyOnce(t *testing.T) {
 // seen through a running serve (in-memory store, login in the 0600 file);
 // and errcode -14 turns /readyz degraded.
 func TestWeChatPolicyDefaultAndExpiredSessionThroughServe(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	model := openaitest.New(t)
 	ilink := wechattest.NewILink(t)
 	home := t.TempDir()

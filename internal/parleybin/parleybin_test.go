@@ -3,6 +3,7 @@ package parleybin
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -18,5 +19,21 @@ func TestPathUsesTheSharedBuild(t *testing.T) {
 	}
 	if built.dir != "" {
 		t.Fatalf("Path built a binary of its own in %s", built.dir)
+	}
+}
+
+// The binary is built with -race exactly when the tests are, and
+// RaceBuilt reads that back from a binary's build settings: this test
+// process's own.
+func TestRaceFollowsTheTests(t *testing.T) {
+	if got := slices.Contains(Args("out", Race), "-race"); got != Race {
+		t.Errorf("Args builds with -race: %v; the tests run with -race: %v", got, Race)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Skip(err)
+	}
+	if got := RaceBuilt(t, self); got != Race {
+		t.Errorf("RaceBuilt(this test binary) = %v; built with -race: %v", got, Race)
 	}
 }
