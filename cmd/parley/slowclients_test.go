@@ -38,7 +38,12 @@ func TestSlowClientsCannotExhaustMemory(t *testing.T) {
 	bin := buildParley(t)
 	model := openaitest.New(t)
 	addr := freeAddr(t)
-	cfgPath := writeConfig(t, "server:\n  read_timeout: 3s\n")
+	// The read deadline outlasts opening all 300 connections, however slow
+	// the machine or the build (a race build under load took longer than
+	// 3 s): an admitted body cut off by its deadline while connections are
+	// still being opened frees its place for one of them, and more than
+	// max_concurrent_bodies would be read in all.
+	cfgPath := writeConfig(t, "server:\n  read_timeout: 30s\n")
 	cmd := exec.Command(bin, "serve", "--config", cfgPath)
 	cmd.Env = append(os.Environ(), "OPENAI_BASE_URL="+model.URL(), "PARLEY_LISTEN="+addr, "PARLEY_HOME="+t.TempDir(),
 		"SLACK_BOT_TOKEN=xoxb-test", "SLACK_SIGNING_SECRET=test-signing-secret", "SLACK_API_URL=http://127.0.0.1:1/api/")
