@@ -17,7 +17,9 @@ import (
 // times.
 func TestTwoReplicasShareAChatsPace(t *testing.T) {
 	r := redistest.New(t)
-	f := newFixture(t, func(_ *Config, o *Options) { o.Redis, o.Prefix, o.ChatInterval = r.Client, r.Prefix, DefaultChatInterval })
+	f := newFixture(t, func(_ *Config, o *Options) {
+		o.Redis, o.Prefix, o.ChatInterval = r.Client, r.Prefix, DefaultChatInterval
+	})
 	other, err := New(f.ch.cfg, Options{Redis: r.Client, Prefix: r.Prefix, RetryBase: 10 * time.Millisecond}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
