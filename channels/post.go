@@ -24,6 +24,15 @@ type Poster interface {
 	Pace() Pace
 }
 
+// PosterFor is implemented by a Poster that serves several transports of
+// which only some post part by part. WeChat is one: an iLink answer is a
+// series of messages, but a WeCom AI-bot answer finishes the stream its
+// question opened, which only Send can do. The gateway sends the messages
+// PostsFor refuses as it would for a channel that is no Poster.
+type PosterFor interface {
+	PostsFor(m Message) bool
+}
+
 // Pace is a platform's posting rate for one chat: one post every Every,
 // after a quiet spell up to Burst at once. The zero value is unpaced.
 type Pace struct {

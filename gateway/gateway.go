@@ -236,6 +236,15 @@ func (g *Gateway) poster(name string) channels.Poster {
 	return p
 }
 
+// posterFor is m's channel if it posts m's reply part by part, else nil.
+func (g *Gateway) posterFor(m channels.Message) channels.Poster {
+	p := g.poster(m.Channel)
+	if pf, ok := p.(channels.PosterFor); ok && !pf.PostsFor(m) {
+		return nil
+	}
+	return p
+}
+
 // Shutdown stops intake, lets running turns finish until ctx ends, then
 // cancels what is left. Queued messages, and those of conversations
 // waiting for a worker or a retry, stay in Redis for the next replica to
@@ -355,7 +364,7 @@ func (g *Gateway) channel(name string) channels.Channel {
 // and the channel posts part by part, so that a post that fails is tried
 // again (by any replica) and none is made twice; else as send does.
 func (g *Gateway) post(ctx context.Context, m channels.Message, r channels.Reply) {
-	p := g.poster(m.Channel)
+	p := g.posterFor(m)
 	if g.cfg.Outbox == nil || p == nil {
 		g.send(ctx, m, r)
 		return

@@ -18,11 +18,10 @@ import (
 func (g *Gateway) capReply(ctx context.Context, m channels.Message, eff *policy.Effective, reply string, msgs []sessions.Message) (string, []sessions.Message) {
 	l := eff.Limits()
 	var posts func(string) int
-	switch ch := g.channel(m.Channel).(type) {
-	case channels.Poster:
-		posts = func(s string) int { return len(ch.Parts(m, channels.Reply{Text: s})) }
-	case channels.PostCounter:
-		posts = func(s string) int { return ch.Posts(m, s) }
+	if p := g.posterFor(m); p != nil {
+		posts = func(s string) int { return len(p.Parts(m, channels.Reply{Text: s})) }
+	} else if pc, ok := g.channel(m.Channel).(channels.PostCounter); ok {
+		posts = func(s string) int { return pc.Posts(m, s) }
 	}
 	cut, ok := channels.CapReply(reply, l.ReplyChars, l.ReplyPosts, posts)
 	if !ok {

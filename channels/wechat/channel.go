@@ -282,6 +282,35 @@ func (a *Adapter) apiError(code string) {
 	a.m.ChannelAPIErrors.WithLabelValues(Name, code).Inc()
 }
 
+// PostsFor implements channels.PosterFor: an iLink answer is delivered
+// part by part through the gateway's outbox, so a part that failed is
+// tried again, by any replica, and none is sent twice; a WeCom AI-bot
+// answer finishes the stream its question opened, which only Send does.
+func (a *Adapter) PostsFor(m channels.Message) bool { return m.Meta["via"] == ViaILink }
+
+// Parts implements channels.Poster: the phone-sized chunks Send makes of
+// an iLink answer.
+func (a *Adapter) Parts(m channels.Message, r channels.Reply) []string {
+	return splitChars(PlainText(r.Text), a.cfg.ChunkChars)
+}
+
+// Post implements channels.Poster for iLink answers (see PostsFor).
+func (a *Adapter) Post(ctx context.Context, m channels.Message, part string) (string, error) {
+	switch {
+	case m.Meta["via"] != ViaILink:
+		return "", &channels.PostError{Err: fmt.Errorf("wechat: only iLink answers are posted part by part (meta via=%q)", m.Meta["via"])}
+	case a.ilink == nil:
+		// Another replica may have iLink configured.
+		return "", &channels.PostError{Retry: true, Err: errors.New("wechat: iLink is not configured on this replica")}
+	}
+	return a.ilink.post(ctx, m, part)
+}
+
+// Pace implements channels.Poster. iLink publishes no rate; a personal
+// account that bursts risks being limited, so a chat gets a few parts at
+// once and then one a second, across every replica.
+func (a *Adapter) Pace() channels.Pace { return channels.Pace{Every: time.Second, Burst: 4} }
+
 // Posts implements channels.PostCounter: how many messages Send makes of
 // text for m (a WeCom answer's streamed first part counts as one).
 func (a *Adapter) Posts(m channels.Message, text string) int {

@@ -196,6 +196,14 @@ func (f *ILink) ScriptSendStatus(statuses ...int) {
 	f.sendStatus = append(f.sendStatus, statuses...)
 }
 
+// ClearSendScript drops the scripted statuses and rets not yet used:
+// sendmessage succeeds again.
+func (f *ILink) ClearSendScript() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sendStatus, f.sendRet = nil, nil
+}
+
 // Sends returns the recorded sendmessage calls, failed ones included.
 func (f *ILink) Sends() []Sent {
 	f.mu.Lock()
