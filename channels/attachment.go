@@ -40,9 +40,11 @@ import (
 // scope), ErrAttachmentNotFound (404/410, deleted or expired); anything
 // else is a download failure. HTTPStatusError maps a status code onto them.
 // A URL taken from a message is fetched only from the platform's own file
-// hosts, or — where the platform hands out URLs on any host — through the
-// same SSRF guard web_fetch uses, so a message cannot make the gateway
-// reach an internal address; redirects are held to the same rule.
+// hosts (an allow-list of scheme and host, checked before the request and
+// again on every redirect), so a message cannot make the gateway reach an
+// internal address. No adapter today fetches from a host the platform does
+// not own; one that must would need an address guard at dial time like
+// web_fetch's, which lives in agent/web and is not importable here.
 
 // Kinds of attachment.
 const (

@@ -54,7 +54,8 @@ type Options struct {
 	// HTTP makes the iLink calls; default a plain client.
 	HTTP *http.Client
 	// MediaHTTP downloads images and files (WeCom's media bucket, iLink's
-	// CDN); default a client whose dials pass the outbound address guard.
+	// CDN); default a pooled outbound client. Which hosts it may reach is
+	// FetchAttachment's allow-list, not the client's.
 	MediaHTTP *http.Client
 	// MediaHosts are further scheme://host[:port] a WeCom media address
 	// may name besides WeCom's own media bucket (tests).

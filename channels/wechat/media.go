@@ -4,8 +4,8 @@ package wechat
 // address with a key of the file's own, and the file encrypted under it
 // (WeCom AES-256-CBC, iLink's CDN AES-128-ECB). The message carries the
 // address and key as an Attachment; FetchAttachment downloads through the
-// media client (the outbound address guard), only from the platform's own
-// media hosts, never past the limit, and decrypts.
+// media client only from the platform's own media hosts (checked again on
+// each redirect), never past the limit, and decrypts.
 
 import (
 	"bytes"
