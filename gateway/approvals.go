@@ -135,10 +135,12 @@ func (g *Gateway) resume(ctx context.Context, c *sessions.Claim, m channels.Mess
 	if r.replyTo != nil {
 		to = *r.replyTo
 	}
+	images, history := g.resumeImages(ctx, m, eff, c.History)
 	live := g.startLive(ctx, to)
 	res, err := g.agent.Run(ctx, agent.TurnRequest{
 		Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat, Conversation: c.Lock.Conversation(), User: m.User,
 		History: c.History, SystemExtra: index, Skills: set,
+		Images: images, HistoryImages: history,
 		Allow: g.toolPolicy(eff), Approve: g.approveFunc(eff),
 		Item: itemID(c.Item), Calls: g.store,
 		Resume: &agent.Resume{State: rec.Turn, Verdict: v},

@@ -65,7 +65,7 @@ func newApprovalReplica(t *testing.T, r *redistest.Redis, mcpURL string, model *
 
 // newApprovalReplicaWith is newApprovalReplica with the approval policy on
 // platform (and the console), write tools allowed there.
-func newApprovalReplicaWith(t *testing.T, r *redistest.Redis, mcpURL string, model *openaitest.Server, ch channels.Channel, timeout, sweep time.Duration, platform string) *approvalReplica {
+func newApprovalReplicaWith(t *testing.T, r *redistest.Redis, mcpURL string, model *openaitest.Server, ch channels.Channel, timeout, sweep time.Duration, platform string, tune ...func(*gateway.Config, *agent.Config)) *approvalReplica {
 	t.Helper()
 	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix, LockTTL: time.Second})
 	m := metrics.New()
@@ -88,8 +88,13 @@ func newApprovalReplicaWith(t *testing.T, r *redistest.Redis, mcpURL string, mod
 		own.Access.Users = []string{"U1", "U2", "UADMIN"}
 	}
 	pol := policy.New(config.Policies{Platforms: map[string]config.PlatformPolicy{platform: {Level: own}, "console": {Level: level}}})
-	a := agent.New(agent.Config{Model: "test", Timeout: 10 * time.Second}, agent.NewClient(model.URL(), "sk", nil), tools, m, log)
-	gw := gateway.New(gateway.Config{Tools: tools, Policy: pol, SweepEvery: sweep, Approvals: approval.New(r.Client, store.Key)}, store, a, m, log)
+	acfg := agent.Config{Model: "test", Timeout: 10 * time.Second}
+	gcfg := gateway.Config{Tools: tools, Policy: pol, SweepEvery: sweep, Approvals: approval.New(r.Client, store.Key)}
+	for _, f := range tune {
+		f(&gcfg, &acfg)
+	}
+	a := agent.New(acfg, agent.NewClient(model.URL(), "sk", nil), tools, m, log)
+	gw := gateway.New(gcfg, store, a, m, log)
 	gw.Register(ch)
 	gw.Start()
 	t.Cleanup(func() {

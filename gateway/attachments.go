@@ -74,6 +74,26 @@ func (g *Gateway) media(ctx context.Context, conv string, m channels.Message, ef
 	return tm, nil
 }
 
+// resumeImages fetches again, for a turn resumed after an approval, the
+// images of the message it paused on (the paused turn keeps their
+// references, not their bytes) and those of the recent history. Nothing
+// is counted or noted again: the turn's first part did that.
+func (g *Gateway) resumeImages(ctx context.Context, m channels.Message, eff *policy.Effective, history sessions.History) ([]string, map[int][]string) {
+	v, ok := g.agent.(visionChecker)
+	if !ok || !v.HasVision(eff.ModelKey()) {
+		return nil, nil
+	}
+	fetch := g.fetcher(m)
+	if fetch == nil {
+		return nil, nil
+	}
+	var images []string
+	if len(m.Attachments) > 0 {
+		images = g.cfg.Media.Prepare(ctx, fetch, m.Attachments, true).Images
+	}
+	return images, g.resend(ctx, fetch, history)
+}
+
 // resend fetches again the images of the user messages among the last
 // media.resend_rounds rounds of history, by entry. An image that cannot
 // be fetched, or is no longer the same, stays a description.

@@ -264,3 +264,47 @@ func counter(t *testing.T, m *metrics.Metrics, name string, values ...string) fl
 	}
 	return 0
 }
+
+// TestAResumedTurnSeesItsImages: a turn that paused for approval keeps
+// its image's reference, not its bytes; resumed after /approve, the
+// model's next request carries the image again.
+func TestAResumedTurnSeesItsImages(t *testing.T) {
+	r := redistest.New(t)
+	ledger, mcpURL := newLedgerServer(t)
+	model := openaitest.New(t, openaitest.WithResponder(func(req openai.ChatCompletionRequest) openaitest.Step {
+		// approvalModel reads the text of a message sent as parts.
+		last := &req.Messages[len(req.Messages)-1]
+		for _, p := range last.MultiContent {
+			if p.Type == openai.ChatMessagePartTypeText {
+				last.Content += p.Text
+			}
+		}
+		return approvalModel(req)
+	}))
+	ch := &fileChannel{recorder: newRecorder("slack"), files: map[string][]byte{}, status: map[string]int{}}
+	shot := testPNG(t, 16, 9)
+	ch.files["F1"] = shot
+	a := newApprovalReplicaWith(t, r, mcpURL, model, ch, time.Hour, time.Hour, "slack", func(g *gateway.Config, ac *agent.Config) {
+		g.Media = media.New(config.DefaultMedia())
+		ac.Vision = true
+	})
+	submit(t, a.gw, withImage(from("U1", "E1", "log the screenshot"), "F1"))
+	p := ch.waitFor(t, 0, "the approval prompt", isPrompt)
+	if reqs := model.Requests(); len(reqs) != 1 {
+		t.Fatalf("%d model requests before the approval, want 1", len(reqs))
+	} else if _, imgs := userOf(t, reqs[0], 1); len(imgs) != 1 || !bytes.Equal(imgs[0], shot) {
+		t.Fatalf("the first request carried %d images; want the screenshot", len(imgs))
+	}
+	submit(t, a.gw, from("UADMIN", "E2", "/approve "+ch.at(p).Approval.Code))
+	ch.waitFor(t, p, "the answer after approval", textHas("done: appended line"))
+	if got := ledger.appended(); len(got) != 1 {
+		t.Fatalf("ledger %q, want one line", got)
+	}
+	reqs := model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests, want 2", len(reqs))
+	}
+	if _, imgs := userOf(t, reqs[1], 1); len(imgs) != 1 || !bytes.Equal(imgs[0], shot) {
+		t.Fatalf("the resumed turn's request carried %d images; want the screenshot again", len(imgs))
+	}
+}
