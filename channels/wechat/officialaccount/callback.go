@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/channels/wechat/wxapi"
 	"github.com/parleyhq/parley/channels/wechat/wxcrypto"
 )
 
@@ -154,7 +155,7 @@ func (a *Adapter) converse(w http.ResponseWriter, r *http.Request, msg wxcrypto.
 		return
 	}
 	m := a.message(msg, text)
-	m.Attachments = mediaAttachments(msg)
+	m.Attachments = wxapi.ImageAttachments(msg)
 	if text == "" && len(m.Attachments) == 0 {
 		m.Unsupported = unsupportedNote
 	}

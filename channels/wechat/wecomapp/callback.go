@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/channels/wechat/wxapi"
 	"github.com/parleyhq/parley/channels/wechat/wxcrypto"
 )
 
@@ -144,7 +145,7 @@ func (a *Adapter) message(ap *app, msg wxcrypto.Message) (channels.Message, bool
 		Received:  a.opts.Now(),
 		Meta:      map[string]string{MetaMsgID: msg.MsgID},
 	}
-	m.Attachments = mediaAttachments(msg)
+	m.Attachments = wxapi.ImageAttachments(msg)
 	if text == "" && len(m.Attachments) == 0 {
 		// A video, a location, a link: the gateway answers with the note
 		// if the access rules admit the member; a retried callback is a

@@ -7,20 +7,9 @@ import (
 	"io"
 
 	"github.com/parleyhq/parley/channels"
-	"github.com/parleyhq/parley/channels/wechat/wxcrypto"
 )
 
 var _ channels.AttachmentFetcher = (*Adapter)(nil)
-
-// mediaAttachments describes the image of an image message: its MediaId,
-// downloaded later with the app's access token (media/get; WeCom keeps it
-// three days).
-func mediaAttachments(msg wxcrypto.Message) []channels.Attachment {
-	if msg.MsgType != "image" || msg.MediaID == "" {
-		return nil
-	}
-	return []channels.Attachment{{Kind: channels.AttachmentImage, ID: msg.MediaID}}
-}
 
 // FetchAttachment implements channels.AttachmentFetcher: media/get of the
 // app the conversation belongs to (m.Workspace), never past limit.

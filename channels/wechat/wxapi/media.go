@@ -11,7 +11,19 @@ import (
 	"strings"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/channels/wechat/wxcrypto"
 )
+
+// ImageAttachments describes the image of a callback's image message: its
+// MediaId, downloaded later with Media and the access token (both
+// platforms keep it three days). The PicUrl sent with it is not used: the
+// API needs no address check. Other messages have none.
+func ImageAttachments(msg wxcrypto.Message) []channels.Attachment {
+	if msg.MsgType != "image" || msg.MediaID == "" {
+		return nil
+	}
+	return []channels.Attachment{{Kind: channels.AttachmentImage, ID: msg.MediaID}}
+}
 
 // MediaPath is both platforms' temporary-media download,
 // GET /cgi-bin/media/get?access_token=…&media_id=… .
