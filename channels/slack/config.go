@@ -124,6 +124,8 @@ func (c *Config) Open(ctx context.Context, deps channels.Deps) (channels.Channel
 		Handler:    deps.Handler,
 		HTTPClient: outbound.Client(outbound.Options{Conns: deps.Conns, Timeout: httpTimeout}),
 		DMMatters:  deps.DMMatters,
+		Redis:      deps.Redis,
+		Prefix:     deps.Prefix,
 	}, deps.Metrics, deps.Log)
 	if err != nil {
 		return nil, err

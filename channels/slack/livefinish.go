@@ -81,6 +81,9 @@ func (s *liveSink) startStream(ctx context.Context, piece string) (string, error
 	if piece != "" {
 		opts = append(opts, slackapi.MsgOptionMarkdownText(piece))
 	}
+	if err := s.a.waitChat(ctx, s.m); err != nil {
+		return "", err
+	}
 	var ts string
 	err := s.a.call(ctx, "chat.startStream", 2, func(ctx context.Context) error {
 		var err error

@@ -12,6 +12,7 @@ import (
 	slackapi "github.com/slack-go/slack"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/internal/chatpace"
 	"github.com/parleyhq/parley/retry"
 )
 
@@ -76,6 +77,22 @@ const PostsPerSecond = 1
 // Pace implements channels.Poster: one post a second per channel.
 func (a *Adapter) Pace() channels.Pace {
 	return channels.Pace{Every: time.Second / PostsPerSecond, Burst: 1}
+}
+
+// waitChat waits for the next posting slot of m's channel, from the
+// budget every replica and the outbox share in Redis (without Redis, at
+// once). A Redis failure posts unpaced rather than not at all.
+func (a *Adapter) waitChat(ctx context.Context, m channels.Message) error {
+	if a.opts.Redis == nil || m.Meta[MetaResponseURL] != "" {
+		return nil // an ephemeral answer is no post into the channel
+	}
+	p := a.Pace()
+	err := chatpace.Pacer{Client: a.opts.Redis, Prefix: a.opts.Prefix}.Wait(ctx, Name, m.Workspace, m.Chat, p.Every, p.Burst)
+	if err != nil && ctx.Err() == nil {
+		a.log.Debug("cannot pace a live reply; posting it anyway", "err", err)
+		return nil
+	}
+	return err
 }
 
 // postOptions are the options of one post of text answering m, and the

@@ -50,6 +50,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	slackapi "github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 
@@ -118,6 +119,14 @@ type Options struct {
 	// shown as one edited message (default 1 s: Slack's pace for one
 	// channel).
 	UpdateEvery time.Duration
+	// Redis, when set, holds the posting budget of each channel that every
+	// replica and the gateway's outbox share (under Prefix): the first
+	// message of a live reply takes its slot from it like any post, so
+	// replies streamed by several replicas into one channel keep to
+	// Slack's pace together. Nil: a live reply's first message is not
+	// paced (one replica, or tests).
+	Redis  redis.UniversalClient
+	Prefix string
 	// AppendEvery is the least time between two appends to a streamed
 	// reply; text that comes sooner is sent with the next (default 1 s,
 	// about the pace of Slack's own SDKs, which append every 256

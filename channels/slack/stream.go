@@ -334,6 +334,9 @@ func (s *liveSink) edit(ctx context.Context, text string) error {
 	defer cancel()
 	var err error
 	if s.ts == "" {
+		if err := s.a.waitChat(ctx, s.m); err != nil {
+			return err
+		}
 		method, opts := postOptions(s.m, text)
 		err = s.a.call(ctx, method, 2, func(ctx context.Context) error {
 			_, ts, err := s.a.api.PostMessageContext(ctx, s.m.Chat, opts...)

@@ -1,0 +1,79 @@
+package slack
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/channels/slack/slacktest"
+	"github.com/parleyhq/parley/internal/redistest"
+	"github.com/parleyhq/parley/metrics"
+)
+
+// TestLiveRepliesShareAChannelsPace: live replies that two replicas start
+// in one channel at once take their first messages' slots from the
+// channel's budget in Redis (the one the outbox's posts use), so Slack
+// sees the streams start a second apart, not in a burst. The pacer only
+// ever delays, so a loaded machine widens the gaps and cannot narrow them.
+func TestLiveRepliesShareAChannelsPace(t *testing.T) {
+	r := redistest.New(t)
+	f := newFixture(t, func(_ *Config, o *Options) {
+		o.Redis, o.Prefix = r.Client, r.Prefix
+		o.AppendEvery, o.UpdateEvery = time.Nanosecond, time.Nanosecond
+	})
+	other, err := New(f.a.cfg, f.a.opts, metrics.New(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const replies = 3
+	errs := make(chan error, replies)
+	var wg sync.WaitGroup
+	for i, a := range []*Adapter{f.a, other, f.a} {
+		m := liveMsg(slacktest.TeamID)
+		m.Thread = fmt.Sprintf("100.%d", 10+i)
+		m.Meta = map[string]string{MetaTS: m.Thread, MetaThreadTS: m.Thread}
+		wg.Go(func() { errs <- liveAnswer(context.Background(), a, m, fmt.Sprintf("answer %d", i)) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var starts []time.Time
+	for _, c := range f.slack.Log() {
+		if c.Method == "chat.startStream" && c.Channel == "C1" {
+			starts = append(starts, c.At)
+		}
+	}
+	if len(starts) != replies {
+		t.Fatalf("%d streams started in C1, want %d: %v", len(starts), replies, methods(f.slack.Log()))
+	}
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	every := f.a.Pace().Every
+	for i := 1; i < len(starts); i++ {
+		// Redis's clock paces, the fake's stamps: allow them a little skew.
+		if gap := starts[i].Sub(starts[i-1]); gap < every-every/10 {
+			t.Errorf("streams %d and %d started %v apart; the channel's pace is one a %v", i, i+1, gap, every)
+		}
+	}
+}
+
+// liveAnswer shows text in a live reply and finishes it, as the gateway
+// does; an answer the sink could not deliver is an error.
+func liveAnswer(ctx context.Context, a *Adapter, m channels.Message, text string) error {
+	sink, err := a.StartReply(ctx, m)
+	if err != nil || sink == nil {
+		return fmt.Errorf("StartReply = %v, %v", sink, err)
+	}
+	if _, err := sink.Show(ctx, channels.Progress{Kind: channels.ProgressText, Text: text}); err != nil {
+		return err
+	}
+	return sink.Finish(ctx, channels.Reply{Text: text})
+}
