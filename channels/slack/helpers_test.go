@@ -93,7 +93,9 @@ func newFixture(t testing.TB, edit func(*Config, *Options)) *fixture {
 		RetryWait: 5 * time.Millisecond, ReconnectWait: 10 * time.Millisecond,
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
+	// A fuzz target's F may not log from inside the target: -v logs to
+	// the test only where that is a T.
+	if _, fuzzing := t.(*testing.F); testing.Verbose() && !fuzzing {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	if edit != nil {
