@@ -98,7 +98,9 @@ func (a *Adapter) onMessageReceive(ctx context.Context, ev *larkim.P2MessageRece
 	messageID := deref(msg.MessageId)
 	chatID := deref(msg.ChatId)
 	chatType := deref(msg.ChatType)
-	if messageID == "" || chatID == "" {
+	if messageID == "" || chatID == "" || openID == "" {
+		// No one to answer, or nowhere to: nothing of it can be answered,
+		// and the access rules cannot be applied to a sender without id.
 		return nil
 	}
 	var tenant, eventID string
