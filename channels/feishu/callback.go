@@ -169,6 +169,10 @@ func (a *Adapter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			a.reject(w, ReasonUnavailable, http.StatusServiceUnavailable, "not ready")
 			return
 		}
+		if errors.Is(err, errMalformedEvent) {
+			a.reject(w, ReasonBadRequest, http.StatusBadRequest, "malformed event")
+			return
+		}
 		a.log.Error("event not accepted; Feishu will push it again", "event_id", env.Header.EventID, "err", err)
 		http.Error(w, "temporarily unavailable", http.StatusInternalServerError)
 		return

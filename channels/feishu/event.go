@@ -16,6 +16,10 @@ import (
 
 var errNoHandler = errors.New("feishu: no handler yet")
 
+// errMalformedEvent is an event that does not decode: pushing it again
+// cannot help, so it is refused (400), not failed (500).
+var errMalformedEvent = errors.New("feishu: malformed event")
+
 // Meta keys a Message carries for its reply.
 const (
 	MetaMessageID = "message_id"   // the user's message: replied to, reacted on
@@ -50,7 +54,7 @@ func (a *Adapter) dispatch(ctx context.Context, event []byte) error {
 	}
 	var fuzzy larkevent.EventFuzzy
 	if err := json.Unmarshal(event, &fuzzy); err != nil {
-		return fmt.Errorf("event json unmarshal, err: %v", err)
+		return fmt.Errorf("%w: %v", errMalformedEvent, err)
 	}
 	if fuzzy.Encrypt != "" {
 		return errors.New("event data is encrypted, Need to set up the `EncryptKey` for your APP")
@@ -67,7 +71,7 @@ func (a *Adapter) dispatch(ctx context.Context, event []byte) error {
 	}
 	ev := &larkim.P2MessageReceiveV1{}
 	if err := json.Unmarshal(event, ev); err != nil {
-		return err
+		return fmt.Errorf("%w: %v", errMalformedEvent, err)
 	}
 	ev.RawReq(&larkevent.EventReq{Body: event})
 	return a.onMessageReceive(ctx, ev)

@@ -290,7 +290,11 @@ func (a *Adapter) handleDataFrame(ctx context.Context, w *wsConn, f wsproto.Fram
 			err = a.dispatch(dctx, payload)
 		}
 		cancel()
-		if err != nil {
+		switch {
+		case errors.Is(err, errMalformedEvent):
+			a.log.Warn("malformed event refused", "err", err)
+			status = http.StatusBadRequest
+		case err != nil:
 			a.log.Error("event not accepted; Feishu will push it again", "err", err)
 			status = http.StatusInternalServerError
 		}
