@@ -57,6 +57,11 @@ the probe), and the change in total_writes_processed over them is the
 webhook's Redis round trips. Then the model answers and every message must
 be answered once.
 
+With -idle N, no messages: N fresh servers in turn, each measured one second
+after it is ready: VmRSS, the binary's resident pages by ELF section (.text,
+.rodata, .gopclntab, .data, .bss; counted with /proc/PID/pagemap), anonymous
+memory (Go heap, stacks, runtime) and the Go runtime's own figures.
+
 With -profile DIR, parley is built with -tags parleyprofile and each run
 writes DIR/cN-runI/cpu.pprof (the run's CPU profile) and allocs.pprof
 (allocations since start-up): go tool pprof -top DIR/c32-run1/cpu.pprof.
@@ -85,6 +90,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	outage := fs.Duration("redis-outage", 0, "kill -9 Redis halfway through one run and restart it after this long")
 	probe := fs.Int("ack-probe", 500, "webhooks the ack probe sends while the model holds every worker (0: no probe)")
 	profile := fs.String("profile", "", "write CPU and allocation profiles of parley for each run under this directory")
+	idle := fs.Int("idle", 0, "only measure what idle RSS is made of, on this many fresh servers in turn (no messages)")
 	timeout := fs.Duration("timeout", 60*time.Second, "how long a sender waits for an answer before counting it lost")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, help)
@@ -139,6 +145,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "bench: go build: %v\n%s", err, b)
 			return 1
 		}
+	}
+	if *idle > 0 {
+		if err := bench.Idle(ctx, o, *idle, stdout); err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 1
+		}
+		return 0
 	}
 	if err := bench.Run(ctx, o, stdout); err != nil {
 		fmt.Fprintln(stderr, "bench:", err)

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"os"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -127,5 +129,59 @@ func TestParseRedisInfo(t *testing.T) {
 	}
 	if _, err := ParseRedisInfo(info, "missing_field"); err == nil {
 		t.Fatal("a missing field parsed")
+	}
+}
+
+func TestParseSmaps(t *testing.T) {
+	text := `00400000-01373000 r-xp 00000000 08:01 123 /usr/local/bin/parley
+Size:              15820 kB
+Rss:               11060 kB
+Private_Clean:     11060 kB
+Private_Dirty:         0 kB
+Anonymous:             0 kB
+VmFlags: rd ex mr mw me
+c000000000-c004000000 rw-p 00000000 00:00 0
+Size:              65536 kB
+Rss:                4100 kB
+Private_Clean:         0 kB
+Private_Dirty:      4100 kB
+Anonymous:          4100 kB
+`
+	ms, err := ParseSmaps(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Mapping{
+		{Start: 0x400000, End: 0x1373000, Perms: "r-xp", Offset: 0, Path: "/usr/local/bin/parley", Rss: 11060 << 10, Private: 11060 << 10},
+		{Start: 0xc000000000, End: 0xc004000000, Perms: "rw-p", Rss: 4100 << 10, Private: 4100 << 10, Anonymous: 4100 << 10},
+	}
+	if !reflect.DeepEqual(ms, want) {
+		t.Fatalf("ParseSmaps = %+v, want %+v", ms, want)
+	}
+	if _, err := ParseSmaps("zz-00400000 r-xp 0 0 0 x\n"); err == nil {
+		t.Error("a bad mapping line was accepted")
+	}
+}
+
+// TestMeasureIdleSelf reads the test binary's own make-up: its code is
+// running, so some of .text is resident, and no large section has more
+// resident than its size rounded to pages (plus a shared boundary page).
+func TestMeasureIdleSelf(t *testing.T) {
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk, err := MeasureIdle(os.Getpid(), bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mk.Binary[".text"][0] == 0 || mk.Anon == 0 || mk.VmRSS == 0 {
+		t.Fatalf("make-up %+v: nothing resident", mk)
+	}
+	for _, name := range []string{".text", ".rodata", ".gopclntab"} {
+		v := mk.Binary[name]
+		if v[0] > (v[1]+2*pageSize)&^(pageSize-1)+pageSize {
+			t.Errorf("%s: %d resident of %d", name, v[0], v[1])
+		}
 	}
 }
