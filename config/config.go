@@ -132,10 +132,15 @@ type Server struct {
 	MetricsListen string `yaml:"metrics_listen"`
 }
 
-// Gateway sizes the worker pool and the shutdown drain.
+// Gateway sizes the worker pool and the shutdown drain, and says when a
+// turn shows that it is running.
 type Gateway struct {
 	Workers         int           `yaml:"workers"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// TypingDelay is how long a turn runs before the channel's typing
+	// indicator (Slack's :eyes: reaction, Feishu's, WeChat's "typing…")
+	// is shown; a faster answer shows none. 0 shows it at once.
+	TypingDelay time.Duration `yaml:"typing_delay"`
 }
 
 // Outbox bounds how long a reply that could not be delivered is tried
@@ -175,6 +180,7 @@ const (
 	DefaultKeepRounds        = 4
 	DefaultWorkers           = 16
 	DefaultShutdownTimeout   = 30 * time.Second
+	DefaultTypingDelay       = 500 * time.Millisecond
 	DefaultOutboxMaxAge      = 10 * time.Minute
 	DefaultSkillBodyBudget   = 16 * 1024
 )
@@ -244,7 +250,7 @@ func Default() Config {
 			CompactTokens:   DefaultCompactTokens,
 			KeepRounds:      DefaultKeepRounds,
 		},
-		Gateway:   Gateway{Workers: DefaultWorkers, ShutdownTimeout: DefaultShutdownTimeout},
+		Gateway:   Gateway{Workers: DefaultWorkers, ShutdownTimeout: DefaultShutdownTimeout, TypingDelay: DefaultTypingDelay},
 		Outbox:    Outbox{MaxAge: DefaultOutboxMaxAge},
 		Skills:    Skills{BodyBudget: DefaultSkillBodyBudget},
 		Admin:     Admin{Listen: DefaultAdminListen, SessionTTL: DefaultAdminSessionTTL},
@@ -435,6 +441,9 @@ func (c Config) problems() []string {
 	}
 	if c.Media.ResendRounds < 0 {
 		bad("media.resend_rounds", "must not be negative")
+	}
+	if c.Gateway.TypingDelay < 0 {
+		bad("gateway.typing_delay", "must not be negative")
 	}
 	durations := []struct {
 		key string

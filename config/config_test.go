@@ -40,6 +40,7 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 		{"unknown platform", "policies:\n  platforms:\n    irc:\n      admins: [a]\n", nil, []string{"policies.platforms.irc", "unknown platform"}},
 		{"bad glob", "policies:\n  default:\n    tools:\n      deny: ['[']\n", nil, []string{"policies.default.tools.deny"}},
 		{"lock ttl too short", "sessions:\n  lock_ttl: 100ms\n", nil, []string{"sessions.lock_ttl"}},
+		{"negative typing delay", "gateway:\n  typing_delay: -1s\n", nil, []string{"gateway.typing_delay"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

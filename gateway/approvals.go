@@ -126,8 +126,8 @@ func (g *Gateway) resume(ctx context.Context, c *sessions.Claim, m channels.Mess
 	}
 	g.metrics.TurnsInFlight.Inc()
 	defer g.metrics.TurnsInFlight.Dec()
-	if ch, ok := g.channel(m.Channel).(channels.Typing); ok && !v.Stop {
-		r.stopTyping = ch.StartTyping(ctx, m)
+	if !v.Stop {
+		r.stopTyping = g.startTyping(ctx, m)
 	}
 	set := g.skillSet(ctx, eff)
 	index, _ := set.Index()

@@ -101,6 +101,10 @@ type Config struct {
 	// Media reads the images and files of messages within the media:
 	// limits; nil: the defaults.
 	Media *media.Preparer
+	// TypingDelay is how long a turn runs before the channel's typing
+	// indicator is shown (channels.TypingAfter): a faster answer shows
+	// none. 0 shows it as the turn starts.
+	TypingDelay time.Duration
 }
 
 // Gateway is the router. Create it with New, register channels, then Start.

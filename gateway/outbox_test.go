@@ -44,6 +44,13 @@ func newSlackReplica(t *testing.T, r *redistest.Redis, model *openaitest.Server,
 // newSlackReplicaWith is newSlackReplica, with live replies when live.
 func newSlackReplicaWith(t *testing.T, r *redistest.Redis, model *openaitest.Server, fake *slacktest.Server, paced, live bool) *slackReplica {
 	t.Helper()
+	return newSlackReplicaConfig(t, r, model, fake, paced, live, gateway.Config{})
+}
+
+// newSlackReplicaConfig is newSlackReplicaWith on a gateway configured as
+// gcfg (its Outbox set here).
+func newSlackReplicaConfig(t *testing.T, r *redistest.Redis, model *openaitest.Server, fake *slacktest.Server, paced, live bool, gcfg gateway.Config) *slackReplica {
+	t.Helper()
 	m := metrics.New()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix, LockTTL: time.Second, MaxMessages: 1000})
@@ -55,7 +62,8 @@ func newSlackReplicaWith(t *testing.T, r *redistest.Redis, model *openaitest.Ser
 		cfg.Pace = nil
 	}
 	ob := outbox.New(r.Client, r.Prefix, cfg, m, log)
-	gw := gateway.New(gateway.Config{Outbox: ob}, store, a, m, log)
+	gcfg.Outbox = ob
+	gw := gateway.New(gcfg, store, a, m, log)
 	ad, err := slack.New(slack.Config{BotToken: slacktest.BotToken, APIURL: fake.APIURL()}, slack.Options{RetryWait: 5 * time.Millisecond, NoLiveReplies: !live, UpdateEvery: 20 * time.Millisecond}, m, log)
 	if err != nil {
 		t.Fatal(err)

@@ -297,6 +297,17 @@ func (g *Gateway) refuseAccess(ctx context.Context, lock *sessions.Lock, m chann
 	return result{reply: &channels.Reply{Notice: true, Failed: true, Text: "Sorry, I'm not available to you here. Please ask an administrator of this bot if you think you should have access."}}, nil
 }
 
+// startTyping shows m's channel's typing indicator once the turn has run
+// for Config.TypingDelay; the returned func clears it (or cancels it, if
+// not shown yet). nil when the channel has no indicator.
+func (g *Gateway) startTyping(ctx context.Context, m channels.Message) func() {
+	ch, ok := g.channel(m.Channel).(channels.Typing)
+	if !ok {
+		return nil
+	}
+	return channels.TypingAfter(ctx, ch, m, g.cfg.TypingDelay)
+}
+
 func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Message, eff *policy.Effective, text string) (result, error) {
 	if r, refused, err := g.admit(ctx, m, eff); err != nil || refused {
 		return r, err
@@ -304,9 +315,7 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 	r := result{channel: m.Channel, turn: true, start: time.Now(), outcome: metrics.OutcomeOK}
 	g.metrics.TurnsInFlight.Inc()
 	defer g.metrics.TurnsInFlight.Dec()
-	if ch, ok := g.channel(m.Channel).(channels.Typing); ok {
-		r.stopTyping = ch.StartTyping(ctx, m)
-	}
+	r.stopTyping = g.startTyping(ctx, m)
 	handedOver := false
 	defer func() {
 		if !handedOver && r.stopTyping != nil {

@@ -282,9 +282,10 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 		// whichever replica is alive.
 		Outbox: outbox.New(a.store.Client(), cfg.Redis.Prefix, outbox.Config{MaxAge: cfg.Outbox.MaxAge}, m, log),
 		// Approvals live under each conversation's keys, beside its lock.
-		Approvals: approval.New(a.store.Client(), a.store.Key),
-		Tracer:    tracer,
-		Media:     media.New(cfg.Media),
+		Approvals:   approval.New(a.store.Client(), a.store.Key),
+		Tracer:      tracer,
+		Media:       media.New(cfg.Media),
+		TypingDelay: cfg.Gateway.TypingDelay,
 	}, a.store, a.agent, m, log)
 	// Shutdown drains running turns until its context ends, then cancels
 	// the rest; queued messages stay for the next replica.

@@ -125,7 +125,8 @@ func groupEvent(id, sender, text string, mentionBot bool) []byte {
 
 func TestFeishuMentionGetsExactlyOneThreadedReply(t *testing.T) {
 	t.Parallel() // its own Redis prefix, fakes, ports and home
-	s := startFeishuServe(t, nil)
+	// The typing reaction at once: its removal tells that the turn ended.
+	s := startFeishuServeYAML(t, "gateway:\n  typing_delay: 0s\n", nil)
 
 	// Un-mentioned chatter in the group, then the question, then Feishu
 	// pushing the question again.

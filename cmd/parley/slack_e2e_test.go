@@ -36,7 +36,9 @@ func startSlackServe(t *testing.T, r *redistest.Redis, model *openaitest.Server,
 func startSlackServeWith(t *testing.T, r *redistest.Redis, model *openaitest.Server, fake *slacktest.Server, extra string) *slackServe {
 	t.Helper()
 	addr := freeAddr(t)
-	cfg := writeConfig(t, fmt.Sprintf("redis:\n  prefix: %q\ngateway:\n  shutdown_timeout: 10s\n", r.Prefix)+extra)
+	// The :eyes: reaction at once (typing_delay: 0s): its removal tells the
+	// tests that a turn has ended.
+	cfg := writeConfig(t, fmt.Sprintf("redis:\n  prefix: %q\ngateway:\n  shutdown_timeout: 10s\n  typing_delay: 0s\n", r.Prefix)+extra)
 	getenv := mapEnv(map[string]string{
 		"OPENAI_BASE_URL": model.URL(), "OPENAI_API_KEY": "sk-test", "PARLEY_LISTEN": addr,
 		"PARLEY_HOME": t.TempDir(), "REDIS_URL": r.URL,
