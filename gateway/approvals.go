@@ -163,7 +163,7 @@ func (g *Gateway) resume(ctx context.Context, c *sessions.Claim, m channels.Mess
 // reply, or the pause.
 func (g *Gateway) ran(ctx context.Context, m channels.Message, eff *policy.Effective, r result, res agent.TurnResult) result {
 	g.spend(ctx, m, eff, res.Usage)
-	g.recordUsage(ctx, m, res)
+	r.spent = g.usageOf(m, res)
 	if res.Paused != nil {
 		r.pause = &pending{Paused: res.Paused, timeout: eff.ApprovalTimeout()}
 		return r
@@ -194,6 +194,8 @@ func (g *Gateway) pauseTurn(ctx context.Context, c *sessions.Claim, q queued, r 
 	req.Conversation, req.Item, req.Channel = c.Lock.Conversation(), itemID(c.Item), m.Channel
 	req.Tool, req.Args, req.Turn = r.pause.Call.Name, r.pause.Call.Arguments, r.pause.State
 	req.Requester, req.RequesterName = m.User, m.UserName
+	// A paused turn writes no completion for its usage to ride with.
+	g.recordUsage(ctx, r.spent)
 	err := g.cfg.Approvals.Pause(ctx, c.Lock.Token(), req)
 	// Whatever was shown live goes: the prompt takes its place, or the
 	// message is answered again, here or elsewhere.

@@ -71,17 +71,31 @@ func (g *Gateway) spend(ctx context.Context, m channels.Message, eff *policy.Eff
 	g.metrics.BudgetUsed.WithLabelValues(m.Channel).Observe(float64(total) / float64(budget))
 }
 
-// recordUsage adds a turn's tokens to the usage report. The reply is
-// already made: a failure to record is logged, and the turn goes on.
-func (g *Gateway) recordUsage(ctx context.Context, m channels.Message, res agent.TurnResult) {
+// usageOf is what a turn spent, for the usage report; nil when there is
+// no report. It is sent with the turn's completion (see complete), or by
+// itself when the turn pauses instead.
+func (g *Gateway) usageOf(m channels.Message, res agent.TurnResult) *usage.Turn {
 	if g.cfg.Usage == nil {
-		return
+		return nil
 	}
-	err := g.cfg.Usage.Record(context.WithoutCancel(ctx), usage.Turn{
+	return &usage.Turn{
 		Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat, User: m.User, Model: res.Model,
 		Prompt: res.Usage.Prompt, Completion: res.Usage.Completion, Cached: res.Usage.Cached,
-	})
-	if err != nil {
-		g.log.WarnContext(ctx, "could not record a turn's tokens for the usage report", "channel", m.Channel, "err", err)
 	}
+}
+
+// recordUsage adds a turn's tokens to the usage report by itself. The
+// reply is already made: a failure to record is logged, and the turn goes
+// on.
+func (g *Gateway) recordUsage(ctx context.Context, t *usage.Turn) {
+	if t == nil {
+		return
+	}
+	if err := g.cfg.Usage.Record(context.WithoutCancel(ctx), *t); err != nil {
+		g.usageFailed(ctx, t, err)
+	}
+}
+
+func (g *Gateway) usageFailed(ctx context.Context, t *usage.Turn, err error) {
+	g.log.WarnContext(ctx, "could not record a turn's tokens for the usage report", "channel", t.Channel, "err", err)
 }

@@ -16,11 +16,13 @@ import (
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/gateway/approval"
+	"github.com/parleyhq/parley/gateway/usage"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/retry"
 	"github.com/parleyhq/parley/sessions"
 	"github.com/parleyhq/parley/tracing"
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 )
 
@@ -70,6 +72,8 @@ type result struct {
 	// replyTo, when set, is the message the reply answers instead of the
 	// claimed one: the approval a sender waits on the answer to.
 	replyTo *channels.Message
+	// spent is the model's tokens for the usage report (nil: none kept).
+	spent *usage.Turn
 }
 
 // storeError marks a failure of Redis during a turn: the message stays
@@ -160,7 +164,7 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 	if r.stopTyping != nil {
 		defer r.stopTyping()
 	}
-	done, err := g.complete(ctx, c, r.msgs)
+	done, err := g.complete(ctx, c, r.msgs, r.spent)
 	if err != nil {
 		// The message is answered again, here or elsewhere: what was shown
 		// of this answer goes.
@@ -207,21 +211,43 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 // complete runs Complete, retrying a failure with backoff for as long as
 // the lock is certainly still ours: past that, another replica may be
 // answering the message, and the turn must not be written twice.
-func (g *Gateway) complete(ctx context.Context, c *sessions.Claim, msgs []sessions.Message) (_ sessions.Completion, err error) {
+//
+// The turn's usage record (spent, when not nil) rides in the pipeline of
+// the first attempt, so that it costs no round trip of its own. It is sent
+// even when the lock turns out lost and the turn is not written: the
+// tokens were spent all the same, and the next holder's answer is a turn
+// of its own. It is never sent again with a retry (the first may have
+// landed), and its failure is logged, never the turn's.
+func (g *Gateway) complete(ctx context.Context, c *sessions.Claim, msgs []sessions.Message, spent *usage.Turn) (_ sessions.Completion, err error) {
 	ctx, span := g.cfg.Tracer.Start(ctx, "commit")
 	defer func() {
 		tracing.Fail(span, err)
 		span.End()
 	}()
+	var along []sessions.Along
+	var recorded func(context.Context) error
+	if spent != nil {
+		along = []sessions.Along{func(p redis.Pipeliner) { recorded = g.cfg.Usage.Queue(ctx, p, *spent) }}
+	}
 	var done sessions.Completion
 	err = g.redisRetry.Do(ctx, "complete turn", func(ctx context.Context) (bool, time.Duration, error) {
 		var err error
-		done, err = g.store.Complete(ctx, c.Lock, c.Item, msgs)
+		done, err = g.store.Complete(ctx, c.Lock, c.Item, msgs, along...)
+		along = nil
 		if err == nil || errors.Is(err, sessions.ErrLockLost) {
 			return false, 0, err
 		}
 		return c.Lock.Held(), 0, retry.Mark(retry.ReasonOf(err, 0), err)
 	})
+	switch {
+	case recorded != nil:
+		if err := recorded(context.WithoutCancel(ctx)); err != nil {
+			g.usageFailed(ctx, spent, err)
+		}
+	case spent != nil:
+		// Complete gave up before its pipeline was sent.
+		g.recordUsage(ctx, spent)
+	}
 	return done, err
 }
 

@@ -178,8 +178,10 @@ type Store interface {
 	// its maximum length and releases the lock, in one step. It fails with
 	// ErrLockLost, writing nothing, unless lock still holds the
 	// conversation. After an error other than ErrLockLost the lock is
-	// still held and Complete may be called again.
-	Complete(ctx context.Context, lock *Lock, item []byte, msgs []Message) (Completion, error)
+	// still held and Complete may be called again. Each of along queues a
+	// write to another slot in the same pipeline (see Along); it is sent
+	// whatever becomes of the completion.
+	Complete(ctx context.Context, lock *Lock, item []byte, msgs []Message, along ...Along) (Completion, error)
 
 	// History returns the conversation's messages, oldest first.
 	History(ctx context.Context, conv string) ([]Message, error)

@@ -107,8 +107,16 @@ redis.call('SET', KEYS[4], trimmed, 'PX', ARGV[5])
 return {trimmed, redis.call('LLEN', KEYS[2])}
 `)
 
+// Along adds to p, the pipeline that carries a completion, a write of the
+// turn to keys outside the conversation's hash slot (the usage report's
+// hour, say), so that the write costs no round trip of its own. It keeps
+// the commands it queues and reads their results once Complete returns:
+// each command's outcome is its own, and the pipeline's commands run
+// whether or not the completion's script finds the lock still held.
+type Along func(p redis.Pipeliner)
+
 // Complete implements Store.
-func (s *RedisStore) Complete(ctx context.Context, lock *Lock, item []byte, msgs []Message) (Completion, error) {
+func (s *RedisStore) Complete(ctx context.Context, lock *Lock, item []byte, msgs []Message, along ...Along) (Completion, error) {
 	args := make([]any, 0, 5+len(msgs))
 	args = append(args, lock.token, s.opts.HistoryTTL.Milliseconds(), s.opts.MaxMessages, item, s.opts.LockTTL.Milliseconds())
 	for i := range msgs {
@@ -119,7 +127,13 @@ func (s *RedisStore) Complete(ctx context.Context, lock *Lock, item []byte, msgs
 		args = append(args, b)
 	}
 	keys := []string{s.key(lock.conv, "history"), s.key(lock.conv, "inbox"), s.key(lock.conv, "lock"), s.key(lock.conv, "done:"+lock.token)}
-	res, err := completeScript.Run(ctx, s.client, keys, args...).Int64Slice()
+	var cmd *redis.Cmd
+	if len(along) == 0 {
+		cmd = completeScript.Run(ctx, s.client, keys, args...)
+	} else {
+		cmd = s.completeAlong(ctx, keys, args, along)
+	}
+	res, err := cmd.Int64Slice()
 	if err != nil {
 		return Completion{}, fmt.Errorf("sessions: complete turn: %w", err)
 	}
@@ -132,4 +146,26 @@ func (s *RedisStore) Complete(ctx context.Context, lock *Lock, item []byte, msgs
 	}
 	lock.end() // released by the script
 	return Completion{Trimmed: res[0] == 1, Queued: res[1]}, nil
+}
+
+// completeAlong runs the completion's script with the writes along queue,
+// in one pipeline: one round trip on a single Redis; on a Cluster, go-redis
+// sends each node its share at once, so the scripts never span a slot.
+func (s *RedisStore) completeAlong(ctx context.Context, keys []string, args []any, along []Along) *redis.Cmd {
+	p := s.client.Pipeline()
+	// First, so that on a single Redis the turn is written before anything
+	// that rides with it.
+	cmd := completeScript.EvalSha(ctx, p, keys, args...)
+	for _, a := range along {
+		a(p)
+	}
+	// Exec reports the first command that failed; the completion's outcome
+	// is read from its own command, the others' by whoever queued them.
+	_, _ = p.Exec(ctx)
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		// Redis has forgotten the script (it restarted): the completion
+		// did not run, so running it alone cannot write the turn twice.
+		return completeScript.Run(ctx, s.client, keys, args...)
+	}
+	return cmd
 }

@@ -6,7 +6,9 @@
 // expires Retention after its hour: retention is bounded whatever the
 // traffic. A turn is one script of HINCRBYs and an EXPIREAT on one key (the
 // hash tag is the hour), so it runs on one slot in Redis Cluster; a report
-// reads one hash per hour of its window, each on its own slot.
+// reads one hash per hour of its window, each on its own slot. The gateway
+// sends a turn's record in the pipeline of the turn's completion (Queue),
+// so that it costs no round trip of its own.
 //
 // A field names what it counts as a JSON array, so that no platform id,
 // whatever characters it holds, can be mistaken for another:
@@ -107,11 +109,47 @@ func field(parts ...string) string {
 // Record adds one turn's tokens to the current hour. A turn that spent
 // nothing (the model was never reached) is not recorded.
 func (s *Store) Record(ctx context.Context, t Turn) error {
-	if t.Prompt <= 0 && t.Completion <= 0 {
+	key, args, ok := s.record(t)
+	if !ok {
 		return nil
 	}
+	if err := recordScript.Run(ctx, s.client, []string{key}, args...).Err(); err != nil {
+		return fmt.Errorf("usage: record a turn: %w", err)
+	}
+	return nil
+}
+
+// Queue adds t's record to p, a pipeline that carries another write of the
+// turn, so that the record costs no round trip of its own. Once p has run,
+// done reports whether t was recorded. A record Redis refused for not
+// knowing the script (NOSCRIPT, after a restart: it did not run) is sent
+// again by itself then; any other failure is only reported, as with
+// Record: a record that may have landed is never sent twice.
+func (s *Store) Queue(ctx context.Context, p redis.Pipeliner, t Turn) (done func(context.Context) error) {
+	key, args, ok := s.record(t)
+	if !ok {
+		return func(context.Context) error { return nil }
+	}
+	cmd := recordScript.EvalSha(ctx, p, []string{key}, args...)
+	return func(ctx context.Context) error {
+		err := cmd.Err()
+		if redis.HasErrorPrefix(err, "NOSCRIPT") {
+			err = recordScript.Run(ctx, s.client, []string{key}, args...).Err()
+		}
+		if err != nil {
+			return fmt.Errorf("usage: record a turn: %w", err)
+		}
+		return nil
+	}
+}
+
+// record is t's hash and the script's arguments; ok false when t spent
+// nothing.
+func (s *Store) record(t Turn) (key string, args []any, ok bool) {
+	if t.Prompt <= 0 && t.Completion <= 0 {
+		return "", nil, false
+	}
 	now := s.now()
-	key := s.key(now)
 	groups := [][]string{
 		{ByUser, t.Channel, t.Workspace, t.User},
 		{ByChat, t.Channel, t.Workspace, t.Chat},
@@ -124,7 +162,7 @@ func (s *Store) Record(ctx context.Context, t Turn) error {
 	}{{kindPrompt, t.Prompt}, {kindCompletion, t.Completion}, {kindCached, t.Cached}, {kindTurns, 1}}
 	// One script rather than a MULTI of a dozen commands: a turn's
 	// recording cost the gateway as much CPU as its model call.
-	args := make([]any, 0, 2*len(groups)*len(counts)+1)
+	args = make([]any, 0, 2*len(groups)*len(counts)+1)
 	for _, g := range groups {
 		// field(g..., kind) is g's array with the kind added before
 		// the closing bracket; the kinds are plain ASCII.
@@ -139,10 +177,7 @@ func (s *Store) Record(ctx context.Context, t Turn) error {
 	// The hour's end plus the retention: the last write sets it.
 	hour := now.UTC().Truncate(time.Hour)
 	args = append(args, hour.Add(time.Hour+Retention).Unix())
-	if err := recordScript.Run(ctx, s.client, []string{key}, args...).Err(); err != nil {
-		return fmt.Errorf("usage: record a turn: %w", err)
-	}
-	return nil
+	return s.key(now), args, true
 }
 
 // Row is one group's spending over a report's window.
