@@ -312,3 +312,32 @@ func TestALockLostTurnStillCountsItsTokens(t *testing.T) {
 		t.Errorf("%d replies sent; want none from a turn that lost its lock", n)
 	}
 }
+
+// TestAPausedTurnCountsItsTokens: a turn that pauses for an approval
+// writes no completion for its usage record to ride with; it is recorded
+// by itself, and the resumed turn's tokens with its completion.
+func TestAPausedTurnCountsItsTokens(t *testing.T) {
+	r := redistest.New(t)
+	_, mcpURL := newLedgerServer(t)
+	model := openaitest.New(t, openaitest.WithResponder(approvalModel))
+	ch := newRecorder("slack")
+	report := usage.New(r.Client, r.Prefix)
+	a := newApprovalReplicaWith(t, r, mcpURL, model, ch, time.Hour, time.Hour, "slack", func(g *gateway.Config, _ *agent.Config) { g.Usage = report })
+	turns := func() int64 {
+		rep, err := report.Read(context.Background(), time.Hour, usage.ByChannel)
+		if err != nil || len(rep.Rows) == 0 {
+			return 0
+		}
+		return rep.Rows[0].Turns
+	}
+	submit(t, a.gw, from("U1", "E1", "log deployed v2"))
+	p := ch.waitFor(t, 0, "with an approval prompt", isPrompt)
+	if n := turns(); n != 1 {
+		t.Fatalf("%d turns recorded once the turn paused; want 1", n)
+	}
+	submit(t, a.gw, from("UADMIN", "E2", "/approve "+ch.at(p).Approval.Code))
+	ch.waitFor(t, p, "with the tool's result", textHas("done: appended line"))
+	if n := turns(); n != 2 {
+		t.Fatalf("%d turns recorded once the resumed turn answered; want 2", n)
+	}
+}
