@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/config"
@@ -110,31 +111,54 @@ func TestToolCallsCappedPerTurn(t *testing.T) {
 }
 
 // TestModelResponseBodyLimited: a model server that sends an endless body
-// is cut off at maxResponseBytes at once (not read until the timeout), and
-// the request is not retried.
+// is cut off at maxResponseBytes (not read until a timeout, nor on to the
+// wire cap of a stream when it answers a streaming request whole), and the
+// request is not retried. How much was read is counted in bytes, not
+// timed, and the deadlines are far off, so a loaded machine's slow reads
+// (the race detector watches every byte) cannot turn the cut into a
+// timeout that is retried.
 func TestModelResponseBodyLimited(t *testing.T) {
 	var requests atomic.Int32
+	var written atomic.Int64
+	finished := make(chan struct{}, 8)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() { finished <- struct{}{} }()
 		requests.Add(1)
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"id":"x","choices":[{"message":{"role":"assistant","content":"`))
 		chunk := []byte(strings.Repeat("A", 64<<10))
 		for {
-			if _, err := w.Write(chunk); err != nil {
+			n, err := w.Write(chunk)
+			written.Add(int64(n))
+			if err != nil {
 				return // the client hung up
 			}
 		}
 	}))
 	defer srv.Close()
+	// The server's writes stop once the client hangs up and the socket
+	// buffers between them are full: a few MiB on loopback. Far less than
+	// a stream's wire cap, which is what a cut at maxResponseBytes proves.
+	const slack = 16 << 20
+	cutAt := func(what string) {
+		t.Helper()
+		srv.CloseClientConnections() // the server's write fails now, if it had not
+		<-finished
+		if n := written.Swap(0); n > maxResponseBytes+slack {
+			t.Errorf("%s: the server wrote %d MiB before the client hung up; want at most %d MiB (the cap of an answer, %d MiB, plus socket buffers)",
+				what, n>>20, (maxResponseBytes+slack)>>20, maxResponseBytes>>20)
+		}
+	}
 
 	client := NewClient(srv.URL, "sk-test", nil)
 	_, _, err := client.send(context.Background(), []byte(`{}`))
 	if !errors.Is(err, errResponseTooLarge) {
 		t.Fatalf("send = %v, want errResponseTooLarge", err)
 	}
+	cutAt("asked for whole")
 
 	requests.Store(0)
-	a := New(Config{Model: "m", MaxRetries: 3}, client, nil, nil, nil)
+	a := New(Config{Model: "m", MaxRetries: 3, Timeout: time.Hour, StreamIdleTimeout: time.Hour, TurnTimeout: time.Hour}, client, nil, nil, nil)
 	res, err := a.Run(context.Background(), TurnRequest{UserText: "hi"})
 	if err != nil || !res.Failed {
 		t.Fatalf("Run = %+v, %v; want a failed turn (apology)", res, err)
@@ -142,6 +166,7 @@ func TestModelResponseBodyLimited(t *testing.T) {
 	if got := requests.Load(); got != 1 {
 		t.Errorf("requests = %d, want 1: an oversized answer is not asked for again", got)
 	}
+	cutAt("a streaming request answered whole")
 }
 
 // TestMaxTokensDefault: every request carries max_completion_tokens, the

@@ -79,12 +79,18 @@ func (c *Client) sendStream(ctx context.Context, body []byte, idle time.Duration
 	timer := time.AfterFunc(idle, func() { cancel(errStreamIdle) })
 	defer timer.Stop()
 	r := readerPool.Get().(*bufio.Reader)
-	r.Reset(&limitedReader{r: hr.Body, left: maxStreamBytes})
+	limit := &limitedReader{r: hr.Body, left: maxStreamBytes}
+	r.Reset(limit)
 	defer func() {
 		r.Reset(nil) // drops the body
 		readerPool.Put(r)
 	}()
 	if !isEventStream(hr.Header.Get("Content-Type"), r) {
+		// An answer sent whole is all answer, no framing: it is held to
+		// maxResponseBytes, as one asked for whole is (what was read to
+		// tell it from a stream counts), not read on to the stream's cap
+		// and buffered by the decoder.
+		limit.left -= maxStreamBytes - maxResponseBytes
 		if err := json.NewDecoder(r).Decode(&resp); err != nil {
 			return resp, after, true, streamFailure(ctx, fmt.Errorf("decode the answer: %w", err))
 		}
