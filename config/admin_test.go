@@ -1,8 +1,10 @@
-package config
+package config_test
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/parleyhq/parley/config"
 )
 
 func TestAdminConfig(t *testing.T) {
@@ -21,7 +23,7 @@ func TestAdminConfig(t *testing.T) {
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Load(writeFile(t, tc.yaml), env(tc.env))
+			_, err := config.Load(writeFile(t, tc.yaml), env(tc.env))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one naming %s", err, tc.want)
 			}
@@ -31,14 +33,14 @@ func TestAdminConfig(t *testing.T) {
 		})
 	}
 
-	cfg, err := Load("", env(nil))
+	cfg, err := config.Load("", env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Admin.Listen != DefaultAdminListen || cfg.Admin.Enabled() {
-		t.Fatalf("default: %+v; want listen %s and off without a way to sign in", cfg.Admin, DefaultAdminListen)
+	if cfg.Admin.Listen != config.DefaultAdminListen || cfg.Admin.Enabled() {
+		t.Fatalf("default: %+v; want listen %s and off without a way to sign in", cfg.Admin, config.DefaultAdminListen)
 	}
-	cfg, err = Load(writeFile(t, "admin:\n  trusted_header: X-Forwarded-User\n  trusted_proxies: [10.0.0.0/8, 192.168.1.7, '::1']\n  grafana_url: http://grafana:3000\n"),
+	cfg, err = config.Load(writeFile(t, "admin:\n  trusted_header: X-Forwarded-User\n  trusted_proxies: [10.0.0.0/8, 192.168.1.7, '::1']\n  grafana_url: http://grafana:3000\n"),
 		env(map[string]string{"PARLEY_ADMIN_TOKEN": token, "PARLEY_ADMIN_LISTEN": "0.0.0.0:9091"}))
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +55,7 @@ func TestAdminConfig(t *testing.T) {
 	if strings.Contains(string(out), token) || !strings.Contains(string(out), "trusted_header: X-Forwarded-User") {
 		t.Fatalf("config check prints:\n%s", out)
 	}
-	cfg, err = Load(writeFile(t, "admin:\n  listen: ''\n"), env(map[string]string{"PARLEY_ADMIN_TOKEN": token}))
+	cfg, err = config.Load(writeFile(t, "admin:\n  listen: ''\n"), env(map[string]string{"PARLEY_ADMIN_TOKEN": token}))
 	if err != nil || cfg.Admin.Enabled() {
 		t.Fatalf("listen '': %+v, %v; want off", cfg.Admin, err)
 	}

@@ -347,7 +347,7 @@ func EnvVars() []string {
 func applyEnv(c *Config, getenv func(string) string) error {
 	for _, v := range c.envVars() {
 		if val := getenv(v.Name); val != "" {
-			if err := v.set(val); err != nil {
+			if err := v.Set(val); err != nil {
 				return err
 			}
 		}

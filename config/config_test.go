@@ -1,25 +1,13 @@
-package config
+package config_test
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/parleyhq/parley/config"
 )
-
-func env(kv map[string]string) func(string) string {
-	return func(k string) string { return kv[k] }
-}
-
-func writeFile(t *testing.T, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "parley.yaml")
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 func TestLoadErrorsNameTheKey(t *testing.T) {
 	tests := []struct {
@@ -44,7 +32,7 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Load(writeFile(t, tt.yaml), env(tt.env))
+			_, err := config.Load(writeFile(t, tt.yaml), env(tt.env))
 			if err == nil {
 				t.Fatal("Load succeeded; want an error")
 			}
@@ -59,7 +47,7 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 
 func TestEnvironmentOverridesFile(t *testing.T) {
 	p := writeFile(t, "listen: ':9000'\nmodel:\n  name: from-file\n  timeout: 5s\nredis:\n  prefix: 'x:'\n")
-	cfg, err := Load(p, env(map[string]string{
+	cfg, err := config.Load(p, env(map[string]string{
 		"PARLEY_MODEL": "from-env", "REDIS_URL": "redis://localhost:6380/1",
 		"PARLEY_SKILL_BODY_BUDGET": "2048", "PARLEY_LOG_FORMAT": "json", "PARLEY_HOME": "/srv/parley",
 	}))
@@ -76,20 +64,20 @@ func TestEnvironmentOverridesFile(t *testing.T) {
 
 func TestConfigFileFromEnvAndEmptyFile(t *testing.T) {
 	p := writeFile(t, "")
-	cfg, err := Load("", env(map[string]string{"PARLEY_CONFIG": p}))
+	cfg, err := config.Load("", env(map[string]string{"PARLEY_CONFIG": p}))
 	if err != nil {
 		t.Fatalf("empty file: %v", err)
 	}
 	if cfg.Model.MaxToolIterations != 8 || cfg.Skills.BodyBudget != 16*1024 {
 		t.Errorf("defaults lost: %+v", cfg)
 	}
-	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml"), env(nil)); err == nil {
+	if _, err := config.Load(filepath.Join(t.TempDir(), "missing.yaml"), env(nil)); err == nil {
 		t.Error("a missing file is not an error")
 	}
 }
 
 func TestYAMLMasksTheCoreSecrets(t *testing.T) {
-	cfg := Default()
+	cfg := config.Default()
 	cfg.Model.APIKey = "sk-live-123"
 	cfg.Redis.URL = "redis://user:hunter2@redis:6379/0"
 	out, err := cfg.YAML()
@@ -123,8 +111,8 @@ func TestRequireModelKey(t *testing.T) {
 		{"http://10.0.0.5:8000/v1", "", false},
 	}
 	for _, tt := range tests {
-		cfg := Default()
-		cfg.Model.BaseURL, cfg.Model.APIKey = tt.base, Secret(tt.key)
+		cfg := config.Default()
+		cfg.Model.BaseURL, cfg.Model.APIKey = tt.base, config.Secret(tt.key)
 		err := cfg.RequireModelKey()
 		if (err != nil) != tt.wantErr {
 			t.Errorf("%s key=%q: err = %v, want error %v", tt.base, tt.key, err, tt.wantErr)
@@ -139,7 +127,7 @@ func TestRequireModelKey(t *testing.T) {
 // with the key it overrides, from the field it binds.
 func TestEnvBindingsNameTheirKeys(t *testing.T) {
 	got := map[string]string{}
-	for _, b := range EnvBindings() {
+	for _, b := range config.EnvBindings() {
 		got[b.Name] = b.Key
 	}
 	want := map[string]string{

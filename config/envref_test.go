@@ -1,32 +1,34 @@
-package config
+package config_test
 
 import (
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/parleyhq/parley/config"
 )
 
 func TestExpandEnv(t *testing.T) {
 	env := map[string]string{"A": "alpha", "B": "beta"}
 	getenv := func(k string) string { return env[k] }
 	var seen []string
-	got, err := ExpandEnv("x ${A} ${B}$ $A ${A}", getenv, func(s string) { seen = append(seen, s) })
+	got, err := config.ExpandEnv("x ${A} ${B}$ $A ${A}", getenv, func(s string) { seen = append(seen, s) })
 	if err != nil || got != "x alpha beta$ $A alpha" {
 		t.Errorf("ExpandEnv = %q, %v", got, err)
 	}
 	if !slices.Equal(seen, []string{"alpha", "beta", "alpha"}) {
 		t.Errorf("seen = %v", seen)
 	}
-	_, err = ExpandEnv("${A}${C}${D}${C}", getenv, nil)
+	_, err = config.ExpandEnv("${A}${C}${D}${C}", getenv, nil)
 	if err == nil || err.Error() != "environment variable C, D is not set" {
 		t.Errorf("ExpandEnv with unset variables = %v", err)
 	}
-	if got := EnvRefNames("${B} ${A} ${B} $C ${D"); !slices.Equal(got, []string{"A", "B"}) {
+	if got := config.EnvRefNames("${B} ${A} ${B} $C ${D"); !slices.Equal(got, []string{"A", "B"}) {
 		t.Errorf("EnvRefNames = %v", got)
 	}
 	for s, ok := range map[string]bool{"${A}": true, "plain": true, "a ${A} b": true, "${A": false, "${1A}": false, "x ${": false} {
-		if err := CheckEnvRefs(s); (err == nil) != ok {
+		if err := config.CheckEnvRefs(s); (err == nil) != ok {
 			t.Errorf("CheckEnvRefs(%q) = %v", s, err)
 		}
 	}
@@ -55,7 +57,7 @@ func TestSecretTemplatePrintsReferencesOnly(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.value, func(t *testing.T) {
-			s := SecretTemplate(tt.value)
+			s := config.SecretTemplate(tt.value)
 			for how, text := range printings(t, s) {
 				if tt.shown && !strings.Contains(text, tt.value) && how != "fmt %x" && how != "fmt %X" && how != "fmt %d" {
 					t.Errorf("%s = %q; want the reference as written", how, text)
@@ -69,7 +71,7 @@ func TestSecretTemplatePrintsReferencesOnly(t *testing.T) {
 			}
 		})
 	}
-	if SecretTemplate("").String() != "" {
+	if config.SecretTemplate("").String() != "" {
 		t.Error("an empty template does not print empty")
 	}
 }

@@ -1,10 +1,12 @@
-package config
+package config_test
 
 import (
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/parleyhq/parley/config"
 )
 
 const modelsYAML = `
@@ -22,26 +24,26 @@ policies:
 `
 
 func TestModelsLoadAndResolve(t *testing.T) {
-	cfg, err := Load(writeFile(t, modelsYAML), env(map[string]string{"QWEN_KEY": "qwen-secret-999"}))
+	cfg, err := config.Load(writeFile(t, modelsYAML), env(map[string]string{"QWEN_KEY": "qwen-secret-999"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := cfg.ModelKeys(); !slices.Equal(got, []string{"default", "backup", "cheap"}) {
 		t.Errorf("ModelKeys = %v", got)
 	}
-	def, _ := cfg.Endpoint(DefaultModelKey)
-	if def.Name != "gpt-4.1" || !def.Vision || !slices.Equal(def.Fallbacks, []string{"backup", "cheap"}) || def.MaxRetries != DefaultMaxRetries {
+	def, _ := cfg.Endpoint(config.DefaultModelKey)
+	if def.Name != "gpt-4.1" || !def.Vision || !slices.Equal(def.Fallbacks, []string{"backup", "cheap"}) || def.MaxRetries != config.DefaultMaxRetries {
 		t.Errorf("default = %+v (fallbacks follow the fallbacks' own, depth first)", def)
 	}
 	backup, ok := cfg.Endpoint("backup")
 	if !ok || backup.APIKey.Reveal() != "qwen-secret-999" || backup.BaseURL != "http://vllm:8000/v1" || !backup.Vision ||
-		backup.Timeout != DefaultModelTimeout || !slices.Equal(backup.Fallbacks, []string{"cheap"}) {
+		backup.Timeout != config.DefaultModelTimeout || !slices.Equal(backup.Fallbacks, []string{"cheap"}) {
 		t.Errorf("backup = %+v", backup)
 	}
 	// cheap shares model:'s endpoint, so it inherits model:'s key; its own
 	// timeout and retry budget replace model:'s.
 	cheap, _ := cfg.Endpoint("cheap")
-	if cheap.APIKey.Reveal() != "sk-primary-777" || cheap.BaseURL != DefaultModelBaseURL || cheap.Timeout != 5*time.Second || cheap.MaxRetries != 0 {
+	if cheap.APIKey.Reveal() != "sk-primary-777" || cheap.BaseURL != config.DefaultModelBaseURL || cheap.Timeout != 5*time.Second || cheap.MaxRetries != 0 {
 		t.Errorf("cheap = %+v", cheap)
 	}
 	if _, ok := cfg.Endpoint("nope"); ok {
@@ -68,7 +70,7 @@ func TestModelsLoadAndResolve(t *testing.T) {
 // A key written for another host is never sent to it: a model on its own
 // endpoint without a key of its own has none.
 func TestModelKeyStaysWithItsHost(t *testing.T) {
-	cfg, err := Load(writeFile(t, "model:\n  api_key: sk-openai\nmodels:\n  local: {name: llama, base_url: 'http://10.0.0.9:8000/v1'}\n  remote: {name: m, base_url: 'https://api.example.com/v1'}\n"), env(nil))
+	cfg, err := config.Load(writeFile(t, "model:\n  api_key: sk-openai\nmodels:\n  local: {name: llama, base_url: 'http://10.0.0.9:8000/v1'}\n  remote: {name: m, base_url: 'https://api.example.com/v1'}\n"), env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +115,7 @@ func TestModelsValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Load(writeFile(t, tt.yaml), env(tt.env))
+			_, err := config.Load(writeFile(t, tt.yaml), env(tt.env))
 			if err == nil {
 				t.Fatal("Load succeeded; want an error")
 			}
@@ -129,12 +131,12 @@ func TestModelsValidation(t *testing.T) {
 // The one-model configuration works as before, and a policy may name the
 // default model explicitly.
 func TestOneModelStillWorks(t *testing.T) {
-	cfg, err := Load(writeFile(t, "model:\n  name: m1\npolicies:\n  platforms:\n    slack: {model: default}\n"), env(map[string]string{"PARLEY_MODEL": "m2", "OPENAI_BASE_URL": "http://localhost:1/v1"}))
+	cfg, err := config.Load(writeFile(t, "model:\n  name: m1\npolicies:\n  platforms:\n    slack: {model: default}\n"), env(map[string]string{"PARLEY_MODEL": "m2", "OPENAI_BASE_URL": "http://localhost:1/v1"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	eps := cfg.Endpoints()
-	if len(eps) != 1 || eps[0].Key != DefaultModelKey || eps[0].Name != "m2" || eps[0].BaseURL != "http://localhost:1/v1" || len(eps[0].Fallbacks) != 0 {
+	if len(eps) != 1 || eps[0].Key != config.DefaultModelKey || eps[0].Name != "m2" || eps[0].BaseURL != "http://localhost:1/v1" || len(eps[0].Fallbacks) != 0 {
 		t.Errorf("endpoints = %+v", eps)
 	}
 }

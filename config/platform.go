@@ -76,6 +76,10 @@ func Env[T ~string](name string, field *T) EnvVar {
 	return EnvVar{Name: name, field: field, set: func(v string) error { *field = T(v); return nil }}
 }
 
+// Set gives the field v binds the variable's value, as Load does with a
+// non-empty value from the environment.
+func (v EnvVar) Set(value string) error { return v.set(value) }
+
 // platforms holds the registered platforms.
 var platforms = &registry[Platform]{kind: "platform"}
 

@@ -1,4 +1,4 @@
-package config
+package config_test
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/parleyhq/parley/config"
 )
 
 // printings renders v every way a value leaves the process as text.
@@ -41,12 +43,12 @@ func printings(t *testing.T, v any) map[string]string {
 
 func TestSecretNeverPrintsItsValue(t *testing.T) {
 	type section struct {
-		Token Secret    `yaml:"token" json:"token"`
-		URL   SecretURL `yaml:"url" json:"url"`
+		Token config.Secret    `yaml:"token" json:"token"`
+		URL   config.SecretURL `yaml:"url" json:"url"`
 	}
 	const token, password = "xoxb-very-secret-1", "hunter2"
 	s := section{Token: token, URL: "redis://user:" + password + "@redis:6379/0"}
-	for _, v := range []any{s.Token, s.URL, s, &s, []Secret{s.Token}, map[string]Secret{"k": s.Token}} {
+	for _, v := range []any{s.Token, s.URL, s, &s, []config.Secret{s.Token}, map[string]config.Secret{"k": s.Token}} {
 		for how, text := range printings(t, v) {
 			if strings.Contains(text, token) || strings.Contains(text, password) ||
 				strings.Contains(text, fmt.Sprintf("%x", token)) || strings.Contains(text, fmt.Sprintf("%x", password)) {
@@ -63,25 +65,25 @@ func TestSecretNeverPrintsItsValue(t *testing.T) {
 }
 
 func TestEmptySecretPrintsEmpty(t *testing.T) {
-	var s Secret
+	var s config.Secret
 	if s.String() != "" || s.IsSet() || fmt.Sprintf("[%v]", s) != "[]" {
 		t.Errorf("an unset secret prints %q; want it empty so that an operator sees it is unset", s.String())
 	}
-	if got, _ := yaml.Marshal(map[string]Secret{"k": ""}); strings.TrimSpace(string(got)) != `k: ""` {
+	if got, _ := yaml.Marshal(map[string]config.Secret{"k": ""}); strings.TrimSpace(string(got)) != `k: ""` {
 		t.Errorf("yaml of an unset secret = %q", got)
 	}
-	if u := SecretURL("redis://redis:6379/0"); u.String() != "redis://redis:6379/0" {
+	if u := config.SecretURL("redis://redis:6379/0"); u.String() != "redis://redis:6379/0" {
 		t.Errorf("a URL without a password is changed: %q", u.String())
 	}
-	if u := SecretURL("redis://%zz:pw@x"); strings.Contains(u.String(), "pw") {
+	if u := config.SecretURL("redis://%zz:pw@x"); strings.Contains(u.String(), "pw") {
 		t.Errorf("an unparseable URL is shown: %q", u.String())
 	}
 }
 
 func TestSecretDecodesFromYAML(t *testing.T) {
 	var v struct {
-		Token Secret    `yaml:"token"`
-		URL   SecretURL `yaml:"url"`
+		Token config.Secret    `yaml:"token"`
+		URL   config.SecretURL `yaml:"url"`
 	}
 	if err := yaml.Unmarshal([]byte("token: abc\nurl: redis://:pw@h:1\n"), &v); err != nil {
 		t.Fatal(err)
@@ -94,15 +96,15 @@ func TestSecretDecodesFromYAML(t *testing.T) {
 // A secret written "${NAME}" is read from NAME; an unset NAME leaves the
 // reference, which the section's validation names without a value.
 func TestEnvRefs(t *testing.T) {
-	a, b, c, d := Secret("${APP_ONE_SECRET}"), Secret("literal"), Secret("${APP_TWO_SECRET}"), Secret("${not valid}")
-	vars := EnvRefs(&a, &b, &c, &d)
+	a, b, c, d := config.Secret("${APP_ONE_SECRET}"), config.Secret("literal"), config.Secret("${APP_TWO_SECRET}"), config.Secret("${not valid}")
+	vars := config.EnvRefs(&a, &b, &c, &d)
 	if len(vars) != 2 || vars[0].Name != "APP_ONE_SECRET" || vars[1].Name != "APP_TWO_SECRET" {
 		t.Fatalf("bindings %+v", vars)
 	}
 	env := map[string]string{"APP_ONE_SECRET": "s3cr3t-one"}
 	for _, v := range vars {
 		if val := env[v.Name]; val != "" {
-			if err := v.set(val); err != nil {
+			if err := v.Set(val); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -110,14 +112,14 @@ func TestEnvRefs(t *testing.T) {
 	if a.Reveal() != "s3cr3t-one" || b.Reveal() != "literal" {
 		t.Fatalf("a=%q b=%q", a.Reveal(), b.Reveal())
 	}
-	if err := UnresolvedEnvRef(a); err != nil {
+	if err := config.UnresolvedEnvRef(a); err != nil {
 		t.Fatalf("resolved secret: %v", err)
 	}
-	err := UnresolvedEnvRef(c)
+	err := config.UnresolvedEnvRef(c)
 	if err == nil || !strings.Contains(err.Error(), "APP_TWO_SECRET") {
 		t.Fatalf("unresolved: %v", err)
 	}
-	if UnresolvedEnvRef(d) != nil {
+	if config.UnresolvedEnvRef(d) != nil {
 		t.Fatal("a malformed reference is a literal value, not a reference")
 	}
 }
@@ -149,14 +151,14 @@ func TestSecretsMaskedEverywhereURLForms(t *testing.T) {
 		{"https://slack.com/api/", "https://slack.com/api/"},
 		{"not a url: password=hunter2?", "not a url: password=hunter2?"},
 		{"", ""},
-		{"redis://%zz:hunter2@x", Redacted},
+		{"redis://%zz:hunter2@x", config.Redacted},
 	}
 	for _, tt := range tests {
-		if got := MaskURL(tt.in); got != tt.want {
+		if got := config.MaskURL(tt.in); got != tt.want {
 			t.Errorf("MaskURL(%q) = %q; want %q", tt.in, got, tt.want)
 		}
-		if tt.want != tt.in && strings.Contains(SecretURL(tt.in).String(), "hunter2") {
-			t.Errorf("SecretURL(%q) prints the password: %q", tt.in, SecretURL(tt.in).String())
+		if tt.want != tt.in && strings.Contains(config.SecretURL(tt.in).String(), "hunter2") {
+			t.Errorf("SecretURL(%q) prints the password: %q", tt.in, config.SecretURL(tt.in).String())
 		}
 	}
 }
