@@ -124,3 +124,29 @@ func TestCIRunsVet(t *testing.T) {
 	}
 	t.Error(".ci/run neither runs `go vet ./...` nor `scripts/test -vet=all`")
 }
+
+// TestNoPackageIsCompiledAgainForAnotherPackagesTests: when package P has
+// tests inside it (package p) and its external tests (package p_test)
+// import a package Q that imports P, go test compiles Q again against P's
+// test build, and so everything between them: config's did that to twelve
+// packages, every channel among them, each a few seconds of the cold run's
+// CPU for nothing. Such tests belong in p_test, or in Q's package.
+func TestNoPackageIsCompiledAgainForAnotherPackagesTests(t *testing.T) {
+	cmd := exec.Command("go", "list", "-test", "-deps", "./...")
+	cmd.Dir = repoRoot(t)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -test -deps ./...: %v", err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		// "Q [P.test]": Q compiled for P's test binary.
+		pkg, forTest, ok := strings.Cut(line, " [")
+		if !ok {
+			continue
+		}
+		of := strings.TrimSuffix(forTest, ".test]")
+		if pkg != of && pkg != of+"_test" {
+			t.Errorf("%s is compiled again for %s's tests: %s has tests in its own package whose external tests import %s", pkg, of, of, pkg)
+		}
+	}
+}
