@@ -2,11 +2,17 @@
 //
 // Several packages run the real binary (replicas behind one Redis, the
 // deployment files' probes, the alert rules against a fresh server).
-// Building it is the slowest step of a cold test run, so scripts/test
-// builds it once before `go test` and names it in PARLEY_TEST_BINARY;
-// every package then runs that file. Without the variable (a plain
-// `go test ./cmd/parley/`) the first test that asks builds it for its
-// package, into a folder Remove deletes.
+// Building it cold is the slowest step of a test run, so one `go test`
+// run builds it once for all of its test processes: scripts/test names a
+// fresh, empty folder in PARLEY_TEST_BUILD_DIR, and the first test that
+// asks for the binary builds it there while the others wait on a lock on
+// that folder, then every process runs the same file. The build happens
+// while `go test` is still compiling other packages, not before it starts,
+// and by then the asking package's test build has compiled most of what
+// the binary needs, so it is mostly a link. Without the folder (a plain
+// `go test ./cmd/parley/`) the first test that asks builds the binary for
+// its process, into a folder Remove deletes; a binary named in
+// PARLEY_TEST_BINARY is used as is, and nothing is built.
 //
 // The build is a plain `go build` with the version stamped as the
 // Dockerfile stamps it (-X main.version), with -race when the tests run
@@ -29,8 +35,11 @@ import (
 	"testing"
 )
 
-// Env names the prebuilt binary scripts/test exports.
+// Env names a prebuilt binary to use as is.
 const Env = "PARLEY_TEST_BINARY"
+
+// DirEnv names the folder scripts/test makes for one run's shared build.
+const DirEnv = "PARLEY_TEST_BUILD_DIR"
 
 // Version is stamped into every test build; scripts/test stamps the same,
 // so `parley version` prints "parley " + Version whichever built it.
@@ -46,9 +55,11 @@ var built struct {
 	err  error
 }
 
-// Path returns the binary: $PARLEY_TEST_BINARY when set, else one built
-// for this test process on first use. A set variable naming no file fails
-// the test rather than quietly building another.
+// Path returns the binary: $PARLEY_TEST_BINARY when set, else the one
+// built in $PARLEY_TEST_BUILD_DIR by whichever test process of the run
+// asked first, else one built for this test process on first use. A set
+// variable naming no file fails the test rather than quietly building
+// another.
 func Path(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv(Env); p != "" {
@@ -58,6 +69,13 @@ func Path(t testing.TB) string {
 		return p
 	}
 	built.once.Do(func() {
+		if dir := os.Getenv(DirEnv); dir != "" {
+			built.path, built.err = shared(dir, Race, Build)
+			if built.err != nil {
+				built.err = fmt.Errorf("%s=%s: %w", DirEnv, dir, built.err)
+			}
+			return
+		}
 		built.dir, built.err = os.MkdirTemp("", "parley-test-bin-")
 		if built.err != nil {
 			return
