@@ -162,8 +162,7 @@ func (g *Gateway) resume(ctx context.Context, c *sessions.Claim, m channels.Mess
 // ran turns the agent's result into the turn's result: the messages and
 // reply, or the pause.
 func (g *Gateway) ran(ctx context.Context, m channels.Message, eff *policy.Effective, r result, res agent.TurnResult) result {
-	g.spend(ctx, m, eff, res.Usage)
-	r.spent = g.usageOf(m, res)
+	r.spent = g.spentOf(m, eff, res)
 	if res.Paused != nil {
 		r.pause = &pending{Paused: res.Paused, timeout: eff.ApprovalTimeout()}
 		return r
@@ -194,8 +193,7 @@ func (g *Gateway) pauseTurn(ctx context.Context, c *sessions.Claim, q queued, r 
 	req.Conversation, req.Item, req.Channel = c.Lock.Conversation(), itemID(c.Item), m.Channel
 	req.Tool, req.Args, req.Turn = r.pause.Call.Name, r.pause.Call.Arguments, r.pause.State
 	req.Requester, req.RequesterName = m.User, m.UserName
-	// A paused turn writes no completion for its usage to ride with.
-	g.recordUsage(ctx, r.spent)
+	g.count(ctx, r.spent)
 	err := g.cfg.Approvals.Pause(ctx, c.Lock.Token(), req)
 	// Whatever was shown live goes: the prompt takes its place, or the
 	// message is answered again, here or elsewhere.

@@ -9,6 +9,7 @@ import (
 	"github.com/parleyhq/parley/gateway/quota"
 	"github.com/parleyhq/parley/gateway/usage"
 	"github.com/parleyhq/parley/policy"
+	"github.com/redis/go-redis/v9"
 )
 
 // quotaNotices tell a refused user why, by the limit that refused them.
@@ -55,47 +56,84 @@ func (g *Gateway) admit(ctx context.Context, m channels.Message, eff *policy.Eff
 	return result{reply: &channels.Reply{Notice: true, Text: quotaNotices[v.Refused]}}, true, nil
 }
 
-// spend counts a turn's tokens against its user's daily budget, when one
-// applies. The reply is already made: a failure to count is logged, and
-// the turn goes on.
-func (g *Gateway) spend(ctx context.Context, m channels.Message, eff *policy.Effective, u agent.Usage) {
-	budget := eff.Limits().TokensPerUserDay
-	if g.cfg.Quotas == nil || budget <= 0 {
-		return
-	}
-	total, err := g.cfg.Quotas.Spend(context.WithoutCancel(ctx), subjectOf(m), int64(u.Prompt)+int64(u.Completion))
-	if err != nil {
-		g.log.WarnContext(ctx, "could not count a turn's tokens against the user's budget", "channel", m.Channel, "err", err)
-		return
-	}
-	g.metrics.BudgetUsed.WithLabelValues(m.Channel).Observe(float64(total) / float64(budget))
+// spent is what a turn's model calls cost, counted once the turn is
+// done: against its user's daily budget, when one applies, and in the
+// usage report, when one is kept. The reply is already made: a failure to
+// count is logged, and the turn goes on.
+type spent struct {
+	subject quota.Subject
+	tokens  int64
+	budget  int64       // the user's daily budget; 0: none applies
+	usage   *usage.Turn // nil: no report is kept
 }
 
-// usageOf is what a turn spent, for the usage report; nil when there is
-// no report. It is sent with the turn's completion (see complete), or by
-// itself when the turn pauses instead.
-func (g *Gateway) usageOf(m channels.Message, res agent.TurnResult) *usage.Turn {
-	if g.cfg.Usage == nil {
+// spentOf is what res cost; nil when nothing counts it.
+func (g *Gateway) spentOf(m channels.Message, eff *policy.Effective, res agent.TurnResult) *spent {
+	s := &spent{subject: subjectOf(m), tokens: int64(res.Usage.Prompt) + int64(res.Usage.Completion)}
+	if g.cfg.Quotas != nil {
+		s.budget = max(eff.Limits().TokensPerUserDay, 0)
+	}
+	if g.cfg.Usage != nil {
+		s.usage = &usage.Turn{
+			Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat, User: m.User, Model: res.Model,
+			Prompt: res.Usage.Prompt, Completion: res.Usage.Completion, Cached: res.Usage.Cached,
+		}
+	}
+	if s.budget == 0 && s.usage == nil {
 		return nil
 	}
-	return &usage.Turn{
-		Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat, User: m.User, Model: res.Model,
-		Prompt: res.Usage.Prompt, Completion: res.Usage.Completion, Cached: res.Usage.Cached,
-	}
+	return s
 }
 
-// recordUsage adds a turn's tokens to the usage report by itself. The
-// reply is already made: a failure to record is logged, and the turn goes
-// on.
-func (g *Gateway) recordUsage(ctx context.Context, t *usage.Turn) {
-	if t == nil {
+// count counts s by itself: for a turn that writes no completion for it
+// to ride with (one that pauses for an approval).
+func (g *Gateway) count(ctx context.Context, s *spent) {
+	if s == nil {
 		return
 	}
-	if err := g.cfg.Usage.Record(context.WithoutCancel(ctx), *t); err != nil {
-		g.usageFailed(ctx, t, err)
+	ctx = context.WithoutCancel(ctx)
+	if s.budget > 0 {
+		total, err := g.cfg.Quotas.Spend(ctx, s.subject, s.tokens)
+		g.spentBudget(ctx, s, total, err)
+	}
+	if s.usage != nil {
+		g.recorded(ctx, s, g.cfg.Usage.Record(ctx, *s.usage))
 	}
 }
 
-func (g *Gateway) usageFailed(ctx context.Context, t *usage.Turn, err error) {
-	g.log.WarnContext(ctx, "could not record a turn's tokens for the usage report", "channel", t.Channel, "err", err)
+// countAlong queues s's writes in p, the pipeline of the turn's
+// completion, so that they cost no round trip of their own; settle, called
+// once that has run, reads how they went.
+func (g *Gateway) countAlong(ctx context.Context, s *spent, p redis.Pipeliner) (settle func(context.Context)) {
+	var spend func(context.Context) (int64, error)
+	var record func(context.Context) error
+	if s.budget > 0 {
+		spend = g.cfg.Quotas.Queue(ctx, p, s.subject, s.tokens)
+	}
+	if s.usage != nil {
+		record = g.cfg.Usage.Queue(ctx, p, *s.usage)
+	}
+	return func(ctx context.Context) {
+		if spend != nil {
+			total, err := spend(ctx)
+			g.spentBudget(ctx, s, total, err)
+		}
+		if record != nil {
+			g.recorded(ctx, s, record(ctx))
+		}
+	}
+}
+
+func (g *Gateway) spentBudget(ctx context.Context, s *spent, total int64, err error) {
+	if err != nil {
+		g.log.WarnContext(ctx, "could not count a turn's tokens against the user's budget", "channel", s.subject.Channel, "err", err)
+		return
+	}
+	g.metrics.BudgetUsed.WithLabelValues(s.subject.Channel).Observe(float64(total) / float64(s.budget))
+}
+
+func (g *Gateway) recorded(ctx context.Context, s *spent, err error) {
+	if err != nil {
+		g.log.WarnContext(ctx, "could not record a turn's tokens for the usage report", "channel", s.subject.Channel, "err", err)
+	}
 }

@@ -17,11 +17,14 @@ import (
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway"
 	"github.com/parleyhq/parley/gateway/outbox"
+	"github.com/parleyhq/parley/gateway/quota"
 	"github.com/parleyhq/parley/gateway/usage"
 	"github.com/parleyhq/parley/internal/redistest"
 	"github.com/parleyhq/parley/metrics"
+	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/sessions"
 )
 
@@ -95,6 +98,12 @@ type usageRig struct {
 
 func newUsageRig(t *testing.T, client redis.UniversalClient, prefix string, posts bool, opts ...openaitest.Option) *usageRig {
 	t.Helper()
+	return newUsageRigWith(t, gateway.Config{}, client, prefix, posts, opts...)
+}
+
+// newUsageRigWith is newUsageRig on cfg.
+func newUsageRigWith(t *testing.T, cfg gateway.Config, client redis.UniversalClient, prefix string, posts bool, opts ...openaitest.Option) *usageRig {
+	t.Helper()
 	m := metrics.New()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	// The default lock TTL: no renewal runs during a turn this short.
@@ -103,7 +112,7 @@ func newUsageRig(t *testing.T, client redis.UniversalClient, prefix string, post
 	a := agent.New(agent.Config{Model: "test", Timeout: 5 * time.Second, MaxRetries: 1, BackoffBase: time.Millisecond},
 		agent.NewClient(model.URL(), "sk-test", nil), agent.NewRegistry(), m, log)
 	rg := &usageRig{store: store, usage: usage.New(client, prefix), model: model, ch: newRecorder("slack"), metrics: m}
-	cfg := gateway.Config{Usage: rg.usage}
+	cfg.Usage = rg.usage
 	var ch channels.Channel = rg.ch
 	if posts {
 		// No poll for failed replies while a test counts round trips.
@@ -152,49 +161,76 @@ func (rg *usageRig) turnsRecorded(t *testing.T) usage.Row {
 // TestAPlainTurnIsThreeRoundTrips: a turn that answers a message costs
 // three Redis round trips with everything `parley serve` does on it — the
 // claim, the completion with the usage record riding in its pipeline, and
-// the post's pacing slot — besides the one of accepting the message.
+// the post's pacing slot — besides the one of accepting the message. A
+// daily token budget adds its check before the model, and its count rides
+// with the completion too.
 func TestAPlainTurnIsThreeRoundTrips(t *testing.T) {
-	r := redistest.New(t)
-	log := &commandLog{}
-	r.Client.AddHook(log)
-	rg := newUsageRig(t, r.Client, r.Prefix, true,
-		openaitest.WithResponder(func(openai.ChatCompletionRequest) openaitest.Step {
-			return openaitest.Text("fine").WithUsage(openai.Usage{PromptTokens: 40, CompletionTokens: 2, TotalTokens: 42})
-		}))
-	// Each message in a chat of its own, as in the benchmark: a post that
-	// waits for its chat's slot checks the chat's hold once more after the
-	// wait.
-	chat := func(i int) channels.Message {
-		m := msg("t", fmt.Sprint("E", i), "hello")
-		m.Chat = fmt.Sprint("C", i)
-		return m
+	cases := []struct {
+		name  string
+		cfg   func(*redistest.Redis) gateway.Config
+		trips int
+	}{
+		{"usage report", func(*redistest.Redis) gateway.Config { return gateway.Config{} }, 3},
+		{"and a daily token budget", func(r *redistest.Redis) gateway.Config {
+			return gateway.Config{Quotas: quota.New(r.Client, r.Prefix),
+				Policy: policy.New(config.Policies{Default: config.Level{Budget: config.Budget{TokensPerUserDay: new(int64(1000))}}})}
+		}, 4},
 	}
-	// The first turn also opens connections and loads the scripts into
-	// this new Redis.
-	if err := rg.gw.Submit(context.Background(), chat(0)); err != nil {
-		t.Fatal(err)
-	}
-	rg.answered(t, 1)
-	for i := 1; i <= 3; i++ {
-		before := len(log.snapshot())
-		if err := rg.gw.Submit(context.Background(), chat(i)); err != nil {
-			t.Fatal(err)
-		}
-		rg.answered(t, i+1)
-		trips := log.snapshot()[before:]
-		// One of them is Submit's: the de-dup and the enqueue, one script.
-		if turn := len(trips) - 1; turn > 3 {
-			t.Errorf("turn %d: %d round trips, want at most 3:\n  %s", i, turn, strings.Join(trips, "\n  "))
-		}
-	}
-	if row := rg.turnsRecorded(t); row.Turns != 4 || row.Prompt != 160 || row.Completion != 8 {
-		t.Errorf("usage = %+v; want 4 turns of 40 + 2 tokens", row)
-	}
-	for i := range 4 {
-		h, err := rg.store.History(context.Background(), chat(i).ConversationKey())
-		if err != nil || len(h) != 2 {
-			t.Errorf("history of chat %d = %+v, %v; want the turn", i, h, err)
-		}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := redistest.New(t)
+			log := &commandLog{}
+			r.Client.AddHook(log)
+			rg := newUsageRigWith(t, c.cfg(r), r.Client, r.Prefix, true,
+				openaitest.WithResponder(func(openai.ChatCompletionRequest) openaitest.Step {
+					return openaitest.Text("fine").WithUsage(openai.Usage{PromptTokens: 40, CompletionTokens: 2, TotalTokens: 42})
+				}))
+			// Each message in a chat of its own, as in the benchmark: a post
+			// that waits for its chat's slot checks the chat's hold once more
+			// after the wait.
+			chat := func(i int) channels.Message {
+				m := msg("t", fmt.Sprint("E", i), "hello")
+				m.Chat = fmt.Sprint("C", i)
+				return m
+			}
+			// The first turn also opens connections and loads the scripts
+			// into this new Redis.
+			if err := rg.gw.Submit(context.Background(), chat(0)); err != nil {
+				t.Fatal(err)
+			}
+			rg.answered(t, 1)
+			for i := 1; i <= 3; i++ {
+				before := len(log.snapshot())
+				if err := rg.gw.Submit(context.Background(), chat(i)); err != nil {
+					t.Fatal(err)
+				}
+				rg.answered(t, i+1)
+				trips := log.snapshot()[before:]
+				// One of them is Submit's: the de-dup and the enqueue, one script.
+				if turn := len(trips) - 1; turn > c.trips {
+					t.Errorf("turn %d: %d round trips, want at most %d:\n  %s", i, turn, c.trips, strings.Join(trips, "\n  "))
+				}
+			}
+			if row := rg.turnsRecorded(t); row.Turns != 4 || row.Prompt != 160 || row.Completion != 8 {
+				t.Errorf("usage = %+v; want 4 turns of 40 + 2 tokens", row)
+			}
+			for i := range 4 {
+				h, err := rg.store.History(context.Background(), chat(i).ConversationKey())
+				if err != nil || len(h) != 2 {
+					t.Errorf("history of chat %d = %+v, %v; want the turn", i, h, err)
+				}
+			}
+			if c.cfg(r).Quotas == nil {
+				return
+			}
+			spent, err := quota.New(r.Client, r.Prefix).Spent(context.Background(), quota.Subject{Channel: "slack", Workspace: "T1", User: "U1"})
+			if err != nil || spent != 4*42 {
+				t.Errorf("budget spent = %d, %v; want 4 turns of 42 tokens", spent, err)
+			}
+			if n := testutil.CollectAndCount(rg.metrics.BudgetUsed); n != 1 {
+				t.Errorf("budget series = %d; want the turns observed", n)
+			}
+		})
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/gateway/approval"
-	"github.com/parleyhq/parley/gateway/usage"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/retry"
@@ -72,8 +71,9 @@ type result struct {
 	// replyTo, when set, is the message the reply answers instead of the
 	// claimed one: the approval a sender waits on the answer to.
 	replyTo *channels.Message
-	// spent is the model's tokens for the usage report (nil: none kept).
-	spent *usage.Turn
+	// spent is what the model cost, for the budget and the usage report
+	// (nil: neither counts it).
+	spent *spent
 }
 
 // storeError marks a failure of Redis during a turn: the message stays
@@ -212,22 +212,23 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 // the lock is certainly still ours: past that, another replica may be
 // answering the message, and the turn must not be written twice.
 //
-// The turn's usage record (spent, when not nil) rides in the pipeline of
-// the first attempt, so that it costs no round trip of its own. It is sent
-// even when the lock turns out lost and the turn is not written: the
-// tokens were spent all the same, and the next holder's answer is a turn
-// of its own. It is never sent again with a retry (the first may have
-// landed), and its failure is logged, never the turn's.
-func (g *Gateway) complete(ctx context.Context, c *sessions.Claim, msgs []sessions.Message, spent *usage.Turn) (_ sessions.Completion, err error) {
+// What the turn spent (when not nil) is counted in the pipeline of the
+// first attempt — the user's budget and the usage report, each in a slot
+// of its own — so that it costs no round trip of its own. It is sent even
+// when the lock turns out lost and the turn is not written: the tokens
+// were spent all the same, and the next holder's answer is a turn of its
+// own. It is never sent again with a retry (the first may have landed),
+// and its failure is logged, never the turn's.
+func (g *Gateway) complete(ctx context.Context, c *sessions.Claim, msgs []sessions.Message, s *spent) (_ sessions.Completion, err error) {
 	ctx, span := g.cfg.Tracer.Start(ctx, "commit")
 	defer func() {
 		tracing.Fail(span, err)
 		span.End()
 	}()
 	var along []sessions.Along
-	var recorded func(context.Context) error
-	if spent != nil {
-		along = []sessions.Along{func(p redis.Pipeliner) { recorded = g.cfg.Usage.Queue(ctx, p, *spent) }}
+	var settle func(context.Context)
+	if s != nil {
+		along = []sessions.Along{func(p redis.Pipeliner) { settle = g.countAlong(ctx, s, p) }}
 	}
 	var done sessions.Completion
 	err = g.redisRetry.Do(ctx, "complete turn", func(ctx context.Context) (bool, time.Duration, error) {
@@ -240,13 +241,11 @@ func (g *Gateway) complete(ctx context.Context, c *sessions.Claim, msgs []sessio
 		return c.Lock.Held(), 0, retry.Mark(retry.ReasonOf(err, 0), err)
 	})
 	switch {
-	case recorded != nil:
-		if err := recorded(context.WithoutCancel(ctx)); err != nil {
-			g.usageFailed(ctx, spent, err)
-		}
-	case spent != nil:
+	case settle != nil:
+		settle(context.WithoutCancel(ctx))
+	case s != nil:
 		// Complete gave up before its pipeline was sent.
-		g.recordUsage(ctx, spent)
+		g.count(ctx, s)
 	}
 	return done, err
 }

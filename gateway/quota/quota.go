@@ -9,7 +9,9 @@
 // limit of N a minute admits a burst of N and then one message every
 // minute/N. A check is one script call whose keys share the hash tag of
 // the workspace, so it runs on one slot in Redis Cluster, and time is
-// Redis's own clock, so replicas with skewed clocks agree.
+// Redis's own clock, so replicas with skewed clocks agree. A turn's tokens
+// are counted by one script on one key as well, which the gateway sends in
+// the pipeline of the turn's completion (Queue).
 package quota
 
 import (
@@ -170,18 +172,50 @@ func (q *Quotas) Check(ctx context.Context, s Subject, l Limits) (Verdict, error
 	return v, nil
 }
 
+// spendScript adds ARGV[1] tokens to a day's count, KEYS[1], keeps it
+// ARGV[2] seconds and returns the new total.
+var spendScript = redis.NewScript(`
+local n = redis.call('INCRBY', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return n
+`)
+
 // Spend adds tokens to what s used today and returns the new total. Call
 // it after every turn that reached the model, with the tokens the model
 // reported.
 func (q *Quotas) Spend(ctx context.Context, s Subject, tokens int64) (int64, error) {
-	key := q.keys(s, day(q.now()))[3]
-	pipe := q.client.TxPipeline()
-	total := pipe.IncrBy(ctx, key, max(tokens, 0))
-	pipe.Expire(ctx, key, dayKeyTTL)
-	if _, err := pipe.Exec(ctx); err != nil {
+	key, args := q.spend(s, tokens)
+	total, err := spendScript.Run(ctx, q.client, []string{key}, args...).Int64()
+	if err != nil {
 		return 0, fmt.Errorf("quota: spend tokens: %w", err)
 	}
-	return total.Val(), nil
+	return total, nil
+}
+
+// Queue adds Spend's write to p, a pipeline that carries another write of
+// the turn, so that it costs no round trip of its own. Once p has run,
+// done returns the new total. A write Redis refused for not knowing the
+// script (NOSCRIPT, after a restart: it did not run) is sent again by
+// itself then; any other failure is only reported: a write that may have
+// landed is never sent twice.
+func (q *Quotas) Queue(ctx context.Context, p redis.Pipeliner, s Subject, tokens int64) (done func(context.Context) (int64, error)) {
+	key, args := q.spend(s, tokens)
+	cmd := spendScript.EvalSha(ctx, p, []string{key}, args...)
+	return func(ctx context.Context) (int64, error) {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			cmd = spendScript.Run(ctx, q.client, []string{key}, args...)
+		}
+		total, err := cmd.Int64()
+		if err != nil {
+			return 0, fmt.Errorf("quota: spend tokens: %w", err)
+		}
+		return total, nil
+	}
+}
+
+// spend is the key and the script's arguments of s spending tokens today.
+func (q *Quotas) spend(s Subject, tokens int64) (string, []any) {
+	return q.keys(s, day(q.now()))[3], []any{max(tokens, 0), int64(dayKeyTTL / time.Second)}
 }
 
 // Spent returns the tokens s used today.
