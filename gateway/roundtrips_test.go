@@ -205,7 +205,14 @@ func TestAPlainTurnIsThreeRoundTrips(t *testing.T) {
 					t.Fatal(err)
 				}
 				rg.answered(t, i+1)
-				trips := log.snapshot()[before:]
+				var trips []string
+				for _, trip := range log.snapshot()[before:] {
+					// The outbox looks for failed replies on its own
+					// schedule (once at start here), not as part of a turn.
+					if !strings.Contains(trip, ":outbox:{outbox}:") {
+						trips = append(trips, trip)
+					}
+				}
 				// One of them is Submit's: the de-dup and the enqueue, one script.
 				if turn := len(trips) - 1; turn > c.trips {
 					t.Errorf("turn %d: %d round trips, want at most %d:\n  %s", i, turn, c.trips, strings.Join(trips, "\n  "))
