@@ -66,6 +66,7 @@ func TestAccessBeforeUnsupportedNoteFeishu(t *testing.T) {
 // without a download on iLink gets no frame and no send; an allowed
 // user's gets the note.
 func TestAccessBeforeUnsupportedNoteWeChat(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	r := redistest.New(t)
 	ilink := wechattest.NewILink(t)
 	wecom := wechattest.NewWeCom(t, "aibot-access", "wecom-secret")
@@ -118,6 +119,7 @@ func TestAccessBeforeUnsupportedNoteWeChat(t *testing.T) {
 // conversations.info) and a follow-up in its thread, while a mention in a
 // channel is answered.
 func TestAccessDMsCoversSlackGroupDMs(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	r := redistest.New(t)
 	model := openaitest.New(t)
 	fake := slacktest.New(t)
@@ -173,6 +175,7 @@ func TestSlackMentionNotLookedUpWhereDMsDoNotMatter(t *testing.T) {
 // with access.dms: false the sender's DM is refused while the group is
 // answered, in a conversation of the group's own.
 func TestAccessILinkGroupIsAGroupConversation(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	r := redistest.New(t)
 	ilink := wechattest.NewILink(t)
 	cfg := writeConfig(t, fmt.Sprintf("redis:\n  prefix: %q\npolicies:\n  platforms:\n    wechat:\n      access: {dms: false}\n", r.Prefix))

@@ -437,6 +437,7 @@ func envInSource(t *testing.T) map[string]string {
 // `NAME` in the text) for a variable nothing reads fails too, and so
 // does a row that does not name the key its variable overrides.
 func TestConfigurationReferenceHasEveryVariable(t *testing.T) {
+	t.Parallel() // reads the tree only
 	_, rows, text := readConfigDoc(t)
 	want := map[string]string{} // name → key it overrides
 	where := envInSource(t)
@@ -584,6 +585,7 @@ func TestConfigurationReferenceCommandsWork(t *testing.T) {
 // user documentation names no issue numbers, which mean nothing to a
 // reader of a release.
 func TestDocsStandAlone(t *testing.T) {
+	t.Parallel() // reads the tree only
 	outside := regexp.MustCompile(`\b(DESIGN|PROTOCOLS|STYLE)\.md\b|\.\./shared\b|/work/shared\b`)
 	issue := regexp.MustCompile(`(?i)\bissues? #?[0-9]+\b`)
 	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {

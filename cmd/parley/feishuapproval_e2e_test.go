@@ -154,6 +154,7 @@ func (c *feishuCluster) answeredWith(t *testing.T, message, text string) {
 // the other says it already was, both redraw the card without buttons);
 // Deny writes nothing and the model says so.
 func TestFeishuApprovalCardsAcrossReplicas(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	c := newFeishuCluster(t)
 
 	// The replica holding the turn dies while the card is pending.

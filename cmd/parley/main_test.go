@@ -188,6 +188,7 @@ func TestServeHealthReadinessMetricsAndShutdown(t *testing.T) {
 }
 
 func TestReadyzFailsWhileRedisIsDown(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	r := redistest.New(t)
 	// A server we can stop: a private redis-server is not guaranteed, so
 	// point Parley at a listener that accepts and then vanishes.

@@ -189,6 +189,7 @@ func TestFeishuScreenshotReachesAVisionModel(t *testing.T) {
 // CDN each reach a vision model with exactly the screenshot's bytes; a
 // WeCom image whose address has expired (403) gets a note.
 func TestWeChatImagesReachAVisionModel(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	r := redistest.New(t)
 	model := openaitest.New(t)
 	ilink := wechattest.NewILink(t)

@@ -16,6 +16,7 @@ import (
 // limits.reply_posts posts, ends with a note saying where, and the history
 // holds the same cut text.
 func TestReplyCapCutsARunawayAnswer(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	r := redistest.New(t)
 	// Streamed in large pieces: one token a chunk would put 200,000
 	// characters past the model body cap (4 MiB of server-sent events).

@@ -194,6 +194,7 @@ func brokenLibrary(t *testing.T, home string, n int) (skipped, warned int) {
 // library: the per-skill table (and the list of skills left out of the
 // index) made a line of hundreds of kilobytes.
 func TestServeLogsOneSkillSummaryLine(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	for _, format := range []string{"text", "json"} {
 		t.Run(format, func(t *testing.T) {
 			model := openaitest.New(t)
@@ -353,6 +354,7 @@ func scrape(t *testing.T, url, series string) (float64, bool) {
 // turn, and after `parley skills off` run from another process, with the
 // skill state in a file and in Redis.
 func TestSkillMetricsRightFromStartAndAfterSkillsOff(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	for _, store := range []string{"file", "redis"} {
 		t.Run(store, func(t *testing.T) {
 			model := openaitest.New(t)

@@ -170,7 +170,15 @@ func TestSlackThreadConversationDMAndBots(t *testing.T) {
 	if n := len(fake.Posts()); n != 4 {
 		t.Fatalf("%d posts, want 4: %+v", n, fake.Posts())
 	}
-	dm, err := store.History(t.Context(), "slack:"+slacktest.TeamID+":D1:")
+	// A DM's answer is streamed as the model writes it (a live reply), so
+	// its text can reach Slack before the turn is stored, which happens
+	// before the stream is stopped: on a loaded machine the text is seen
+	// first.
+	var dm []sessions.Message
+	slacktest.WaitFor(t, "the DM's turn to be stored", slackDeadline, func() bool {
+		dm, err = store.History(t.Context(), "slack:"+slacktest.TeamID+":D1:")
+		return err != nil || len(dm) >= 2
+	})
 	if err != nil || len(dm) != 2 || dm[0].Content != "hello in private" {
 		t.Fatalf("DM history %+v, %v", dm, err)
 	}

@@ -189,6 +189,7 @@ func (c *cluster) answered(channel, thread, text string) int {
 // approved; Deny writes nothing and the model says so; an approval nobody
 // decides updates its prompt as expired.
 func TestSlackApprovalButtonsAcrossReplicas(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	c := approvalCluster(t)
 
 	// The replica holding the turn dies while the prompt is pending.

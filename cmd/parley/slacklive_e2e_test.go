@@ -28,6 +28,7 @@ func inThread(fake *slacktest.Server, channel, thread string) []slacktest.Msg {
 // follow, the stream is stopped, and the one message left is the answer
 // as stored. The first visible progress is measured.
 func TestSlackLiveReplyWhileTheModelWrites(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	c := newCluster(t)
 	c.model = openaitest.New(t, openaitest.WithChunkDelay(150*time.Millisecond))
 	rp := c.start(t, "SLACK_APP_TOKEN="+slacktest.AppToken)
@@ -83,6 +84,7 @@ func TestSlackLiveReplyWhileTheModelWrites(t *testing.T) {
 // and edits still gets each answer exactly once; the refusal of streaming
 // is counted and remembered, so the next answer does not ask again.
 func TestSlackLiveReplyRefusedFallsBack(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	r := redistest.New(t)
 	model := openaitest.New(t, openaitest.WithChunkDelay(30*time.Millisecond))
 	fake := slacktest.New(t)

@@ -85,6 +85,7 @@ func mcpProcesses(t *testing.T, mark string) []int {
 // /readyz; the stdio server killed mid-session is restarted with its tools
 // and the system prompt unchanged; stopping serve stops its process.
 func TestMCPToolsOnSlackAndWeChatThroughServe(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	if _, err := os.Stat("/proc/self/environ"); err != nil {
 		t.Skip("needs /proc to find the stdio server's process")
 	}

@@ -12,6 +12,7 @@ import (
 )
 
 func TestWeChatLoginAsksForTheVerificationCodeAndFollowsRedirects(t *testing.T) {
+	t.Parallel() // its own fake iLink and home
 	ilink := wechattest.NewILink(t)
 	ilink.VerifyCode = "2468"
 	ilink.SetLoginSteps("wait", "scaned", "need_verifycode", "scaned_but_redirect", "confirmed")
