@@ -91,6 +91,11 @@ func TestScriptsTestSharesParleybinsBuild(t *testing.T) {
 	if !strings.Contains(script, "\ngo test -race ") {
 		t.Error("scripts/test does not run `go test -race`")
 	}
+	// Two actions and two tests per core: one per core, go test's default,
+	// left a cold run's two cores idle a third of the time.
+	if !strings.Contains(script, `-p "$per_core" -parallel "$per_core" "$@"`) {
+		t.Error(`scripts/test does not run go test with -p and -parallel at two per core, before the arguments it was given`)
+	}
 	if !strings.Contains(script, "$(mktemp -d)") || !strings.Contains(script, "export "+parleybin.DirEnv+"=") {
 		t.Errorf("scripts/test does not export %s, a fresh folder (mktemp -d) for the run's one build of the binary", parleybin.DirEnv)
 	}
