@@ -587,6 +587,7 @@ func TestConfigurationReferenceCommandsWork(t *testing.T) {
 func TestDocsStandAlone(t *testing.T) {
 	t.Parallel() // reads the tree only
 	outside := regexp.MustCompile(`\b(DESIGN|PROTOCOLS|STYLE)\.md\b|\.\./shared\b|/work/shared\b`)
+	outsideWords := []string{"DESIGN.md", "PROTOCOLS.md", "STYLE.md", "../shared", "/work/shared"} // one in each of outside's branches
 	issue := regexp.MustCompile(`(?i)\bissues? #?[0-9]+\b`)
 	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -611,11 +612,22 @@ func TestDocsStandAlone(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for i, line := range strings.Split(string(data), "\n") {
-			if m := outside.FindString(line); m != "" {
-				t.Errorf("%s:%d: refers to %s, which is not in the repository: say what the reader needs here, or link a file of the repository", rel, i+1, m)
+		// Each pattern needs a word of its own in the file: most files have
+		// none and are not run through the regexps line by line (seconds
+		// of CPU under -race for the whole tree).
+		text := string(data)
+		checkOutside := slices.ContainsFunc(outsideWords, func(w string) bool { return strings.Contains(text, w) })
+		checkIssue := userDoc && strings.Contains(strings.ToLower(text), "issue")
+		if !checkOutside && !checkIssue {
+			return nil
+		}
+		for i, line := range strings.Split(text, "\n") {
+			if checkOutside {
+				if m := outside.FindString(line); m != "" {
+					t.Errorf("%s:%d: refers to %s, which is not in the repository: say what the reader needs here, or link a file of the repository", rel, i+1, m)
+				}
 			}
-			if userDoc {
+			if checkIssue {
 				if m := issue.FindString(line); m != "" {
 					t.Errorf("%s:%d: names %q: the documentation must stand alone; say what changed instead", rel, i+1, m)
 				}
