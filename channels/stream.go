@@ -1,6 +1,9 @@
 package channels
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // A reply can be shown while it is being written: an adapter whose platform
 // can edit or stream a message implements Streamer, and the gateway feeds
@@ -57,6 +60,12 @@ type Streamer interface {
 	StartReply(ctx context.Context, m Message) (ReplySink, error)
 }
 
+// ErrNotShown is Finish's answer when nothing of the reply was shown, so
+// there is nothing to finish: the gateway sends the reply as it would
+// have without a live reply. Not a failure — a model that answers in one
+// piece shows nothing before it is done.
+var ErrNotShown = errors.New("nothing of the live reply was shown; the answer is posted")
+
 // ReplySink shows one reply while it is written. The gateway calls its
 // methods one at a time, never concurrently: any number of Show, then
 // exactly one of Finish or Discard.
@@ -72,7 +81,8 @@ type ReplySink interface {
 	// was shown: the live message is completed or edited to r.Text, or,
 	// when it cannot be, removed and r posted plainly. An error means r was
 	// not delivered and nothing of this reply remains shown; the gateway
-	// then sends r with Send.
+	// then sends r with Send. ErrNotShown says so when nothing was ever
+	// shown.
 	Finish(ctx context.Context, r Reply) error
 	// Discard removes whatever was shown: the turn ends without an answer
 	// to show here (a notice goes by Send, or the message is answered

@@ -79,6 +79,7 @@ type rig struct {
 	ch      *recorder
 	metrics *metrics.Metrics
 	redis   *redistest.Redis
+	logs    *syncBuffer // the gateway's warnings and errors
 }
 
 // submit hands m to the gateway, which must accept it: a refusal is a
@@ -99,7 +100,8 @@ func newRig(t *testing.T, cfg gateway.Config, opts ...openaitest.Option) *rig {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	a := agent.New(agent.Config{Model: "test", Timeout: 5 * time.Second, MaxRetries: 1, BackoffBase: time.Millisecond, BackoffMax: 2 * time.Millisecond},
 		agent.NewClient(model.URL(), "sk-test", nil), agent.NewRegistry(), m, log)
-	gw := gateway.New(cfg, store, a, m, log)
+	logs := &syncBuffer{}
+	gw := gateway.New(cfg, store, a, m, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ch := newRecorder("slack")
 	gw.Register(ch)
 	gw.Start()
@@ -110,7 +112,7 @@ func newRig(t *testing.T, cfg gateway.Config, opts ...openaitest.Option) *rig {
 			t.Errorf("Shutdown: %v", err)
 		}
 	})
-	return &rig{gw: gw, store: store, model: model, ch: ch, metrics: m, redis: r}
+	return &rig{gw: gw, store: store, model: model, ch: ch, metrics: m, redis: r, logs: logs}
 }
 
 func msg(thread, id, text string) channels.Message {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -162,7 +163,12 @@ func (l *liveReply) stop() {
 func (l *liveReply) finish(ctx context.Context, r channels.Reply) bool {
 	l.stop()
 	if err := l.sink.Finish(ctx, r); err != nil {
-		l.g.log.WarnContext(ctx, "live reply could not deliver the answer; sending it plainly", "channel", l.msg.Channel, "err", err)
+		// Nothing shown (the model answered in one piece) is the usual
+		// case where the workspace allows edits only: not worth a warning
+		// on every answer.
+		if !errors.Is(err, channels.ErrNotShown) {
+			l.g.log.WarnContext(ctx, "live reply could not deliver the answer; sending it plainly", "channel", l.msg.Channel, "err", err)
+		}
 		return false
 	}
 	return true

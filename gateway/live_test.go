@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -26,6 +27,7 @@ type streamer struct {
 	shown     strings.Builder
 	failShow  bool
 	failFinal bool
+	notShown  bool // the sink shows nothing, as a model answering in one piece leaves it
 }
 
 func newStreamer() *streamer { return &streamer{recorder: newRecorder("live")} }
@@ -88,6 +90,10 @@ func (k *recSink) Show(_ context.Context, p channels.Progress) (bool, error) {
 }
 
 func (k *recSink) Finish(ctx context.Context, r channels.Reply) error {
+	if k.s.notShown {
+		k.s.log("finish not shown")
+		return fmt.Errorf("live: %w", channels.ErrNotShown)
+	}
 	if k.s.failFinal {
 		k.s.log("finish failed")
 		return errors.New("the stream expired")
@@ -215,6 +221,24 @@ func TestLiveReplyFallsBackToSend(t *testing.T) {
 		ch.wait(t, 1)
 		if ch.count("finish failed") != 1 || ch.count("send:"+liveAnswer) != 1 {
 			t.Fatalf("calls = %q, want the failed finish, then one send", ch.all())
+		}
+		if rg.logs.count("live reply could not deliver the answer") != 1 {
+			t.Errorf("a failed finish is not logged as a warning")
+		}
+	})
+	// Nothing shown is no failure: the answer is sent, with no warning
+	// on every answer of a workspace that only allows edits.
+	t.Run("nothing shown", func(t *testing.T) {
+		rg, ch := liveRig(t)
+		ch.notShown = true
+		rg.model.Script(openaitest.Text(liveAnswer))
+		rg.submit(t, liveMsg("q"))
+		ch.wait(t, 1)
+		if ch.count("finish not shown") != 1 || ch.count("send:"+liveAnswer) != 1 {
+			t.Fatalf("calls = %q, want the finish, then one send", ch.all())
+		}
+		if rg.logs.count("level=WARN") != 0 {
+			t.Errorf("warned about a reply with nothing shown:\n%s", rg.logs.String())
 		}
 	})
 }

@@ -60,7 +60,7 @@ var _ channels.Streamer = (*Adapter)(nil)
 
 // errNotShown is Finish's answer when nothing of the reply is shown: the
 // gateway then posts it (through the outbox).
-var errNotShown = errors.New("feishu: no live card to finish; the answer is posted")
+var errNotShown = fmt.Errorf("feishu: no live card: %w", channels.ErrNotShown)
 
 // liveModes remembers, per workspace, the first mode a live reply tries.
 type liveModes struct {

@@ -202,7 +202,7 @@ func (s *liveSink) repair(ctx context.Context, r channels.Reply) error {
 // an edit that fails, has the message deleted and r posted by the gateway.
 func (s *liveSink) finishUpdate(ctx context.Context, r channels.Reply) error {
 	if s.ts == "" {
-		return errors.New("slack: live reply: nothing shown; posting the answer")
+		return fmt.Errorf("slack: live reply: %w", channels.ErrNotShown)
 	}
 	parts := s.a.Parts(s.m, r)
 	why := errors.New("slack: live reply: the answer takes more than one post")

@@ -2,6 +2,7 @@ package slack
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -436,4 +437,28 @@ func TestLiveReplyAppendsArePaced(t *testing.T) {
 		t.Errorf("%d appends for 30 pieces: nothing was merged", appends)
 	}
 	onlyVisible(t, f.slack, whole.String())
+}
+
+// TestLiveReplyNothingShownIsNotAFailure: a model that answers in one
+// piece shows nothing of an edited reply before it is finished; Finish
+// says so with channels.ErrNotShown (the gateway then posts the answer
+// without a warning), and has made no call.
+func TestLiveReplyNothingShownIsNotAFailure(t *testing.T) {
+	f := liveFixture(t)
+	f.slack.Refuse("chat.startStream", "not_allowed")
+	m := liveMsg(slacktest.TeamID)
+	answer(t, f.a, m, "learn ", "the mode") // the workspace is now edited, not streamed
+	m.Thread, m.Meta = "1700000000.000400", map[string]string{MetaTS: "1700000000.000400", MetaThreadTS: "1700000000.000400"}
+	sink, err := f.a.StartReply(context.Background(), m)
+	if sink == nil || err != nil {
+		t.Fatalf("StartReply = %v, %v; want an edited live reply", sink, err)
+	}
+	calls := len(f.slack.Calls()) // the status line, if any
+	err = sink.Finish(context.Background(), channels.Reply{Text: "whole"})
+	if !errors.Is(err, channels.ErrNotShown) {
+		t.Fatalf("Finish with nothing shown = %v; want channels.ErrNotShown", err)
+	}
+	if n := len(f.slack.Calls()); n != calls {
+		t.Errorf("Finish with nothing shown made calls: %v", f.slack.Calls()[calls:])
+	}
 }
