@@ -34,10 +34,10 @@ func (a *Adapter) Send(ctx context.Context, m channels.Message, r channels.Reply
 		return a.sendApproval(ctx, m, r) // approval.go
 	}
 	chunks := a.Parts(m, r)
+	method := postMethod(m)
 	for i, chunk := range chunks {
-		method, opts := postOptions(m, chunk)
 		err := a.call(ctx, method, a.opts.MaxAttempts, func(ctx context.Context) error {
-			_, _, err := a.api.PostMessageContext(ctx, m.Chat, opts...)
+			_, err := a.postText(ctx, m, chunk)
 			return err
 		})
 		if err != nil {
@@ -57,8 +57,8 @@ func (a *Adapter) Parts(_ channels.Message, r channels.Reply) []string {
 // gives none). A failure is counted by Slack's error code and classified
 // like the retry loop's.
 func (a *Adapter) Post(ctx context.Context, m channels.Message, part string) (string, error) {
-	method, opts := postOptions(m, part)
-	_, ts, err := a.api.PostMessageContext(ctx, m.Chat, opts...)
+	method := postMethod(m)
+	ts, err := a.postText(ctx, m, part)
 	if err == nil {
 		return ts, nil
 	}
@@ -93,19 +93,6 @@ func (a *Adapter) waitChat(ctx context.Context, m channels.Message) error {
 		return nil
 	}
 	return err
-}
-
-// postOptions are the options of one post of text answering m, and the
-// method it goes through.
-func postOptions(m channels.Message, text string) (string, []slackapi.MsgOption) {
-	opts := []slackapi.MsgOption{slackapi.MsgOptionText(text, false), slackapi.MsgOptionDisableLinkUnfurl()}
-	if u := m.Meta[MetaResponseURL]; u != "" {
-		return "response_url", append(opts, slackapi.MsgOptionResponseURL(u, slackapi.ResponseTypeEphemeral))
-	}
-	if ts := m.Meta[MetaThreadTS]; ts != "" {
-		opts = append(opts, slackapi.MsgOptionTS(ts))
-	}
-	return "chat.postMessage", opts
 }
 
 // StartTyping implements channels.Typing with an :eyes: reaction on the

@@ -337,9 +337,8 @@ func (s *liveSink) edit(ctx context.Context, text string) error {
 		if err := s.a.waitChat(ctx, s.m); err != nil {
 			return err
 		}
-		method, opts := postOptions(s.m, text)
-		err = s.a.call(ctx, method, 2, func(ctx context.Context) error {
-			_, ts, err := s.a.api.PostMessageContext(ctx, s.m.Chat, opts...)
+		err = s.a.call(ctx, postMethod(s.m), 2, func(ctx context.Context) error {
+			ts, err := s.a.postText(ctx, s.m, text)
 			s.ts = ts
 			return err
 		})
