@@ -46,15 +46,16 @@ type eventFile struct {
 
 // eventFiles returns the attachments of an event: its hosted files (not
 // external links, not files hidden by the workspace's plan or deleted).
-func eventFiles(event json.RawMessage) []channels.Attachment {
-	var e struct {
-		Files []eventFile `json:"files"`
+func eventFiles(raw json.RawMessage) []channels.Attachment {
+	if len(raw) == 0 {
+		return nil
 	}
-	if json.Unmarshal(event, &e) != nil {
+	var files []eventFile
+	if json.Unmarshal(raw, &files) != nil {
 		return nil
 	}
 	var out []channels.Attachment
-	for _, f := range e.Files {
+	for _, f := range files {
 		u := f.URLPrivateDownload
 		if u == "" {
 			u = f.URLPrivate

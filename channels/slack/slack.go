@@ -362,10 +362,8 @@ var allowedSubtypes = map[string]bool{"": true, "file_share": true, "thread_broa
 // message turns an event_callback into the message to submit; ok is false
 // for events the bot does not answer. why says why, for debug logs.
 func (a *Adapter) message(env envelope) (m channels.Message, ok bool, why string) {
-	var peek struct {
-		Type string `json:"type"`
-	}
-	if err := json.Unmarshal(env.Event, &peek); err != nil {
+	var e event
+	if err := json.Unmarshal(env.Event, &e); err != nil {
 		return m, false, "undecodable event"
 	}
 	bot := a.BotUserID()
@@ -378,22 +376,37 @@ func (a *Adapter) message(env envelope) (m channels.Message, ok bool, why string
 		}
 	}
 	base := channels.Message{ID: env.EventID, Channel: Name, Workspace: env.TeamID, Received: time.Now()}
-	base.Attachments = eventFiles(env.Event)
-	switch peek.Type {
+	base.Attachments = eventFiles(e.Files)
+	switch e.Type {
 	case string(slackevents.AppMention):
-		return a.appMention(env, bot, base)
+		return a.appMention(e, bot, base)
 	case string(slackevents.Message):
-		return a.messageEvent(env, bot, base)
+		return a.messageEvent(e, bot, base)
 	}
-	return m, false, "event type " + peek.Type
+	return m, false, "event type " + e.Type
+}
+
+// event is what Parley reads of an app_mention or message event, in one
+// decode. slack-go's event types also decode the message's blocks (and
+// its MessageEvent the whole event twice), which Parley never reads.
+type event struct {
+	Type            string    `json:"type"`
+	SubType         string    `json:"subtype"`
+	User            string    `json:"user"`
+	BotID           string    `json:"bot_id"`
+	Channel         string    `json:"channel"`
+	ChannelType     string    `json:"channel_type"`
+	Text            string    `json:"text"`
+	TimeStamp       string    `json:"ts"`
+	ThreadTimeStamp string    `json:"thread_ts"`
+	Edited          *struct{} `json:"edited"`
+	// Files is decoded only when present (eventFiles): a file it cannot
+	// read leaves the message without attachments, not unanswered.
+	Files json.RawMessage `json:"files"`
 }
 
 // appMention starts or continues the conversation of the mention's thread.
-func (a *Adapter) appMention(env envelope, bot string, m channels.Message) (_ channels.Message, ok bool, why string) {
-	var e slackevents.AppMentionEvent
-	if err := json.Unmarshal(env.Event, &e); err != nil {
-		return m, false, "undecodable app_mention"
-	}
+func (a *Adapter) appMention(e event, bot string, m channels.Message) (_ channels.Message, ok bool, why string) {
 	switch {
 	case e.BotID != "" || e.User == "":
 		return m, false, "from a bot"
@@ -432,11 +445,7 @@ const metaMention = "mention"
 
 // messageEvent takes a DM, or a follow-up in a thread the bot answered;
 // channel messages that mention the bot come as app_mention instead.
-func (a *Adapter) messageEvent(env envelope, bot string, m channels.Message) (_ channels.Message, ok bool, why string) {
-	var e slackevents.MessageEvent
-	if err := json.Unmarshal(env.Event, &e); err != nil {
-		return m, false, "undecodable message"
-	}
+func (a *Adapter) messageEvent(e event, bot string, m channels.Message) (_ channels.Message, ok bool, why string) {
 	switch {
 	case e.BotID != "" || e.User == "":
 		return m, false, "from a bot"
@@ -449,7 +458,7 @@ func (a *Adapter) messageEvent(env envelope, bot string, m channels.Message) (_ 
 	}
 	m.Chat, m.User = e.Channel, e.User
 	m.Text = CleanText(e.Text, bot)
-	if e.IsIM() || isDMChannel(e.Channel) {
+	if e.ChannelType == slackevents.ChannelTypeIM || isDMChannel(e.Channel) {
 		m.DM = true
 		m.Thread = e.ThreadTimeStamp
 		m.Meta = map[string]string{MetaTS: e.TimeStamp, MetaThreadTS: e.ThreadTimeStamp}
