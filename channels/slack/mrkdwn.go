@@ -106,9 +106,21 @@ var (
 	taskRe    = regexp.MustCompile(`^\[([ xX])\]\s+`)
 )
 
+// headingEmphasis drops the bold markers of a heading, which is bold as a
+// whole.
+var headingEmphasis = strings.NewReplacer("**", "", "__", "")
+
+// blockStarts are the characters a heading, rule, quote or list item
+// starts with (after indentation); a line that starts otherwise is only
+// running text, and the block patterns need not be tried.
+const blockStarts = "#-*_>+0123456789"
+
 func convertLine(line string, allowMentions bool) string {
+	if t := strings.TrimLeft(line, " \t\f\r\n"); t == "" || !strings.ContainsRune(blockStarts, rune(t[0])) {
+		return inline(line, allowMentions)
+	}
 	if m := headingRe.FindStringSubmatch(line); m != nil {
-		text := strings.NewReplacer("**", "", "__", "").Replace(m[1])
+		text := headingEmphasis.Replace(m[1])
 		if strings.TrimSpace(text) == "" {
 			return ""
 		}
@@ -240,6 +252,9 @@ var escaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // formatText escapes and formats text that holds no code.
 func formatText(s string, ph *placeholders, allowMentions bool) string {
+	if plainText(s) {
+		return s
+	}
 	s = linkRe.ReplaceAllStringFunc(s, func(m string) string {
 		sub := linkRe.FindStringSubmatch(m)
 		label, target := sub[1], sub[2]
@@ -272,7 +287,18 @@ func formatText(s string, ph *placeholders, allowMentions bool) string {
 	s = wrap(s, boldUnderRe, bold, bold)
 	s = wrap(s, strikeRe, "~", "~")
 	s = wrap(s, italicRe, italic, italic)
-	return strings.NewReplacer(bold, "*", italic, "_").Replace(s)
+	return markers.Replace(s)
+}
+
+// markers turns formatText's temporary bold and italic markers into
+// mrkdwn's.
+var markers = strings.NewReplacer("\x01", "*", "\x02", "_")
+
+// plainText reports text formatText would leave as it is: nothing to
+// escape, no link, URL or emphasis marker (nor formatText's own
+// temporary markers).
+func plainText(s string) bool {
+	return !strings.ContainsAny(s, "[<>&*_~\x01\x02") && !strings.Contains(s, "http")
 }
 
 // wrap replaces every match of re (whose group 1 is the content) with the
@@ -335,6 +361,10 @@ var tokenRe = regexp.MustCompile(`<([^<>\n]*)>`)
 // unescaper undoes Slack's escaping of message text; &amp; goes last.
 var unescaper = strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&")
 
+// botMentionGaps removes CleanText's marks of the bot's mentions, with a
+// space beside each.
+var botMentionGaps = strings.NewReplacer("\x00 ", "", " \x00", "", "\x00", "")
+
 // CleanText turns the text of a Slack message into what the model reads:
 // the mentions of the bot (botUser) are removed, labelled mentions and links
 // become readable (<@U1|ana> → @ana, <#C1|general> → #general, <url|text> →
@@ -377,7 +407,7 @@ func CleanText(text, botUser string) string {
 		}
 		return label + " (" + target + ")"
 	})
-	text = strings.NewReplacer("\x00 ", "", " \x00", "", "\x00", "").Replace(text)
+	text = botMentionGaps.Replace(text)
 	return strings.TrimSpace(unescaper.Replace(text))
 }
 
