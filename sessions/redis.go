@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"runtime"
 	"strings"
 	"time"
 
@@ -17,12 +18,24 @@ import (
 // addr=… parameters are the sentinels); one with addr=… parameters and no
 // master name is a Cluster (the host and the addrs are seed nodes); anything
 // else is a single server. redis://, rediss:// and unix:// are accepted.
-func OpenRedis(ctx context.Context, rawURL string) (redis.UniversalClient, error) {
+//
+// conns is how many commands the process may have waiting for Redis at
+// once (its workers, its webhook handlers and what they start): the
+// connection pool (per node, on a Cluster) holds at least that many,
+// unless the URL sets pool_size. go-redis's default, 10 per CPU, is 20 on
+// two cores, where 16 workers and 32 webhook handlers wait for a
+// connection (WaitCount) before their command is even sent. 0 keeps the
+// default.
+func OpenRedis(ctx context.Context, rawURL string, conns int) (redis.UniversalClient, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, errors.New("sessions: REDIS_URL is not a valid URL") // the URL may hold a password: never echo it
 	}
 	q := u.Query()
+	pool := 0
+	if !q.Has("pool_size") && conns > 0 {
+		pool = max(conns, 10*runtime.GOMAXPROCS(0))
+	}
 	var client redis.UniversalClient
 	switch {
 	case q.Has("master_name"):
@@ -30,17 +43,26 @@ func OpenRedis(ctx context.Context, rawURL string) (redis.UniversalClient, error
 		if err != nil {
 			return nil, fmt.Errorf("sessions: sentinel URL: %w", scrub(err, rawURL))
 		}
+		if pool > 0 {
+			opts.PoolSize = pool
+		}
 		client = redis.NewFailoverClient(opts)
 	case q.Has("addr"):
 		opts, err := redis.ParseClusterURL(rawURL)
 		if err != nil {
 			return nil, fmt.Errorf("sessions: cluster URL: %w", scrub(err, rawURL))
 		}
+		if pool > 0 {
+			opts.PoolSize = pool
+		}
 		client = redis.NewClusterClient(opts)
 	default:
 		opts, err := redis.ParseURL(rawURL)
 		if err != nil {
 			return nil, fmt.Errorf("sessions: redis URL: %w", scrub(err, rawURL))
+		}
+		if pool > 0 {
+			opts.PoolSize = pool
 		}
 		client = redis.NewClient(opts)
 	}

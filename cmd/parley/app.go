@@ -84,7 +84,10 @@ func (e *environment) openStore(cfg config.Config, log *slog.Logger) (*sessions.
 		s, err := sessions.NewMemory(opts)
 		return s, false, err
 	}
-	client, err := sessions.OpenRedis(e.ctx, cfg.Redis.URL.Reveal())
+	// A connection for each worker's command and one for what its turn
+	// starts beside it (the lock's renewal, the outbox), and one for each
+	// webhook being handled.
+	client, err := sessions.OpenRedis(e.ctx, cfg.Redis.URL.Reveal(), 2*cfg.Gateway.Workers+cfg.Server.MaxConcurrentBodies)
 	if err != nil {
 		return nil, false, err
 	}

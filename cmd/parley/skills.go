@@ -40,7 +40,7 @@ func (e *environment) skills(args []string) error {
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	var client redis.UniversalClient
 	if cfg.Redis.URL != "" {
-		client, err = sessions.OpenRedis(e.ctx, cfg.Redis.URL.Reveal())
+		client, err = sessions.OpenRedis(e.ctx, cfg.Redis.URL.Reveal(), 0)
 		if err != nil {
 			return err
 		}

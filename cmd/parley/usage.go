@@ -42,7 +42,7 @@ func (e *environment) usageCLI(args []string) error {
 		// nothing another process could read.
 		return errors.New("usage is kept in Redis, and REDIS_URL is not set: without it each `parley serve` keeps its counts in its own memory; set REDIS_URL to the Redis the bot uses")
 	}
-	client, err := sessions.OpenRedis(e.ctx, cfg.Redis.URL.Reveal())
+	client, err := sessions.OpenRedis(e.ctx, cfg.Redis.URL.Reveal(), 0)
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ func (e *environment) wechatStore(cfg config.Config) (state wechat.State, client
 		fs := wechat.NewFileState(cfg.Home)
 		return fs, nil, fs.Path() + " (mode 0600; REDIS_URL is not set)", func() {}, nil
 	}
-	client, err = sessions.OpenRedis(e.ctx, cfg.Redis.URL.Reveal())
+	client, err = sessions.OpenRedis(e.ctx, cfg.Redis.URL.Reveal(), 0)
 	if err != nil {
 		return nil, nil, "", nil, err
 	}
