@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/parleyhq/parley/internal/ident"
 	"github.com/parleyhq/parley/sessions"
 )
 
@@ -99,7 +99,11 @@ var (
 	ErrDuplicateTool   = errors.New("agent: duplicate tool")
 )
 
-var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+// toolNameChars and the length are what the API accepts as a tool's name:
+// toolNamePattern.
+var toolNameChars = ident.Of("a-zA-Z0-9_-")
+
+const toolNamePattern = `^[a-zA-Z0-9_-]{1,64}$`
 
 // Registry holds the tools an Agent can offer. It is safe for concurrent
 // use; tools registered while a turn runs are seen from the next turn on.
@@ -121,8 +125,8 @@ func (r *Registry) Register(t Tool) error {
 		return fmt.Errorf("%w: nil tool", ErrInvalidToolName)
 	}
 	name := t.Name()
-	if !toolNameRE.MatchString(name) {
-		return fmt.Errorf("%w: %q must match %s", ErrInvalidToolName, name, toolNameRE)
+	if !toolNameChars.Match(name, 1, 64) {
+		return fmt.Errorf("%w: %q must match %s", ErrInvalidToolName, name, toolNamePattern)
 	}
 	if p := t.Parameters(); p != nil && !isJSONObject(p) {
 		return fmt.Errorf("agent: tool %q: parameters are not a JSON schema object", name)

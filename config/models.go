@@ -3,10 +3,11 @@ package config
 import (
 	"fmt"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/parleyhq/parley/internal/ident"
 )
 
 // DefaultModelKey is how fallbacks, policies and metrics name the model:
@@ -53,9 +54,12 @@ type Endpoint struct {
 	Fallbacks []string
 }
 
-// modelKeyRE is what a key of models: may be: it names the model in
-// metrics and logs, so it is kept to a short plain word.
-var modelKeyRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+// modelKey is what a key of models: may be: it names the model in metrics
+// and logs, so it is kept to a short plain word
+// (^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$).
+func modelKey(k string) bool { return ident.Led(k, modelKeyFirst, modelKeyRest, 0, 62) }
+
+var modelKeyFirst, modelKeyRest = ident.Of("A-Za-z0-9"), ident.Of("A-Za-z0-9_.-")
 
 // ModelKeys lists DefaultModelKey, then the keys of models:, sorted.
 func (c Config) ModelKeys() []string {
@@ -167,7 +171,7 @@ func (c Config) validateModels() []string {
 		case k == DefaultModelKey:
 			bad(key, "%q is the name of the model: section; pick another name", k)
 			continue
-		case !modelKeyRE.MatchString(k):
+		case !modelKey(k):
 			bad(key, "a model's name must be letters, digits, '_', '-' or '.' (at most 63), starting with a letter or digit")
 			continue
 		case m == nil:

@@ -8,11 +8,11 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"sync"
 	"time"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/internal/ident"
 )
 
 // Card actions: a click on a prompt card's button.
@@ -46,9 +46,12 @@ const ReasonBadCardAction = "bad_card_action"
 // maxValueLen bounds every string of a button's value.
 const maxValueLen = 128
 
-// approvalID is the shape of the approval ids put in buttons: nothing
-// else becomes a command's argument.
-var approvalID = regexp.MustCompile(`^[A-Za-z0-9]{1,64}$`)
+// isApprovalID says whether id has the shape of the approval ids put in
+// buttons, 1–64 letters and digits: nothing else becomes a command's
+// argument.
+func isApprovalID(id string) bool { return alnum.Match(id, 1, 64) }
+
+var alnum = ident.Of("A-Za-z0-9")
 
 // cardActionEvent is the part of card.action.trigger read here.
 type cardActionEvent struct {
@@ -138,7 +141,7 @@ func clickMessage(plain []byte) (m channels.Message, id string, ok bool) {
 	}
 	// The card must be clicked where it was sent: a forwarded card (or a
 	// value naming another chat) is not a decision here.
-	if !approvalID.MatchString(id) || user == "" || chat == "" || msgID == "" || v[valueChat] != chat ||
+	if !isApprovalID(id) || user == "" || chat == "" || msgID == "" || v[valueChat] != chat ||
 		len(user) > maxValueLen || len(chat) > maxValueLen || len(msgID) > maxValueLen || ev.Header.EventID == "" {
 		return m, "", false
 	}

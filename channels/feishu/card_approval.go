@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
+	"strings"
 	"time"
 
 	"github.com/parleyhq/parley/channels"
@@ -126,9 +126,12 @@ func approvalCard(ap *channels.Approval, value map[string]string) map[string]any
 	}
 }
 
-// openID is the shape of a Feishu open_id: only such an id goes into an
-// <at> of a redrawn card.
-var openID = regexp.MustCompile(`^ou_[A-Za-z0-9_-]{1,64}$`)
+// isOpenID says whether id has the shape of a Feishu open_id, "ou_" and
+// 1–64 of keyChars: only such an id goes into an <at> of a redrawn card.
+func isOpenID(id string) bool {
+	rest, ok := strings.CutPrefix(id, "ou_")
+	return ok && keyChars.Match(rest, 1, 64)
+}
 
 // decidedCard is the card redrawn with its decision and without buttons:
 // the tool, its arguments, who decided and when.
@@ -159,7 +162,7 @@ func decidedCard(d *channels.ApprovalDecision) map[string]any {
 	switch {
 	case d.Outcome == channels.DecisionExpired:
 		elements = append(elements, map[string]any{"tag": "note", "elements": []any{plain("Nobody decided in time; expired " + when)}})
-	case openID.MatchString(d.By):
+	case isOpenID(d.By):
 		// An <at> shows the person's name; the id is Feishu's own, checked.
 		elements = append(elements, map[string]any{"tag": "div", "text": map[string]any{"tag": "lark_md",
 			"content": title + " by <at id=" + d.By + "></at> · " + when}})

@@ -137,7 +137,7 @@ func FuzzCardActionHandler(f *testing.F) {
 		}
 		for _, m := range msgs {
 			verb, id, _ := strings.Cut(m.Text, " ")
-			if (verb != "/approve" && verb != "/deny") || !approvalID.MatchString(id) ||
+			if (verb != "/approve" && verb != "/deny") || !isApprovalID(id) ||
 				m.User != ev.Event.Operator.OpenID || m.Chat != ev.Event.Context.OpenChatID || m.User == "" || m.Chat == "" {
 				t.Fatalf("%q handed on %+v", event, m)
 			}

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/internal/ident"
 )
 
 // Meta keys of a Feishu attachment.
@@ -36,10 +36,12 @@ const ResourcePath = "/open-apis/im/v1/messages/:message_id/resources/:file_key"
 // maxErrorBody bounds what is read of a download's error answer.
 const maxErrorBody = 64 << 10
 
-// resourceKey is what a message id, image_key or file_key looks like
-// (om_…, img_v3_…, file_v3_…): it goes into the request path, so anything
-// else is refused before a request is made.
-var resourceKey = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
+// isResourceKey says whether k looks like a message id, image_key or
+// file_key (om_…, img_v3_…, file_v3_…), 1–256 of keyChars: it goes into
+// the request path, so anything else is refused before a request is made.
+func isResourceKey(k string) bool { return keyChars.Match(k, 1, 256) }
+
+var keyChars = ident.Of("A-Za-z0-9_-")
 
 var _ channels.AttachmentFetcher = (*Adapter)(nil)
 
@@ -124,7 +126,7 @@ func postImageKeys(content string) []string {
 // fails with channels.ErrAttachmentTooLarge one byte past limit.
 func (a *Adapter) FetchAttachment(ctx context.Context, m channels.Message, att channels.Attachment, limit int64) (io.ReadCloser, error) {
 	messageID := att.Meta[AttachMessageID]
-	if !resourceKey.MatchString(messageID) || !resourceKey.MatchString(att.ID) {
+	if !isResourceKey(messageID) || !isResourceKey(att.ID) {
 		return nil, fmt.Errorf("feishu: attachment: malformed message id or key")
 	}
 	typ := "file"

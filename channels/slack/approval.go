@@ -3,13 +3,13 @@ package slack
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
 	slackapi "github.com/slack-go/slack"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/internal/ident"
 )
 
 // Approval prompts are Block Kit messages: the call (tool and arguments,
@@ -131,13 +131,17 @@ func decidedLine(d *channels.ApprovalDecision) string {
 	return line
 }
 
-var userIDRe = regexp.MustCompile(`^[UW][A-Z0-9]{1,20}$`)
+// isUserID says whether id looks like a Slack user id: U or W and 1–20
+// capitals and digits.
+func isUserID(id string) bool { return ident.Led(id, userIDFirst, userIDRest, 1, 20) }
+
+var userIDFirst, userIDRest = ident.Of("UW"), ident.Of("A-Z0-9")
 
 // decider names who decided: their user id rendered by Slack, or the name
 // the gateway knows, escaped.
 func decider(d *channels.ApprovalDecision) string {
 	switch {
-	case userIDRe.MatchString(d.By):
+	case isUserID(d.By):
 		return "<@" + d.By + ">"
 	case d.ByName != "":
 		return escaper.Replace(d.ByName)

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"regexp"
 	"time"
 
 	slackapi "github.com/slack-go/slack"
 	"github.com/slack-go/slack/socketmode"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/internal/ident"
 )
 
 // Interactions: a click on an approval prompt's button comes as a
@@ -43,8 +43,11 @@ const (
 	metaPromptEphemeral = "prompt_ephemeral" // …which only the clicker sees
 )
 
-// approvalValue is what a button's value must look like: an approval id.
-var approvalValue = regexp.MustCompile(`^[A-Za-z0-9]{1,64}$`)
+// isApprovalValue says whether a button's value looks like an approval
+// id: 1–64 letters and digits.
+func isApprovalValue(v string) bool { return alnum.Match(v, 1, 64) }
+
+var alnum = ident.Of("A-Za-z0-9")
 
 // serveInteractions answers POST /slack/interactions.
 func (a *Adapter) serveInteractions(w http.ResponseWriter, r *http.Request) {
@@ -142,7 +145,7 @@ func (a *Adapter) click(cb slackapi.InteractionCallback) (m channels.Message, ok
 	switch {
 	case verb == "":
 		return m, false, "not an approval button"
-	case !approvalValue.MatchString(value):
+	case !isApprovalValue(value):
 		return m, false, "not an approval id"
 	case cb.User.ID == "" || chat == "" || cb.Container.MessageTs == "":
 		return m, false, "no user or message"

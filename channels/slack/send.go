@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"regexp"
 	"time"
 
 	slackapi "github.com/slack-go/slack"
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/internal/chatpace"
+	"github.com/parleyhq/parley/internal/ident"
 	"github.com/parleyhq/parley/retry"
 )
 
@@ -194,19 +194,24 @@ func classify(err error) failure {
 		return failure{"network", 0, true, retry.ReasonOf(err, 0)}
 	}
 	// A response_url answers in plain text ("expired_url", "used_url").
-	if codeRe.MatchString(err.Error()) {
+	if isCode(err.Error()) {
 		return failure{err.Error(), 0, false, retry.ClientError}
 	}
 	return failure{"other", 0, false, retry.Other}
 }
 
-var codeRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,47}$`)
+// isCode says whether s looks like a Slack error code (a lower-case
+// letter, then up to 47 lower-case letters, digits and '_'), as opposed to
+// a sentence that would make a metric label of its own.
+func isCode(s string) bool { return ident.Led(s, codeFirst, codeRest, 0, 47) }
+
+var codeFirst, codeRest = ident.Of("a-z"), ident.Of("a-z0-9_")
 
 // errorCode is Slack's ok:false error string, or "".
 func errorCode(err error) string {
 	var se slackapi.SlackErrorResponse
 	if errors.As(err, &se) {
-		if codeRe.MatchString(se.Err) {
+		if isCode(se.Err) {
 			return se.Err
 		}
 		return "other"

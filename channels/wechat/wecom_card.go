@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/internal/ident"
 )
 
 // Approval prompts on a WeCom AI bot: the text prompt (with its code, as
@@ -41,8 +41,11 @@ const (
 	cardArgsLimit = 400
 )
 
-// cardApprovalID is the shape of an approval id in a button's key.
-var cardApprovalID = regexp.MustCompile(`^[A-Za-z0-9]{1,64}$`)
+// isCardApprovalID says whether id has the shape of an approval id in a
+// button's key: 1–64 letters and digits.
+func isCardApprovalID(id string) bool { return alnum.Match(id, 1, 64) }
+
+var alnum = ident.Of("A-Za-z0-9")
 
 // reply sends r in answer to m: a click's answer updates the card, a
 // prompt carries its card, anything else is text.
@@ -50,7 +53,7 @@ func (s *wecomSide) reply(ctx context.Context, m channels.Message, r channels.Re
 	if m.Meta[metaCardClick] == "1" {
 		return s.answerClick(ctx, m, r)
 	}
-	if r.Approval == nil || !cardApprovalID.MatchString(r.Approval.ID) {
+	if r.Approval == nil || !isCardApprovalID(r.Approval.ID) {
 		return s.send(ctx, m, r.Text)
 	}
 	card, err := json.Marshal(approvalTemplateCard(r.Approval))
@@ -156,7 +159,7 @@ func (s *wecomSide) onCardClick(c *wecomConn, f wsFrame) {
 	default:
 		return // a decided card's button, or not ours
 	}
-	if !cardApprovalID.MatchString(id) || b.Event.Card.TaskID != taskID(id) {
+	if !isCardApprovalID(id) || b.Event.Card.TaskID != taskID(id) {
 		s.adapter.reject("bad_frame")
 		return
 	}

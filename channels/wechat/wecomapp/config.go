@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/wechat"
 	"github.com/parleyhq/parley/channels/wechat/wxapi"
 	"github.com/parleyhq/parley/channels/wechat/wxcrypto"
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/internal/ident"
 )
 
 // DefaultBaseURL is the WeCom server API.
@@ -86,8 +86,11 @@ func (c *Config) Env() []config.EnvVar {
 	return vars
 }
 
-// validName is what a name in a URL path and a conversation key may be.
-var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+// validName says whether s may be a name in a URL path and a conversation
+// key: ^[a-z0-9][a-z0-9_-]{0,63}$.
+func validName(s string) bool { return ident.Led(s, nameFirst, nameRest, 0, 63) }
+
+var nameFirst, nameRest = ident.Of("a-z0-9"), ident.Of("a-z0-9_-")
 
 // Validate implements config.PlatformConfig.
 func (c *Config) Validate() error {
@@ -99,7 +102,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s.%s: "+format, append([]any{key, field}, args...)...))
 		}
 		switch {
-		case !validName.MatchString(a.Name):
+		case !validName(a.Name):
 			bad("name", "%q must be lower-case letters, digits, - or _ (it is the callback path /wecom/app/NAME)", a.Name)
 		case seen[a.Name]:
 			bad("name", "%q is used by two apps", a.Name)

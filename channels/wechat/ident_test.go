@@ -1,0 +1,13 @@
+package wechat
+
+import (
+	"testing"
+
+	"github.com/parleyhq/parley/internal/ident/identtest"
+)
+
+// TestIdentsAsTheirExpressions: the checks that replaced regular
+// expressions (compiled at start-up) accept exactly what those did.
+func TestIdentsAsTheirExpressions(t *testing.T) {
+	identtest.Same(t, `^[A-Za-z0-9]{1,64}$`, isCardApprovalID)
+}
