@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -182,9 +183,12 @@ func (f *fileIndex) locate(problem string, fromEnv map[string]string) string {
 }
 
 // typeErrorRE and unknownKeyRE are yaml.v3's type errors, one per problem.
+// Compiled on first use: only a file with errors needs them.
 var (
-	typeErrorRE  = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
-	unknownKeyRE = regexp.MustCompile(`^line (\d+): field (.+) not found in type (.+)$`)
+	typeErrorRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
+	})
+	unknownKeyRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^line (\d+): field (.+) not found in type (.+)$`) })
 )
 
 // cleanYAMLError rewrites yaml.v3's type errors into plain words naming
@@ -200,10 +204,10 @@ func (f *fileIndex) cleanYAMLError(err error) error {
 	msgs := make([]string, 0, len(te.Errors))
 	for _, e := range te.Errors {
 		e = strings.TrimPrefix(e, "yaml: ")
-		if m := unknownKeyRE.FindStringSubmatch(e); m != nil {
+		if m := unknownKeyRE().FindStringSubmatch(e); m != nil {
 			line, _ := strconv.Atoi(m[1])
 			e = f.unknownKey(line, m[2])
-		} else if m := typeErrorRE.FindStringSubmatch(e); m != nil {
+		} else if m := typeErrorRE().FindStringSubmatch(e); m != nil {
 			line, _ := strconv.Atoi(m[1])
 			e = f.wrongType(line, m[2], m[3], m[4])
 		}
