@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -89,21 +90,27 @@ func closesFence(trimmed, fence string) bool {
 	return n >= len(fence) && strings.TrimSpace(trimmed[n:]) == ""
 }
 
-var tableSep = regexp.MustCompile(`^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)+\|?\s*$|^\s*\|\s*:?-{2,}:?\s*\|\s*$`)
+// The conversion's expressions are compiled on the first answer, not at
+// start-up: every process links this package (parley version, config
+// check, a replica without Slack), and compiled they are ~120 KB of heap
+// kept for the process's life.
+var tableSep = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)+\|?\s*$|^\s*\|\s*:?-{2,}:?\s*\|\s*$`)
+})
 
 // isTableStart reports a Markdown table header at lines[i]: a line with a
 // pipe followed by a |---|---| separator line.
 func isTableStart(lines []string, i int) bool {
-	return i+1 < len(lines) && strings.Contains(lines[i], "|") && tableSep.MatchString(lines[i+1])
+	return i+1 < len(lines) && strings.Contains(lines[i], "|") && tableSep().MatchString(lines[i+1])
 }
 
 var (
-	headingRe = regexp.MustCompile(`^\s{0,3}#{1,6}\s+(.*?)(?:\s+#+)?\s*$`)
-	hrRe      = regexp.MustCompile(`^\s{0,3}([-*_])(?:\s*([-*_])){2,}\s*$`)
-	quoteRe   = regexp.MustCompile(`^\s{0,3}>\s?(.*)$`)
-	bulletRe  = regexp.MustCompile(`^(\s*)[-*+]\s+(.*)$`)
-	orderedRe = regexp.MustCompile(`^(\s*)(\d{1,9})[.)]\s+(.*)$`)
-	taskRe    = regexp.MustCompile(`^\[([ xX])\]\s+`)
+	headingRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\s{0,3}#{1,6}\s+(.*?)(?:\s+#+)?\s*$`) })
+	hrRe      = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\s{0,3}([-*_])(?:\s*([-*_])){2,}\s*$`) })
+	quoteRe   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\s{0,3}>\s?(.*)$`) })
+	bulletRe  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\s*)[-*+]\s+(.*)$`) })
+	orderedRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\s*)(\d{1,9})[.)]\s+(.*)$`) })
+	taskRe    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\[([ xX])\]\s+`) })
 )
 
 // headingEmphasis drops the bold markers of a heading, which is bold as a
@@ -119,26 +126,26 @@ func convertLine(line string, allowMentions bool) string {
 	if t := strings.TrimLeft(line, " \t\f\r\n"); t == "" || !strings.ContainsRune(blockStarts, rune(t[0])) {
 		return inline(line, allowMentions)
 	}
-	if m := headingRe.FindStringSubmatch(line); m != nil {
+	if m := headingRe().FindStringSubmatch(line); m != nil {
 		text := headingEmphasis.Replace(m[1])
 		if strings.TrimSpace(text) == "" {
 			return ""
 		}
 		return "*" + inline(text, allowMentions) + "*"
 	}
-	if m := hrRe.FindStringSubmatch(line); m != nil && !strings.ContainsFunc(strings.TrimSpace(line), func(r rune) bool { return r != rune(m[1][0]) && r != ' ' }) {
+	if m := hrRe().FindStringSubmatch(line); m != nil && !strings.ContainsFunc(strings.TrimSpace(line), func(r rune) bool { return r != rune(m[1][0]) && r != ' ' }) {
 		return "──────────"
 	}
-	if m := quoteRe.FindStringSubmatch(line); m != nil {
+	if m := quoteRe().FindStringSubmatch(line); m != nil {
 		return ">" + " " + convertLine(m[1], allowMentions)
 	}
-	if m := bulletRe.FindStringSubmatch(line); m != nil {
+	if m := bulletRe().FindStringSubmatch(line); m != nil {
 		bullet := "•"
 		if m[1] != "" {
 			bullet = "◦"
 		}
 		rest := m[2]
-		if t := taskRe.FindStringSubmatch(rest); t != nil {
+		if t := taskRe().FindStringSubmatch(rest); t != nil {
 			box := "☐"
 			if t[1] != " " {
 				box = "☑"
@@ -147,7 +154,7 @@ func convertLine(line string, allowMentions bool) string {
 		}
 		return m[1] + bullet + " " + inline(rest, allowMentions)
 	}
-	if m := orderedRe.FindStringSubmatch(line); m != nil {
+	if m := orderedRe().FindStringSubmatch(line); m != nil {
 		return m[1] + m[2] + ". " + inline(m[3], allowMentions)
 	}
 	return inline(line, allowMentions)
@@ -161,7 +168,7 @@ const (
 	phClose = '\uE001'
 )
 
-var phRe = regexp.MustCompile("\uE000(\\d+)\uE001")
+var phRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("\uE000(\\d+)\uE001") })
 
 type placeholders []string
 
@@ -172,7 +179,7 @@ func (p *placeholders) add(s string) string {
 
 func (p placeholders) restore(s string) string {
 	for i := 0; i < 4 && strings.ContainsRune(s, phOpen); i++ { // links nest one level
-		s = phRe.ReplaceAllStringFunc(s, func(m string) string {
+		s = phRe().ReplaceAllStringFunc(s, func(m string) string {
 			n, _ := strconv.Atoi(m[len(string(phOpen)) : len(m)-len(string(phClose))])
 			if n < len(p) {
 				return p[n]
@@ -236,16 +243,20 @@ func closingTicks(s string, n int) int {
 }
 
 var (
-	linkRe     = regexp.MustCompile(`!?\[([^\]]*)\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)`)
-	autolinkRe = regexp.MustCompile(`<((?:https?://|mailto:)[^>\s]+)>`)
-	mentionRe  = regexp.MustCompile(`<(?:@[UW][A-Z0-9]+|#C[A-Z0-9]+|!(?:here|channel|everyone|subteam\^[A-Z0-9]+))(?:\|[^<>]*)?>`)
-	bareURLRe  = regexp.MustCompile(`https?://[^\s<>` + "`" + `]+`)
+	linkRe = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`!?\[([^\]]*)\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)`)
+	})
+	autolinkRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`<((?:https?://|mailto:)[^>\s]+)>`) })
+	mentionRe  = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`<(?:@[UW][A-Z0-9]+|#C[A-Z0-9]+|!(?:here|channel|everyone|subteam\^[A-Z0-9]+))(?:\|[^<>]*)?>`)
+	})
+	bareURLRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`https?://[^\s<>` + "`" + `]+`) })
 
-	boldItalicRe = regexp.MustCompile(`\*\*\*(\S(?:.*?\S)?)\*\*\*`)
-	boldRe       = regexp.MustCompile(`\*\*(\S(?:.*?\S)?)\*\*`)
-	boldUnderRe  = regexp.MustCompile(`__(\S(?:.*?\S)?)__`)
-	strikeRe     = regexp.MustCompile(`~~(\S(?:.*?\S)?)~~`)
-	italicRe     = regexp.MustCompile(`\*(\S(?:[^*]*?\S)?)\*`)
+	boldItalicRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\*\*\*(\S(?:.*?\S)?)\*\*\*`) })
+	boldRe       = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\*\*(\S(?:.*?\S)?)\*\*`) })
+	boldUnderRe  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`__(\S(?:.*?\S)?)__`) })
+	strikeRe     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`~~(\S(?:.*?\S)?)~~`) })
+	italicRe     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\*(\S(?:[^*]*?\S)?)\*`) })
 )
 
 var escaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
@@ -255,8 +266,8 @@ func formatText(s string, ph *placeholders, allowMentions bool) string {
 	if plainText(s) {
 		return s
 	}
-	s = linkRe.ReplaceAllStringFunc(s, func(m string) string {
-		sub := linkRe.FindStringSubmatch(m)
+	s = linkRe().ReplaceAllStringFunc(s, func(m string) string {
+		sub := linkRe().FindStringSubmatch(m)
 		label, target := sub[1], sub[2]
 		if !isWebURL(target) {
 			if label == "" {
@@ -269,24 +280,24 @@ func formatText(s string, ph *placeholders, allowMentions bool) string {
 		}
 		return ph.add("<" + escapeURL(target) + "|" + formatText(label, ph, allowMentions) + ">")
 	})
-	s = autolinkRe.ReplaceAllStringFunc(s, func(m string) string {
+	s = autolinkRe().ReplaceAllStringFunc(s, func(m string) string {
 		return ph.add("<" + escapeURL(m[1:len(m)-1]) + ">")
 	})
 	if allowMentions {
-		s = mentionRe.ReplaceAllStringFunc(s, ph.add)
+		s = mentionRe().ReplaceAllStringFunc(s, ph.add)
 	}
-	s = bareURLRe.ReplaceAllStringFunc(s, func(m string) string {
+	s = bareURLRe().ReplaceAllStringFunc(s, func(m string) string {
 		url, tail := trimURL(m)
 		return ph.add(escaper.Replace(url)) + tail
 	})
 	s = escaper.Replace(s)
 	// Temporary markers keep a converted bold from being read as italics.
 	const bold, italic = "\x01", "\x02"
-	s = wrap(s, boldItalicRe, bold+italic, italic+bold)
-	s = wrap(s, boldRe, bold, bold)
-	s = wrap(s, boldUnderRe, bold, bold)
-	s = wrap(s, strikeRe, "~", "~")
-	s = wrap(s, italicRe, italic, italic)
+	s = wrap(s, boldItalicRe(), bold+italic, italic+bold)
+	s = wrap(s, boldRe(), bold, bold)
+	s = wrap(s, boldUnderRe(), bold, bold)
+	s = wrap(s, strikeRe(), "~", "~")
+	s = wrap(s, italicRe(), italic, italic)
 	return markers.Replace(s)
 }
 
