@@ -452,52 +452,6 @@ func TestSplitCharsCountsCharactersNotBytes(t *testing.T) {
 	}
 }
 
-func TestLeaseIsTakenOverAfterTheHolderDies(t *testing.T) {
-	r := redistest.New(t)
-	ttl := 600 * time.Millisecond
-	key := leaseKey(r.Prefix, "test", "bot")
-	// A holder that died: its token stays until the TTL runs out.
-	if err := r.Client.Set(context.Background(), key, "dead-holder", ttl).Err(); err != nil {
-		t.Fatal(err)
-	}
-	l := &lease{client: r.Client, key: key, ttl: ttl, log: quietLog()}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	got := make(chan time.Time, 1)
-	begin := time.Now()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		l.hold(ctx, func(wctx context.Context) {
-			select {
-			case got <- time.Now():
-			default:
-			}
-			<-wctx.Done()
-		})
-	}()
-	select {
-	case at := <-got:
-		if at.Sub(begin) < ttl/2 {
-			t.Fatalf("lease taken after %v while the dead holder's key was live", at.Sub(begin))
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("lease never taken over")
-	}
-	// Renewal keeps it: after several TTLs the key still holds our token.
-	time.Sleep(3 * ttl)
-	if v, _ := r.Client.Get(context.Background(), key).Result(); v == "dead-holder" || v == "" {
-		t.Fatalf("lease value = %q; renewal did not keep it", v)
-	}
-	// Another replica stealing the key ends the work.
-	r.Client.Set(context.Background(), key, "thief", ttl)
-	cancel()
-	<-done
-	if v, _ := r.Client.Get(context.Background(), key).Result(); v != "thief" {
-		t.Fatalf("release deleted another holder's lease: %q", v)
-	}
-}
-
 func TestStateStoresExpiryPerToken(t *testing.T) {
 	r := redistest.New(t)
 	home := t.TempDir()
