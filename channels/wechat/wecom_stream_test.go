@@ -77,28 +77,41 @@ func TestWeComLiveReplyCoalescesFrames(t *testing.T) {
 // written at the req_id's deadline finishes the stream with the text so
 // far, cut at a paragraph, and the rest follows as a message when the
 // answer is complete — also when WeCom expires the stream first (846608).
+// The stream closes while the answer is half written: the test waits for
+// that (the deadline's finishing frame, or the first frame before WeCom
+// expires the stream) and then writes the rest, so a slow machine cannot
+// move the cut.
 func TestWeComLiveReplyContinuesPastTheStreamDeadline(t *testing.T) {
 	var paras []string
 	for i := range 6 {
 		paras = append(paras, strings.Repeat(string(rune('a'+i)), 40))
 	}
 	answer := strings.Join(paras, "\n\n")
+	before := len(paras[0]) + 2 + len(paras[1]) + 2 + 20 // written before the stream closes: into the third paragraph
 	for _, tc := range []struct {
-		name      string
-		reqIDTTL  time.Duration
-		streamTTL time.Duration // the fake's; 0 for none
+		name     string
+		reqIDTTL time.Duration
+		expire   bool // WeCom expires the stream after its first frame
 	}{
-		{"finished at its deadline", 1200 * time.Millisecond, 0},
-		{"expired by WeCom first", time.Minute, 700 * time.Millisecond},
+		// The deadline must leave StartReply a frame interval; generous
+		// for a loaded machine, and the test waits for it once.
+		{"finished at its deadline", 2 * time.Second, false},
+		{"expired by WeCom first", time.Minute, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rn, f, m := liveWeCom(t, tc.reqIDTTL, "req-long")
-			f.SetStreamTTL(tc.streamTTL)
 			sink, err := rn.ch.StartReply(context.Background(), m)
 			if err != nil || sink == nil {
 				t.Fatalf("StartReply = %v, %v", sink, err)
 			}
-			feed(t, sink, answer, 7, 40*time.Millisecond) // about 1.5 s
+			feed(t, sink, answer[:before], 7, 0)
+			if tc.expire {
+				waitFor(t, "the stream's first frame", func() bool { return len(respondFrames(f, "req-long")) > 0 })
+				f.ExpireStream(streamID("req-long"))
+			} else {
+				waitFor(t, "the stream finished at the deadline", func() bool { return finished(f, "req-long") })
+			}
+			feed(t, sink, answer[before:], 7, 40*time.Millisecond) // past a frame interval
 			if err := sink.Finish(context.Background(), channels.Reply{Text: answer}); err != nil {
 				t.Fatal(err)
 			}
@@ -112,7 +125,7 @@ func TestWeComLiveReplyContinuesPastTheStreamDeadline(t *testing.T) {
 					expired++
 				}
 			}
-			if (tc.streamTTL > 0) != (expired > 0) {
+			if tc.expire != (expired > 0) {
 				t.Errorf("%d frames refused as expired", expired)
 			}
 			pushes := f.Frames("aibot_send_msg")
@@ -123,8 +136,8 @@ func TestWeComLiveReplyContinuesPastTheStreamDeadline(t *testing.T) {
 			if chat != "grp-1" || !strings.HasPrefix(answer, kept) || strings.TrimSpace(answer[len(kept):]) != rest {
 				t.Fatalf("stream %q then %q (to %s); want the answer once, in order", kept, rest, chat)
 			}
-			if tc.streamTTL == 0 && !strings.HasSuffix(kept, paras[strings.Count(kept, "\n\n")]) {
-				t.Errorf("the stream was cut inside a paragraph: %q", kept)
+			if want := paras[0] + "\n\n" + paras[1]; !tc.expire && kept != want {
+				t.Errorf("the stream was finished with %q; want the text so far cut at its last paragraph, %q", kept, want)
 			}
 		})
 	}

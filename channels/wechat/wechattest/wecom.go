@@ -28,10 +28,9 @@ type WeCom struct {
 	frames     []Frame
 	subscribes int
 	maxLive    int
-	respondErr map[string]int       // req_id → errcode for aibot_respond_msg
-	streamTTL  time.Duration        // a stream's life from its first frame; 0: unbounded
-	streams    map[string]time.Time // stream id → its first frame
-	finished   map[string]bool      // stream ids finished
+	respondErr map[string]int  // req_id → errcode for aibot_respond_msg
+	expired    map[string]bool // stream ids WeCom no longer lets be updated
+	finished   map[string]bool // stream ids finished
 }
 
 // Frame is one frame a client sent.
@@ -97,7 +96,7 @@ func (c *wsConn) sendRaw(raw []byte) error {
 
 // NewWeCom starts a fake server for one bot; Close runs at cleanup.
 func NewWeCom(t testing.TB, botID, secret string) *WeCom {
-	f := &WeCom{BotID: botID, Secret: secret, respondErr: map[string]int{}, streams: map[string]time.Time{}, finished: map[string]bool{}}
+	f := &WeCom{BotID: botID, Secret: secret, respondErr: map[string]int{}, expired: map[string]bool{}, finished: map[string]bool{}}
 	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws, err := up.Upgrade(w, r, nil)
@@ -181,14 +180,10 @@ func (f *WeCom) serve(ws *websocket.Conn) {
 			if st.ID == "" {
 				break
 			}
-			first, seen := f.streams[st.ID]
-			if !seen {
-				f.streams[st.ID], first = fr.At, fr.At
-			}
 			switch {
 			case f.finished[st.ID]:
 				ack["errcode"], ack["errmsg"] = 846605, "stream message already finished"
-			case f.streamTTL > 0 && fr.At.Sub(first) > f.streamTTL:
+			case f.expired[st.ID]:
 				ack["errcode"], ack["errmsg"] = 846608, "stream message update expired"
 			case st.Finish:
 				f.finished[st.ID] = true
@@ -216,13 +211,14 @@ func (f *WeCom) ExpireReqID(reqID string, errcode int) {
 	f.respondErr[reqID] = errcode
 }
 
-// SetStreamTTL makes aibot_respond_msg on a stream older than d (from its
-// first frame) fail with errcode 846608, as WeCom does after about six
-// minutes.
-func (f *WeCom) SetStreamTTL(d time.Duration) {
+// ExpireStream makes every further aibot_respond_msg on the stream id
+// fail with errcode 846608, as WeCom does about six minutes after the
+// stream's first frame. Tests expire a stream at a chosen point of the
+// answer instead of waiting for a clock.
+func (f *WeCom) ExpireStream(id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.streamTTL = d
+	f.expired[id] = true
 }
 
 // Subscribes is how many subscriptions succeeded.
