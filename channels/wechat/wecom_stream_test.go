@@ -21,7 +21,9 @@ func liveWeCom(t *testing.T, reqIDTTL time.Duration, reqID string) (*running, *w
 	cfg := wecomConfig(r, f, "A")
 	cfg.ReqIDTTL = reqIDTTL
 	rn := start(t, r, cfg, nil)
-	waitFor(t, "the subscription", f.Connected)
+	// The fake counts the subscription before it acknowledges it; the
+	// replica holds the connection (and streams) only once the ack is in.
+	waitFor(t, "the subscription", func() bool { return rn.ch.wecom.current() != nil })
 	m := channels.Message{Channel: Name, Workspace: "aibot-live", Chat: "grp-1", User: "zhangsan", Text: "tell me",
 		Meta: map[string]string{"via": ViaWeCom, "req_id": reqID, "chatid": "grp-1", "recv_ms": strconv.FormatInt(time.Now().UnixMilli(), 10)}}
 	return rn, f, m

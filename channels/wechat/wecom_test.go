@@ -42,7 +42,11 @@ func TestWeComGroupMentionStreamsTheAnswer(t *testing.T) {
 	f := wechattest.NewWeCom(t, "aibot-1", "s3cret")
 	cfg := wecomConfig(r, f, "A")
 	rn := start(t, r, cfg, nil)
-	waitFor(t, "the subscription", f.Connected)
+	// Not the fake's f.Connected: it counts the subscription before the
+	// replica has the ack and marks itself connected.
+	waitFor(t, "the subscription", func() bool {
+		return rn.ch.wecom.current() != nil && counter(t, cfg.Metrics, "connected", "wechat") == 1
+	})
 	if err := rn.ch.Ready(); err != nil {
 		t.Fatalf("Ready while connected: %v", err)
 	}
