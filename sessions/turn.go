@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/parleyhq/parley/internal/pipescript"
 )
 
 // claimScript starts a turn in one round trip: it takes the lock when
@@ -155,17 +157,13 @@ func (s *RedisStore) completeAlong(ctx context.Context, keys []string, args []an
 	p := s.client.Pipeline()
 	// First, so that on a single Redis the turn is written before anything
 	// that rides with it.
-	cmd := completeScript.EvalSha(ctx, p, keys, args...)
+	result := pipescript.Queue(ctx, p, s.client, completeScript, keys, args...)
 	for _, a := range along {
 		a(p)
 	}
 	// Exec reports the first command that failed; the completion's outcome
-	// is read from its own command, the others' by whoever queued them.
+	// is read from its own command (run alone if Redis had forgotten the
+	// script), the others' by whoever queued them.
 	_, _ = p.Exec(ctx)
-	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		// Redis has forgotten the script (it restarted): the completion
-		// did not run, so running it alone cannot write the turn twice.
-		return completeScript.Run(ctx, s.client, keys, args...)
-	}
-	return cmd
+	return result(ctx)
 }

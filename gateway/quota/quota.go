@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/parleyhq/parley/internal/pipescript"
 )
 
 // Limits are the quotas of one message's scope. A zero field is no limit.
@@ -200,12 +202,9 @@ func (q *Quotas) Spend(ctx context.Context, s Subject, tokens int64) (int64, err
 // landed is never sent twice.
 func (q *Quotas) Queue(ctx context.Context, p redis.Pipeliner, s Subject, tokens int64) (done func(context.Context) (int64, error)) {
 	key, args := q.spend(s, tokens)
-	cmd := spendScript.EvalSha(ctx, p, []string{key}, args...)
+	result := pipescript.Queue(ctx, p, q.client, spendScript, []string{key}, args...)
 	return func(ctx context.Context) (int64, error) {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			cmd = spendScript.Run(ctx, q.client, []string{key}, args...)
-		}
-		total, err := cmd.Int64()
+		total, err := result(ctx).Int64()
 		if err != nil {
 			return 0, fmt.Errorf("quota: spend tokens: %w", err)
 		}

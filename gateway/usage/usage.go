@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/parleyhq/parley/internal/pipescript"
 )
 
 // Retention is how long an hour's counts are kept.
@@ -130,13 +132,9 @@ func (s *Store) Queue(ctx context.Context, p redis.Pipeliner, t Turn) (done func
 	if !ok {
 		return func(context.Context) error { return nil }
 	}
-	cmd := recordScript.EvalSha(ctx, p, []string{key}, args...)
+	result := pipescript.Queue(ctx, p, s.client, recordScript, []string{key}, args...)
 	return func(ctx context.Context) error {
-		err := cmd.Err()
-		if redis.HasErrorPrefix(err, "NOSCRIPT") {
-			err = recordScript.Run(ctx, s.client, []string{key}, args...).Err()
-		}
-		if err != nil {
+		if err := result(ctx).Err(); err != nil {
 			return fmt.Errorf("usage: record a turn: %w", err)
 		}
 		return nil
