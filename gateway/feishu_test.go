@@ -2,76 +2,34 @@ package gateway_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/sashabaranov/go-openai"
 
-	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/feishu"
 	"github.com/parleyhq/parley/channels/feishu/feishutest"
 	"github.com/parleyhq/parley/channels/slack/slacktest"
 	"github.com/parleyhq/parley/gateway"
-	"github.com/parleyhq/parley/gateway/outbox"
 	"github.com/parleyhq/parley/internal/redistest"
 	"github.com/parleyhq/parley/metrics"
-	"github.com/parleyhq/parley/sessions"
 )
 
-// feishuReplica is one gateway with the real Feishu adapter and an
-// outbox, on the Redis, model and fake Feishu its test shares.
-type feishuReplica struct {
-	gw      *gateway.Gateway
-	store   *sessions.RedisStore
-	metrics *metrics.Metrics
-	stopped bool
-}
-
-func newFeishuReplica(t *testing.T, r *redistest.Redis, model *openaitest.Server, fake *feishutest.Server) *feishuReplica {
+// newFeishuReplica is an outboxReplica with the real Feishu adapter.
+func newFeishuReplica(t *testing.T, r *redistest.Redis, model *openaitest.Server, fake *feishutest.Server) *outboxReplica {
 	t.Helper()
-	m := metrics.New()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix, LockTTL: time.Second, MaxMessages: 1000})
-	a := agent.New(agent.Config{Model: "test", Timeout: 5 * time.Second, MaxRetries: 1, BackoffBase: time.Millisecond, BackoffMax: 2 * time.Millisecond},
-		agent.NewClient(model.URL(), "sk-test", nil), agent.NewRegistry(), m, log)
-	ob := outbox.New(r.Client, r.Prefix, outbox.Config{Lease: 2 * time.Second, Poll: 20 * time.Millisecond, MinWait: 20 * time.Millisecond, MaxWait: 100 * time.Millisecond}, m, log)
-	gw := gateway.New(gateway.Config{Outbox: ob}, store, a, m, log)
-	ad, err := feishu.New(feishu.Config{AppID: "cli_" + strings.NewReplacer("/", "_").Replace(t.Name()), AppSecret: "secret",
-		VerificationToken: "vtoken", BaseURL: fake.URL, Mode: feishu.ModeWebhook, ReplyInThread: true, FollowThreads: true},
-		feishu.Options{Redis: r.Client, Prefix: r.Prefix, RetryBase: 5 * time.Millisecond, ChatInterval: time.Millisecond,
-			CardUpdateInterval: 5 * time.Millisecond, TypingEmoji: "-"}, m, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw.Register(ad)
-	gw.Start()
-	rp := &feishuReplica{gw: gw, store: store, metrics: m}
-	t.Cleanup(func() { rp.stop(t) })
-	return rp
-}
-
-func (rp *feishuReplica) stop(t *testing.T) {
-	if rp.stopped {
-		return
-	}
-	rp.stopped = true
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := rp.gw.Shutdown(ctx); err != nil {
-		t.Errorf("Shutdown: %v", err)
-	}
-}
-
-func (rp *feishuReplica) delivered(outcome string) float64 {
-	return testutil.ToFloat64(rp.metrics.Deliveries.WithLabelValues(feishu.Name, outcome))
+	return newOutboxReplica(t, r, model, gateway.Config{}, nil, func(m *metrics.Metrics, log *slog.Logger) (channels.Channel, error) {
+		return feishu.New(feishu.Config{AppID: "cli_" + strings.NewReplacer("/", "_").Replace(t.Name()), AppSecret: "secret",
+			VerificationToken: "vtoken", BaseURL: fake.URL, Mode: feishu.ModeWebhook, ReplyInThread: true, FollowThreads: true},
+			feishu.Options{Redis: r.Client, Prefix: r.Prefix, RetryBase: 5 * time.Millisecond, ChatInterval: time.Millisecond,
+				CardUpdateInterval: 5 * time.Millisecond, TypingEmoji: "-"}, m, log)
+	})
 }
 
 func feishuQuestion(text string) channels.Message {

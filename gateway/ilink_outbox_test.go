@@ -2,72 +2,31 @@ package gateway_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/slack/slacktest"
 	"github.com/parleyhq/parley/channels/wechat"
 	"github.com/parleyhq/parley/channels/wechat/wechattest"
 	"github.com/parleyhq/parley/gateway"
-	"github.com/parleyhq/parley/gateway/outbox"
 	"github.com/parleyhq/parley/internal/redistest"
 	"github.com/parleyhq/parley/metrics"
-	"github.com/parleyhq/parley/sessions"
 )
 
-// iLinkReplica is one gateway with the real WeChat adapter (iLink) and an
-// outbox, on the Redis, model and fake iLink its test shares. Its adapter
-// does not poll: the test submits the message the poll would have.
-type iLinkReplica struct {
-	gw      *gateway.Gateway
-	metrics *metrics.Metrics
-	stopped bool
-}
-
-func newILinkReplica(t *testing.T, r *redistest.Redis, model *openaitest.Server, name string) *iLinkReplica {
+// newILinkReplica is an outboxReplica with the real WeChat adapter
+// (iLink). Its adapter does not poll: the test submits the message the
+// poll would have.
+func newILinkReplica(t *testing.T, r *redistest.Redis, model *openaitest.Server, name string) *outboxReplica {
 	t.Helper()
-	m := metrics.New()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix, LockTTL: time.Second, MaxMessages: 1000})
-	a := agent.New(agent.Config{Model: "test", Timeout: 5 * time.Second, MaxRetries: 1, BackoffBase: time.Millisecond, BackoffMax: 2 * time.Millisecond},
-		agent.NewClient(model.URL(), "sk-test", nil), agent.NewRegistry(), m, log)
-	ob := outbox.New(r.Client, r.Prefix, outbox.Config{Lease: 2 * time.Second, Poll: 20 * time.Millisecond, MinWait: 20 * time.Millisecond, MaxWait: 100 * time.Millisecond}, m, log)
-	gw := gateway.New(gateway.Config{Outbox: ob}, store, a, m, log)
-	ch, err := wechat.New(wechat.Config{}, wechat.Options{
-		State: wechat.NewRedisState(r.Client, r.Prefix), Client: r.Client, Prefix: r.Prefix, HTTP: wechattest.ReplicaClient(name),
-		RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond,
-	}, m, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw.Register(ch)
-	gw.Start()
-	rp := &iLinkReplica{gw: gw, metrics: m}
-	t.Cleanup(func() { rp.stop(t) })
-	return rp
-}
-
-func (rp *iLinkReplica) stop(t *testing.T) {
-	if rp.stopped {
-		return
-	}
-	rp.stopped = true
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := rp.gw.Shutdown(ctx); err != nil {
-		t.Errorf("Shutdown: %v", err)
-	}
-}
-
-func (rp *iLinkReplica) delivered(outcome string) float64 {
-	return testutil.ToFloat64(rp.metrics.Deliveries.WithLabelValues(wechat.Name, outcome))
+	return newOutboxReplica(t, r, model, gateway.Config{}, nil, func(m *metrics.Metrics, log *slog.Logger) (channels.Channel, error) {
+		return wechat.New(wechat.Config{}, wechat.Options{
+			State: wechat.NewRedisState(r.Client, r.Prefix), Client: r.Client, Prefix: r.Prefix, HTTP: wechattest.ReplicaClient(name),
+			RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond,
+		}, m, log)
+	})
 }
 
 // TestILinkFinalPostFailingIsDeliveredByTheOtherReplica: iLink answers

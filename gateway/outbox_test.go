@@ -24,58 +24,41 @@ import (
 	"github.com/parleyhq/parley/sessions"
 )
 
-// slackReplica is one gateway with the real Slack adapter and an outbox,
-// on the Redis, model and fake Slack its test shares between replicas.
-type slackReplica struct {
+// outboxReplica is one gateway with a real channel adapter and an outbox,
+// on the Redis, model and fake platform its test shares between replicas.
+type outboxReplica struct {
 	gw      *gateway.Gateway
 	store   *sessions.RedisStore
 	metrics *metrics.Metrics
+	channel string // its adapter's name
 	stopped bool
 }
 
-// newSlackReplica paces Slack's chats at 100 posts a second, unless
-// paced asks for Slack's own pace. Its answers are posted when complete
-// (no live reply), through the outbox path these tests are about.
-func newSlackReplica(t *testing.T, r *redistest.Redis, model *openaitest.Server, fake *slacktest.Server, paced ...bool) *slackReplica {
-	t.Helper()
-	return newSlackReplicaWith(t, r, model, fake, len(paced) > 0 && paced[0], false)
-}
-
-// newSlackReplicaWith is newSlackReplica, with live replies when live.
-func newSlackReplicaWith(t *testing.T, r *redistest.Redis, model *openaitest.Server, fake *slacktest.Server, paced, live bool) *slackReplica {
-	t.Helper()
-	return newSlackReplicaConfig(t, r, model, fake, paced, live, gateway.Config{})
-}
-
-// newSlackReplicaConfig is newSlackReplicaWith on a gateway configured as
-// gcfg (its Outbox set here).
-func newSlackReplicaConfig(t *testing.T, r *redistest.Redis, model *openaitest.Server, fake *slacktest.Server, paced, live bool, gcfg gateway.Config) *slackReplica {
+// newOutboxReplica starts a gateway configured as gcfg (its Outbox set
+// here, its chats paced as pace) with the adapter newChannel makes.
+func newOutboxReplica(t *testing.T, r *redistest.Redis, model *openaitest.Server, gcfg gateway.Config, pace map[string]channels.Pace,
+	newChannel func(*metrics.Metrics, *slog.Logger) (channels.Channel, error)) *outboxReplica {
 	t.Helper()
 	m := metrics.New()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix, LockTTL: time.Second, MaxMessages: 1000})
 	a := agent.New(agent.Config{Model: "test", Timeout: 5 * time.Second, MaxRetries: 1, BackoffBase: time.Millisecond, BackoffMax: 2 * time.Millisecond},
 		agent.NewClient(model.URL(), "sk-test", nil), agent.NewRegistry(), m, log)
-	cfg := outbox.Config{Lease: 2 * time.Second, Poll: 20 * time.Millisecond, MinWait: 20 * time.Millisecond, MaxWait: 100 * time.Millisecond,
-		Pace: map[string]channels.Pace{slack.Name: {Every: 10 * time.Millisecond}}}
-	if paced {
-		cfg.Pace = nil
-	}
-	ob := outbox.New(r.Client, r.Prefix, cfg, m, log)
-	gcfg.Outbox = ob
+	gcfg.Outbox = outbox.New(r.Client, r.Prefix, outbox.Config{Lease: 2 * time.Second, Poll: 20 * time.Millisecond,
+		MinWait: 20 * time.Millisecond, MaxWait: 100 * time.Millisecond, Pace: pace}, m, log)
 	gw := gateway.New(gcfg, store, a, m, log)
-	ad, err := slack.New(slack.Config{BotToken: slacktest.BotToken, APIURL: fake.APIURL()}, slack.Options{RetryWait: 5 * time.Millisecond, NoLiveReplies: !live, UpdateEvery: 20 * time.Millisecond}, m, log)
+	ch, err := newChannel(m, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw.Register(ad)
+	gw.Register(ch)
 	gw.Start()
-	rp := &slackReplica{gw: gw, store: store, metrics: m}
+	rp := &outboxReplica{gw: gw, store: store, metrics: m, channel: ch.Name()}
 	t.Cleanup(func() { rp.stop(t) })
 	return rp
 }
 
-func (rp *slackReplica) stop(t *testing.T) {
+func (rp *outboxReplica) stop(t *testing.T) {
 	if rp.stopped {
 		return
 	}
@@ -87,8 +70,35 @@ func (rp *slackReplica) stop(t *testing.T) {
 	}
 }
 
-func (rp *slackReplica) delivered(outcome string) float64 {
-	return testutil.ToFloat64(rp.metrics.Deliveries.WithLabelValues(slack.Name, outcome))
+func (rp *outboxReplica) delivered(outcome string) float64 {
+	return testutil.ToFloat64(rp.metrics.Deliveries.WithLabelValues(rp.channel, outcome))
+}
+
+// newSlackReplica paces Slack's chats at 100 posts a second, unless
+// paced asks for Slack's own pace. Its answers are posted when complete
+// (no live reply), through the outbox path these tests are about.
+func newSlackReplica(t *testing.T, r *redistest.Redis, model *openaitest.Server, fake *slacktest.Server, paced ...bool) *outboxReplica {
+	t.Helper()
+	return newSlackReplicaWith(t, r, model, fake, len(paced) > 0 && paced[0], false)
+}
+
+// newSlackReplicaWith is newSlackReplica, with live replies when live.
+func newSlackReplicaWith(t *testing.T, r *redistest.Redis, model *openaitest.Server, fake *slacktest.Server, paced, live bool) *outboxReplica {
+	t.Helper()
+	return newSlackReplicaConfig(t, r, model, fake, paced, live, gateway.Config{})
+}
+
+// newSlackReplicaConfig is newSlackReplicaWith on a gateway configured as
+// gcfg (its Outbox set here).
+func newSlackReplicaConfig(t *testing.T, r *redistest.Redis, model *openaitest.Server, fake *slacktest.Server, paced, live bool, gcfg gateway.Config) *outboxReplica {
+	t.Helper()
+	pace := map[string]channels.Pace{slack.Name: {Every: 10 * time.Millisecond}}
+	if paced {
+		pace = nil
+	}
+	return newOutboxReplica(t, r, model, gcfg, pace, func(m *metrics.Metrics, log *slog.Logger) (channels.Channel, error) {
+		return slack.New(slack.Config{BotToken: slacktest.BotToken, APIURL: fake.APIURL()}, slack.Options{RetryWait: 5 * time.Millisecond, NoLiveReplies: !live, UpdateEvery: 20 * time.Millisecond}, m, log)
+	})
 }
 
 // TestFinalPostFailingIsDeliveredByTheOtherReplica: the answer's post
@@ -143,7 +153,7 @@ func TestTwoGatewaysShareAChatsPace(t *testing.T) {
 	r, fake := redistest.New(t), slacktest.New(t)
 	long := strings.Repeat("a", slack.MaxMessageBytes-100) + "\n\n" + strings.Repeat("b", slack.MaxMessageBytes-100)
 	model := openaitest.New(t, openaitest.WithResponder(func(openai.ChatCompletionRequest) openaitest.Step { return openaitest.Text(long) }))
-	reps := []*slackReplica{newSlackReplica(t, r, model, fake, true), newSlackReplica(t, r, model, fake, true)}
+	reps := []*outboxReplica{newSlackReplica(t, r, model, fake, true), newSlackReplica(t, r, model, fake, true)}
 	for i, rp := range reps {
 		ts := fmt.Sprintf("1700000000.00010%d", i)
 		m := channels.Message{ID: "Ev" + ts, Channel: slack.Name, Workspace: slacktest.TeamID, Chat: "C1", Thread: ts,
