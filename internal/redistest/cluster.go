@@ -38,29 +38,19 @@ func NewCluster(t testing.TB) *Cluster {
 		t.Skip(msg)
 	}
 	c := &Cluster{Prefix: fmt.Sprintf("test:%s:", strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))}
-	for i := range 3 {
-		port := freePort(t)
-		dir := filepath.Join(t.TempDir(), fmt.Sprint(i))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(server, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--dir", dir,
-			"--logfile", filepath.Join(dir, "redis.log"))
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("redistest: start a cluster node: %v", err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
-		c.Addrs = append(c.Addrs, fmt.Sprintf("127.0.0.1:%d", port))
+	for range 3 {
+		// Each attempt gets a fresh folder: a node that failed may have
+		// written its nodes.conf. Its cluster bus listens on its port +
+		// 10000, which must itself be a port.
+		c.Addrs = append(c.Addrs, startRedis(t, server, func(port int) []string {
+			dir := t.TempDir()
+			return []string{"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+				"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--dir", dir,
+				"--logfile", filepath.Join(dir, "redis.log")}
+		}, freePorts(t, 65535-10000)))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, addr := range c.Addrs {
-		waitAnswers(ctx, t, addr)
-	}
 	args := append([]string{"--cluster", "create"}, c.Addrs...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
@@ -87,17 +77,4 @@ func NewCluster(t testing.TB) *Cluster {
 		t.Fatalf("redistest: cluster does not answer: %v", err)
 	}
 	return c
-}
-
-// waitAnswers waits until a server at addr answers PING.
-func waitAnswers(ctx context.Context, t testing.TB, addr string) {
-	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	for c.Ping(ctx).Err() != nil {
-		if ctx.Err() != nil {
-			t.Fatalf("redistest: redis-server on %s did not start", addr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -79,27 +79,10 @@ func startServer(t testing.TB) string {
 		t.Logf("redistest: no redis-server installed; using the embedded miniredis")
 		return "redis://" + miniredis.RunT(t).Addr()
 	}
-	port := freePort(t)
-	dir := t.TempDir()
-	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("redistest: start redis-server: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return "redis://" + addr
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("redistest: redis-server on %s did not start", addr)
-	return ""
+	addr := startRedis(t, bin, func(port int) []string {
+		return []string{"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir()}
+	}, freePorts(t, 65535))
+	return "redis://" + addr
 }
 
 func freePort(t testing.TB) int {
