@@ -27,6 +27,8 @@ type feishuServe struct {
 	model  *openaitest.Server
 	stderr *syncBuffer
 	stop   func() int
+	// redis is the server and prefix serve was given.
+	redis *redistest.Redis
 }
 
 func startFeishuServe(t *testing.T, extra map[string]string) *feishuServe {
@@ -54,7 +56,7 @@ func startFeishuServeYAML(t *testing.T, yaml string, extra map[string]string) *f
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	s := &feishuServe{base: "http://" + addr, api: api, model: model, stderr: &syncBuffer{}}
+	s := &feishuServe{base: "http://" + addr, api: api, model: model, stderr: &syncBuffer{}, redis: r}
 	go func() { done <- run(ctx, []string{"serve", "--config", cfg}, nil, io.Discard, s.stderr, mapEnv(env)) }()
 	stopped := false
 	var code int

@@ -71,13 +71,14 @@ func lastUser(t *testing.T, req openai.ChatCompletionRequest) (string, [][]byte)
 	return "", nil
 }
 
-// redisValues are every string, list and hash value of the keys of this
-// test (whichever redistest prefix serve was given), joined.
+// redisValues are every string, list and hash value of the keys under r's
+// prefix, joined. r must be the Redis serve was given: without REDIS_URL,
+// each redistest.New starts a server of its own.
 func redisValues(t *testing.T, r *redistest.Redis) string {
 	t.Helper()
 	ctx := context.Background()
 	var all strings.Builder
-	iter := r.Client.Scan(ctx, 0, "test:"+strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())+":*", 1000).Iterator()
+	iter := r.Client.Scan(ctx, 0, r.Prefix+"*", 1000).Iterator()
 	for iter.Next(ctx) {
 		key := iter.Val()
 		switch typ, _ := r.Client.Type(ctx, key).Result(); typ {
@@ -107,7 +108,6 @@ func redisValues(t *testing.T, r *redistest.Redis) string {
 // get a short note each while the text is answered, and the endless one
 // is not read past the download limit.
 func TestFeishuScreenshotReachesAVisionModel(t *testing.T) {
-	r := redistest.New(t)
 	s := startFeishuServeYAML(t, "model:\n  vision: true\nmedia:\n  max_download_bytes: 1048576\n", nil)
 	shot := screenshotPNG(t, 320, 200)
 	s.api.AddResource("om_shot", "img_v3_shot", shot, "image/png")
@@ -144,7 +144,7 @@ func TestFeishuScreenshotReachesAVisionModel(t *testing.T) {
 	// (Stored as the turn ends, after the answer is sent.)
 	var stored string
 	pollUntil(t, "the reference in the history", s.stderr, func() bool {
-		stored = redisValues(t, r)
+		stored = redisValues(t, s.redis)
 		return strings.Contains(stored, `"id":"img_v3_shot"`)
 	})
 	if strings.Contains(stored, base64.StdEncoding.EncodeToString(shot)[:80]) {
