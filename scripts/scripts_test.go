@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -95,6 +96,22 @@ func TestScriptsTestSharesParleybinsBuild(t *testing.T) {
 	// left a cold run's two cores idle a third of the time.
 	if !strings.Contains(script, `-p "$per_core" -parallel "$per_core" "$@"`) {
 		t.Error(`scripts/test does not run go test with -p and -parallel at two per core, before the arguments it was given`)
+	}
+	// .ci/run compiles ahead what the tests then reuse: only with the
+	// same compiler flags.
+	gcflags := regexp.MustCompile(`-gcflags=\S+`)
+	testFlags := ""
+	if i := strings.Index(script, "\ngo test -race "); i >= 0 {
+		testFlags = gcflags.FindString(script[i:])
+	}
+	ci, err := os.ReadFile(filepath.Join(repoRoot(t), ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(ci), "\n") {
+		if strings.HasPrefix(l, "go build -race") && gcflags.FindString(l) != testFlags {
+			t.Errorf(".ci/run compiles with %q, scripts/test with %q: the tests compile everything again", gcflags.FindString(l), testFlags)
+		}
 	}
 	if !strings.Contains(script, "$(mktemp -d)") || !strings.Contains(script, "export "+parleybin.DirEnv+"=") {
 		t.Errorf("scripts/test does not export %s, a fresh folder (mktemp -d) for the run's one build of the binary", parleybin.DirEnv)

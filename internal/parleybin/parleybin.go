@@ -21,7 +21,9 @@
 // the whole tree once more (minutes of CPU on two cores, cold), and the
 // race detector then watches the processes the end-to-end tests start too.
 // It leaves out the Dockerfile's CGO_ENABLED=0 and -trimpath for the same
-// reason: the image's settings would compile the whole tree once more.
+// reason: the image's settings would compile the whole tree once more. For
+// that reason too it takes the -gcflags and -ldflags the test process was
+// built with (scripts/test leaves DWARF out), read from its build info.
 // The deploy tests check the image's build line separately.
 package parleybin
 
@@ -31,6 +33,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"testing"
 )
@@ -99,13 +102,32 @@ func Build(out string) error {
 }
 
 // Args are the go command's arguments for a build to out, with -race if
-// race.
+// race, and with this test process's own -gcflags and -ldflags.
 func Args(out string, race bool) []string {
+	var settings []debug.BuildSetting
+	if info, ok := debug.ReadBuildInfo(); ok {
+		settings = info.Settings
+	}
+	return argsFor(out, race, settings)
+}
+
+// argsFor is Args for a process built with settings: compiled with other
+// -gcflags than the tests, the binary would compile every package again.
+func argsFor(out string, race bool, settings []debug.BuildSetting) []string {
 	args := []string{"build"}
 	if race {
 		args = append(args, "-race")
 	}
-	return append(args, "-ldflags", "-X main.version="+Version, "-o", out, Package)
+	ldflags := "-X main.version=" + Version
+	for _, s := range settings {
+		switch s.Key {
+		case "-gcflags":
+			args = append(args, "-gcflags="+s.Value)
+		case "-ldflags":
+			ldflags = s.Value + " " + ldflags
+		}
+	}
+	return append(args, "-ldflags", ldflags, "-o", out, Package)
 }
 
 // RaceBuilt reports whether the binary at path was built with -race: its
