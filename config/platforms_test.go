@@ -101,6 +101,7 @@ func TestPlatformSectionsKeepTheirKeysAndVariables(t *testing.T) {
 	file := `slack:
   follow_threads: false
   command: /ask
+  post_every: 250ms
 feishu:
   domain: lark
   reply_in_thread: false
@@ -120,7 +121,7 @@ wechat:
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"slack:\n", "bot_token: <secret>", "api_url: http://slack.test/api/", "follow_threads: false", "command: /ask",
+		"slack:\n", "bot_token: <secret>", "api_url: http://slack.test/api/", "follow_threads: false", "command: /ask", "post_every: 250ms",
 		"feishu:\n", "app_id: cli_1", "app_secret: <secret>", "domain: lark", "mode: webhook", "reply_in_thread: false",
 		"wechat:\n", "ilink_base_url: http://ilink.test", "wecom_bot_id: bot", "wecom_bot_secret: <secret>", "chunk_chars: 300",
 	} {

@@ -39,6 +39,11 @@ type Config struct {
 	// its answers. Off by default: a prompt-injected model could otherwise
 	// page a whole workspace.
 	AllowMentions bool `yaml:"allow_mentions"`
+	// PostEvery is the pace of posts into one channel, shared by every
+	// replica (0: a second, Slack's published rate). A Slack-compatible
+	// API or proxy with other limits, or a test that posts many answers
+	// into one channel, sets its own.
+	PostEvery time.Duration `yaml:"post_every"`
 }
 
 func init() {
@@ -52,7 +57,7 @@ var (
 
 // DefaultConfig returns the section's defaults.
 func DefaultConfig() *Config {
-	return &Config{APIURL: DefaultAPIURL, FollowThreads: true, Command: DefaultCommand}
+	return &Config{APIURL: DefaultAPIURL, FollowThreads: true, Command: DefaultCommand, PostEvery: time.Second / PostsPerSecond}
 }
 
 // withDefaults fills what a Config built in code leaves empty.
@@ -65,6 +70,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Command == "" {
 		c.Command = DefaultCommand
+	}
+	if c.PostEvery <= 0 {
+		c.PostEvery = time.Second / PostsPerSecond
 	}
 	return c
 }
@@ -95,6 +103,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("bot_token: SLACK_BOT_TOKEN is not set; the Slack channel needs the bot token (xoxb-…) to answer"))
 	} else if !c.SigningSecret.IsSet() && !c.AppToken.IsSet() {
 		errs = append(errs, errors.New("signing_secret: SLACK_BOT_TOKEN is set, but neither SLACK_APP_TOKEN (Socket Mode) nor SLACK_SIGNING_SECRET (Events API at "+EventsPath+") is, so Slack cannot reach Parley"))
+	}
+	if c.PostEvery < 0 {
+		errs = append(errs, fmt.Errorf("post_every: %s is negative; leave it out for Slack's one post a second", c.PostEvery))
 	}
 	errs = append(errs, c.validateAppToken())
 	return errors.Join(errs...)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -62,6 +63,24 @@ func TestLiveRepliesShareAChannelsPace(t *testing.T) {
 		if gap := starts[i].Sub(starts[i-1]); gap < every-every/10 {
 			t.Errorf("streams %d and %d started %v apart; the channel's pace is one a %v", i, i+1, gap, every)
 		}
+	}
+}
+
+// TestPostEveryIsTheChannelsPace: slack.post_every sets the pace the
+// outbox and live replies keep in each channel; left out, it is Slack's
+// one post a second; negative, the configuration is refused.
+func TestPostEveryIsTheChannelsPace(t *testing.T) {
+	for _, tc := range []struct {
+		postEvery, want time.Duration
+	}{{0, time.Second}, {250 * time.Millisecond, 250 * time.Millisecond}} {
+		f := newFixture(t, func(c *Config, _ *Options) { c.PostEvery = tc.postEvery })
+		if got := f.a.Pace(); got != (channels.Pace{Every: tc.want, Burst: 1}) {
+			t.Errorf("post_every %v: Pace = %+v; want one post every %v", tc.postEvery, got, tc.want)
+		}
+	}
+	c := Config{BotToken: slacktest.BotToken, SigningSecret: slacktest.Secret, PostEvery: -time.Second}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "post_every") {
+		t.Errorf("Validate with a negative post_every = %v; want it refused", err)
 	}
 }
 

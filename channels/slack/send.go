@@ -74,9 +74,10 @@ func (a *Adapter) Post(ctx context.Context, m channels.Message, part string) (st
 // about one message a second, with short bursts tolerated.
 const PostsPerSecond = 1
 
-// Pace implements channels.Poster: one post a second per channel.
+// Pace implements channels.Poster: one post a second per channel, or
+// every slack.post_every.
 func (a *Adapter) Pace() channels.Pace {
-	return channels.Pace{Every: time.Second / PostsPerSecond, Burst: 1}
+	return channels.Pace{Every: a.cfg.PostEvery, Burst: 1}
 }
 
 // waitChat waits for the next posting slot of m's channel, from the
