@@ -72,8 +72,13 @@ func newCluster(t *testing.T) *cluster {
 	t.Helper()
 	r := redistest.New(t)
 	c := &cluster{redis: r, model: openaitest.New(t, openaitest.WithResponder(slowResponder)), slack: slacktest.New(t), home: t.TempDir()}
+	// Turns of one conversation wait for their reply's post, which keeps
+	// Slack's pace of a post a second per channel: a test answering
+	// twenty messages in one thread would wait twenty seconds for it.
 	c.cfg = writeConfig(t, fmt.Sprintf(`redis:
   prefix: %q
+slack:
+  post_every: 20ms
 sessions:
   lock_ttl: 2s
 gateway:
