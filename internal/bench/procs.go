@@ -66,7 +66,7 @@ func startRedis(ctx context.Context, dir string) (*redisServer, error) {
 func (r *redisServer) URL() string { return "redis://127.0.0.1:" + r.port + "/0" }
 
 func (r *redisServer) start(ctx context.Context) error {
-	r.cmd = exec.Command("redis-server", "--port", r.port, "--bind", "127.0.0.1", "--dir", r.dir,
+	r.cmd = child("redis-server", "--port", r.port, "--bind", "127.0.0.1", "--dir", r.dir,
 		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--logfile", filepath.Join(r.dir, "redis.log"))
 	if err := r.cmd.Start(); err != nil {
 		return fmt.Errorf("redis-server: %w", err)
@@ -141,7 +141,7 @@ func startParley(ctx context.Context, bin, dir string, r *redisServer, model, sl
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, err
 	}
-	p.cmd = exec.Command(bin, "serve")
+	p.cmd = child(bin, "serve")
 	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + home},
 		"PARLEY_HOME="+home, "PARLEY_LISTEN=127.0.0.1:"+strconv.Itoa(port), "REDIS_URL="+r.URL(),
 		"OPENAI_BASE_URL="+model.URL()+"/v1", "OPENAI_API_KEY=sk-bench",
