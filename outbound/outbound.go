@@ -29,6 +29,15 @@ const (
 	continueTimeout  = time.Second
 )
 
+// writeBuffer is the write buffer of each connection. net/http writes a
+// request's header and body through it, and a request that does not fit
+// goes out in two writes (two system calls, two segments) instead of one.
+// Its default, 4 KiB, is less than a model request carrying the tools'
+// schemas (about 4.5 KiB with the built-in tools, more with any history);
+// 16 KiB holds that and a short history, or a long answer posted to a
+// platform, at 12 KiB more per open connection.
+const writeBuffer = 16 << 10
+
 // Options size one upstream's client.
 type Options struct {
 	// Conns is how many connections to one host stay open between
@@ -62,5 +71,6 @@ func Transport(conns int) *http.Transport {
 		IdleConnTimeout:       idleTimeout,
 		TLSHandshakeTimeout:   handshakeTimeout,
 		ExpectContinueTimeout: continueTimeout,
+		WriteBufferSize:       writeBuffer,
 	}
 }

@@ -1,6 +1,8 @@
 package outbound_test
 
 import (
+	"bytes"
+	"context"
 	"crypto/tls"
 	"io"
 	"net"
@@ -68,5 +70,45 @@ func TestHTTP2WhereTheServerOffersIt(t *testing.T) {
 	defer resp.Body.Close()
 	if resp.ProtoMajor != 2 {
 		t.Fatalf("spoke %s to a server offering HTTP/2", resp.Proto)
+	}
+}
+
+// writeCounter is a connection that counts its writes: each is a system
+// call of its own.
+type writeCounter struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c writeCounter) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// TestARequestGoesOutInOneWrite: a request the size of a model request
+// with the tools' schemas (header and a 10 KiB body) is written to its
+// connection at once, not a first 4 KiB and then the rest.
+func TestARequestGoesOutInOneWrite(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
+	t.Cleanup(srv.Close)
+	tr := outbound.Transport(1)
+	var writes atomic.Int64
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return writeCounter{Conn: c, writes: &writes}, nil
+	}
+	body := bytes.Repeat([]byte("x"), 10<<10)
+	resp, err := (&http.Client{Transport: tr}).Post(srv.URL, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if n := writes.Load(); n != 1 {
+		t.Fatalf("a request with a %d-byte body took %d writes; want 1", len(body), n)
 	}
 }
