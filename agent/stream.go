@@ -91,8 +91,9 @@ func (c *Client) sendStream(ctx context.Context, body []byte, idle time.Duration
 		// tell it from a stream counts), not read on to the stream's cap
 		// and buffered by the decoder.
 		limit.left -= maxStreamBytes - maxResponseBytes
-		if err := json.NewDecoder(r).Decode(&resp); err != nil {
-			return resp, after, true, streamFailure(ctx, fmt.Errorf("decode the answer: %w", err))
+		resp, err := decodeAnswer(r)
+		if err != nil {
+			return resp, after, true, streamFailure(ctx, err)
 		}
 		return resp, after, true, nil
 	}

@@ -91,10 +91,56 @@ func (c *Client) send(ctx context.Context, body []byte) (resp openai.ChatComplet
 		return resp, after, err
 	}
 	defer hr.Body.Close()
-	if err := json.NewDecoder(&limitedReader{r: hr.Body, left: maxResponseBytes}).Decode(&resp); err != nil {
-		return resp, after, fmt.Errorf("decode the answer: %w", err)
+	resp, err = decodeAnswer(&limitedReader{r: hr.Body, left: maxResponseBytes})
+	return resp, after, err
+}
+
+// wholeAnswer is what Parley reads of a chat completion answered whole:
+// the choices' messages and finish reasons, and the usage. Decoding only
+// these, into plain fields, costs a fraction of go-openai's response type,
+// which decodes every message through a method of its own (a second scan
+// of it, and a third when its content is not a string) and fills fields
+// Parley never reads.
+type wholeAnswer struct {
+	Choices []struct {
+		Index   int `json:"index"`
+		Message struct {
+			Role      string            `json:"role"`
+			Content   string            `json:"content"`
+			Refusal   string            `json:"refusal"`
+			ToolCalls []openai.ToolCall `json:"tool_calls"`
+		} `json:"message"`
+		FinishReason openai.FinishReason `json:"finish_reason"`
+	} `json:"choices"`
+	Usage openai.Usage `json:"usage"`
+}
+
+// decodeAnswer reads a chat completion answered whole from r. An answer
+// the lean wholeAnswer cannot hold (content given as an array of parts, a
+// value of another type) is decoded into go-openai's response type as it
+// always was, which accepts what that accepts and fails as that fails.
+func decodeAnswer(r io.Reader) (openai.ChatCompletionResponse, error) {
+	body, err := io.ReadAll(r)
+	if err != nil {
+		return openai.ChatCompletionResponse{}, fmt.Errorf("decode the answer: %w", err)
 	}
-	return resp, after, nil
+	var lean wholeAnswer
+	if json.Unmarshal(body, &lean) == nil {
+		resp := openai.ChatCompletionResponse{Usage: lean.Usage}
+		if len(lean.Choices) > 0 {
+			resp.Choices = make([]openai.ChatCompletionChoice, len(lean.Choices))
+			for i, c := range lean.Choices {
+				resp.Choices[i] = openai.ChatCompletionChoice{Index: c.Index, FinishReason: c.FinishReason, Message: openai.ChatCompletionMessage{
+					Role: c.Message.Role, Content: c.Message.Content, Refusal: c.Message.Refusal, ToolCalls: c.Message.ToolCalls}}
+			}
+		}
+		return resp, nil
+	}
+	var resp openai.ChatCompletionResponse
+	if err := json.NewDecoder(bytes.NewReader(body)).Decode(&resp); err != nil {
+		return resp, fmt.Errorf("decode the answer: %w", err)
+	}
+	return resp, nil
 }
 
 // post sends the request body of n bytes that body gives, and returns a
