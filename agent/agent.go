@@ -429,7 +429,7 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 		User:         req.User,
 		Skills:       req.Skills,
 	}
-	log := a.log.With("channel", req.Channel, "conversation", req.Conversation)
+	log := withAttrs(a.log, slog.String("channel", req.Channel), slog.String("conversation", req.Conversation))
 	system := a.systemMessage(req.SystemExtra)
 
 	var res TurnResult
