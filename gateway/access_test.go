@@ -25,6 +25,7 @@ import (
 // with the adapter's note only once the access rules admit its sender:
 // a stranger gets nothing at all, not the note and not the refusal.
 func TestAccessBeforeUnsupportedNote(t *testing.T) {
+	t.Parallel()
 	pol := config.Policies{Platforms: map[string]config.PlatformPolicy{
 		"slack": {Level: config.Level{Access: config.Access{Users: []string{"U-ok"}}, Admins: []string{"U-admin"}}},
 	}}
@@ -72,6 +73,7 @@ func TestAccessBeforeUnsupportedNote(t *testing.T) {
 // so it asks the access rules itself: a stranger flooding a conversation
 // hears nothing.
 func TestAccessBeforeQueueFullNote(t *testing.T) {
+	t.Parallel()
 	rg := newRig(t, gateway.Config{QueueLimit: 1, Policy: policy.New(config.Policies{Platforms: map[string]config.PlatformPolicy{
 		"slack": {Level: config.Level{Access: config.Access{Users: []string{"U1"}}}},
 	}})})
@@ -118,6 +120,7 @@ func (s *syncBuffer) count(substr string) int {
 // A stranger writing to a public bot as fast as they can is counted in
 // full but logged once per interval: the log is not theirs to fill.
 func TestRefusedMessageLogsAreRateLimited(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix, LockTTL: time.Second})
 	m := metrics.New()

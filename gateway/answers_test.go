@@ -26,6 +26,7 @@ var _ channels.Awaited = awaitedRecorder{}
 // (elsewhere the refusal is said once a day, and a blank message is left
 // alone), and nothing reaches the model.
 func TestAwaitedSenderIsAlwaysAnswered(t *testing.T) {
+	t.Parallel()
 	pol := config.Policies{Platforms: map[string]config.PlatformPolicy{
 		"console": {Level: config.Level{Access: config.Access{Users: []string{"alice"}}}},
 	}}
@@ -52,6 +53,7 @@ func TestAwaitedSenderIsAlwaysAnswered(t *testing.T) {
 // TestModelFailureApologies: the apology a channel sends says whether to
 // try again later or to tell an administrator, and is marked failed.
 func TestModelFailureApologies(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		script []openaitest.Step
@@ -78,6 +80,7 @@ func TestModelFailureApologies(t *testing.T) {
 // TestBrokenTurnIsAnswered: a message whose turn fails for a reason of its
 // own is dropped, and its sender is told instead of waiting for ever.
 func TestBrokenTurnIsAnswered(t *testing.T) {
+	t.Parallel()
 	rg := newRig(t, gateway.Config{})
 	m := msg("t1", "", "/skill:deploy now")
 	// A history that does not decode breaks a manual skill's turn.

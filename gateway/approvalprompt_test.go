@@ -34,6 +34,7 @@ func decidedIs(outcome string, already bool) func(channels.Reply) bool {
 // non-approver and another conversation's approval are refusals that name
 // nothing; a second click hears who decided first.
 func TestApprovalDecisionsForButtons(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	ledger, mcpURL := newLedgerServer(t)
 	model := openaitest.New(t, openaitest.WithResponder(approvalModel))
@@ -78,6 +79,7 @@ func TestApprovalDecisionsForButtons(t *testing.T) {
 // update prompts is told, on the message that paused, that it expired,
 // with the prompt's reference; the model's answer follows.
 func TestApprovalExpiryUpdatesThePrompt(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	_, mcpURL := newLedgerServer(t)
 	model := openaitest.New(t, openaitest.WithResponder(approvalModel))

@@ -132,6 +132,7 @@ func sentText(api *feishutest.Server, want string) func() bool {
 // approved, the other says it already was; the model's answer follows.
 // A second card is denied: nothing more is written.
 func TestApprovalByFeishuCard(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	ledger, mcpURL := newLedgerServer(t)
 	model := openaitest.New(t, openaitest.WithResponder(approvalModel))
@@ -227,6 +228,7 @@ func TestApprovalByFeishuCard(t *testing.T) {
 // turn and sent the card is gone; the click on the other replica resumes
 // the turn there and the tool runs once.
 func TestFeishuCardApprovalOutlivesItsReplica(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	ledger, mcpURL := newLedgerServer(t)
 	model := openaitest.New(t, openaitest.WithResponder(approvalModel))
@@ -256,6 +258,7 @@ func TestFeishuCardApprovalOutlivesItsReplica(t *testing.T) {
 // expired, without buttons, and the model hears it expired; a click after
 // that changes nothing.
 func TestFeishuCardApprovalExpires(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	ledger, mcpURL := newLedgerServer(t)
 	model := openaitest.New(t, openaitest.WithResponder(approvalModel))

@@ -20,6 +20,7 @@ import (
 // click's req_id; the model's answer follows; a late click on the old
 // card decides nothing more (the approval is gone: the card stays).
 func TestApprovalByWeComTemplateCard(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	ledger, mcpURL := newLedgerServer(t)
 	model := openaitest.New(t, openaitest.WithResponder(approvalModel))

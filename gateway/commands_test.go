@@ -15,6 +15,7 @@ import (
 // without a name, are answered with what to write instead of going to the
 // model; text that merely starts with a slash still goes to the model.
 func TestCommandsThatAreNotForTheModel(t *testing.T) {
+	t.Parallel()
 	s := newSkillRig(t, config.Policies{}, gateway.Config{})
 	tests := []struct{ text, want string }{
 		{"/frobnicate", "Unknown command `/frobnicate`"},
@@ -44,6 +45,7 @@ func TestCommandsThatAreNotForTheModel(t *testing.T) {
 // TestSkillListPages: a long skill library is listed a page at a time,
 // each page saying how to get the next.
 func TestSkillListPages(t *testing.T) {
+	t.Parallel()
 	s := newSkillRig(t, config.Policies{Default: config.Level{Admins: []string{"console:boss"}}}, gateway.Config{})
 	for i := range 30 {
 		name := fmt.Sprintf("extra-%02d", i)

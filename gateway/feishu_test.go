@@ -42,6 +42,7 @@ func feishuQuestion(text string) channels.Message {
 // CardKit card as it writes, and the card is left with exactly the stored
 // answer, the only message of the reply.
 func TestFeishuStreamedAnswerInACard(t *testing.T) {
+	t.Parallel()
 	const answer = "Roll back the deploy first, then watch the error rate for ten minutes, and tell the channel when it is calm."
 	r, fake := redistest.New(t), feishutest.New(t)
 	model := openaitest.New(t, openaitest.WithChunkDelay(10*time.Millisecond), openaitest.WithChunkRunes(4),
@@ -81,6 +82,7 @@ func TestFeishuStreamedAnswerInACard(t *testing.T) {
 // recovers, the other replica posts it, exactly once, and the thread
 // counts as answered.
 func TestFeishuFinalPostFailingIsDeliveredByTheOtherReplica(t *testing.T) {
+	t.Parallel()
 	r, model, fake := redistest.New(t), openaitest.New(t), feishutest.New(t)
 	var fails []feishutest.Failure
 	for range 1000 {

@@ -120,6 +120,7 @@ func msg(thread, id, text string) channels.Message {
 }
 
 func TestConcurrentMessagesOfOneConversationStayOrdered(t *testing.T) {
+	t.Parallel()
 	rg := newRig(t, gateway.Config{Workers: 8, QueueLimit: 100})
 	ctx := context.Background()
 	const n = 50
@@ -174,6 +175,7 @@ func TestConcurrentMessagesOfOneConversationStayOrdered(t *testing.T) {
 }
 
 func TestDuplicateEventProcessedOnce(t *testing.T) {
+	t.Parallel()
 	rg := newRig(t, gateway.Config{Workers: 2})
 	ctx := context.Background()
 	for i := 0; i < 3; i++ {
@@ -192,6 +194,7 @@ func TestDuplicateEventProcessedOnce(t *testing.T) {
 }
 
 func TestResetClearsTheConversation(t *testing.T) {
+	t.Parallel()
 	rg := newRig(t, gateway.Config{})
 	rg.submit(t, msg("t", "", "remember 42"))
 	rg.submit(t, msg("t", "", "/reset"))
@@ -210,6 +213,7 @@ func TestResetClearsTheConversation(t *testing.T) {
 }
 
 func TestOversizedMessageIsRefusedWithoutAModelCall(t *testing.T) {
+	t.Parallel()
 	rg := newRig(t, gateway.Config{MaxMessageChars: 10})
 	rg.submit(t, msg("t", "", "这条消息有十一个字符长啊"))
 	got := rg.ch.wait(t, 1)
@@ -225,6 +229,7 @@ func TestOversizedMessageIsRefusedWithoutAModelCall(t *testing.T) {
 }
 
 func TestModelFailureKeepsTheUserMessage(t *testing.T) {
+	t.Parallel()
 	rg := newRig(t, gateway.Config{})
 	rg.model.Script(openaitest.Error(500), openaitest.Error(500))
 	rg.submit(t, msg("t", "", "are you there?"))
@@ -239,6 +244,7 @@ func TestModelFailureKeepsTheUserMessage(t *testing.T) {
 }
 
 func TestDeadReplicasLockExpiresAndTheQueueIsServed(t *testing.T) {
+	t.Parallel()
 	rg := newRig(t, gateway.Config{})
 	ctx := context.Background()
 	conv := msg("t", "", "").ConversationKey()
@@ -252,6 +258,7 @@ func TestDeadReplicasLockExpiresAndTheQueueIsServed(t *testing.T) {
 }
 
 func TestShutdownDrainsRunningTurns(t *testing.T) {
+	t.Parallel()
 	rg := newRig(t, gateway.Config{})
 	rg.model.Script(openaitest.Text("slow answer").WithDelay(500 * time.Millisecond))
 	rg.submit(t, msg("t", "", "take your time"))
@@ -287,6 +294,7 @@ func (f failingAccept) Accept(context.Context, string, sessions.Arrival) (sessio
 }
 
 func TestAMessageNotQueuedIsTakenWhenRedelivered(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -302,6 +310,7 @@ func TestAMessageNotQueuedIsTakenWhenRedelivered(t *testing.T) {
 }
 
 func TestAFullQueueIsRefusedPolitely(t *testing.T) {
+	t.Parallel()
 	rg := newRig(t, gateway.Config{QueueLimit: 1})
 	conv := msg("t", "", "").ConversationKey()
 	// Hold the conversation as another replica would, so nothing drains.
@@ -318,6 +327,7 @@ func TestAFullQueueIsRefusedPolitely(t *testing.T) {
 }
 
 func TestSweepServesAConversationLeftQueuedByADeadReplica(t *testing.T) {
+	t.Parallel()
 	rg := newRig(t, gateway.Config{SweepEvery: 100 * time.Millisecond})
 	// A replica accepted this message and died before serving it: it is
 	// queued, no lock is held, and no new message will come.

@@ -35,6 +35,7 @@ func newILinkReplica(t *testing.T, r *redistest.Redis, model *openaitest.Server,
 // exactly once, with the user's context token, and the model is not asked
 // again.
 func TestILinkFinalPostFailingIsDeliveredByTheOtherReplica(t *testing.T) {
+	t.Parallel()
 	r, model, fake := redistest.New(t), openaitest.New(t), wechattest.NewILink(t)
 	st := wechat.NewRedisState(r.Client, r.Prefix)
 	if err := st.SaveAccount(context.Background(), wechat.Account{BotID: fake.BotID, Token: fake.Token(), BaseURL: fake.URL(), LoggedIn: time.Now()}); err != nil {

@@ -35,6 +35,7 @@ func (s *slowSink) Discard(context.Context) error                { return nil }
 // a reset withdraws queued text that was never shown, and what the sink
 // ends with is the text after the last reset.
 func TestLiveReplyMergesTextWhileTheSinkIsBusy(t *testing.T) {
+	t.Parallel()
 	g := New(Config{}, nil, nil, nil, nil)
 	sink := &slowSink{release: make(chan struct{}), entered: make(chan struct{}, 16)}
 	l := &liveReply{sink: sink, g: g, msg: channels.Message{Channel: "x", Received: time.Now()},

@@ -126,6 +126,7 @@ const liveAnswer = "First roll back the deploy, then watch the error rate for te
 // while it is written, then finished with exactly the stored answer, once,
 // and never also sent.
 func TestLiveReplyFinishesWithTheStoredAnswer(t *testing.T) {
+	t.Parallel()
 	rg, ch := liveRig(t, openaitest.WithChunkDelay(5*time.Millisecond))
 	rg.model.Script(openaitest.Text(liveAnswer))
 	rg.submit(t, liveMsg("how do I roll back?"))
@@ -172,6 +173,7 @@ func histogramCount(t *testing.T, rg *rig, channel string) uint64 {
 // halfway is retried; what was shown is reset, and the user is left with
 // the answer once.
 func TestLiveReplyCutMidStreamIsResetAndFinishedOnce(t *testing.T) {
+	t.Parallel()
 	rg, ch := liveRig(t, openaitest.WithChunkDelay(5*time.Millisecond))
 	rg.model.Script(openaitest.Text(liveAnswer).CutAfter(8), openaitest.Text(liveAnswer))
 	rg.submit(t, liveMsg("again?"))
@@ -187,6 +189,7 @@ func TestLiveReplyCutMidStreamIsResetAndFinishedOnce(t *testing.T) {
 // TestLiveReplyApologyIsAPlainPost: a model that fails leaves nothing
 // shown; the apology is sent as a notice.
 func TestLiveReplyApologyIsAPlainPost(t *testing.T) {
+	t.Parallel()
 	rg, ch := liveRig(t)
 	rg.model.Script(openaitest.Error(http.StatusServiceUnavailable), openaitest.Error(http.StatusServiceUnavailable))
 	rg.submit(t, liveMsg("hello?"))
@@ -203,6 +206,7 @@ func TestLiveReplyApologyIsAPlainPost(t *testing.T) {
 // gets the final answer; one that cannot deliver it leaves it to Send, and
 // the answer arrives once either way.
 func TestLiveReplyFallsBackToSend(t *testing.T) {
+	t.Parallel()
 	t.Run("show fails", func(t *testing.T) {
 		rg, ch := liveRig(t)
 		ch.failShow = true
@@ -246,6 +250,7 @@ func TestLiveReplyFallsBackToSend(t *testing.T) {
 // TestNoticeIsNeverStreamed: a command answer goes by Send; no live reply
 // is started for it.
 func TestNoticeIsNeverStreamed(t *testing.T) {
+	t.Parallel()
 	rg, ch := liveRig(t)
 	rg.submit(t, liveMsg("/reset"))
 	ch.wait(t, 1)

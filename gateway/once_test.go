@@ -116,6 +116,7 @@ func newOnceReplica(t *testing.T, r *redistest.Redis, home, mcpURL string, model
 // appends once and the MCP write tool runs once; B's model is given the
 // results recorded by A's calls.
 func TestWriteToolsRunAtMostOncePerCall(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	home := t.TempDir()
 	writeSkillFile(t, filepath.Join(skills.UserSkillsDir(home), "deploy"), "---\nname: deploy\ndescription: How to deploy the service safely.\n---\n# Deploy\nRun the canary first.\n")

@@ -105,6 +105,7 @@ func newSlackReplicaConfig(t *testing.T, r *redistest.Redis, model *openaitest.S
 // gets 5xx; the turn is written once, the reply waits in the outbox, and
 // after its replica is stopped the other replica posts it, exactly once.
 func TestFinalPostFailingIsDeliveredByTheOtherReplica(t *testing.T) {
+	t.Parallel()
 	r, model, fake := redistest.New(t), openaitest.New(t), slacktest.New(t)
 	a := newSlackReplica(t, r, model, fake)
 	var fails []slacktest.Failure
@@ -150,6 +151,7 @@ func TestFinalPostFailingIsDeliveredByTheOtherReplica(t *testing.T) {
 // of about one post a second holds for both together, measured from the
 // fake Slack's receive times.
 func TestTwoGatewaysShareAChatsPace(t *testing.T) {
+	t.Parallel()
 	r, fake := redistest.New(t), slacktest.New(t)
 	long := strings.Repeat("a", slack.MaxMessageBytes-100) + "\n\n" + strings.Repeat("b", slack.MaxMessageBytes-100)
 	model := openaitest.New(t, openaitest.WithResponder(func(openai.ChatCompletionRequest) openaitest.Step { return openaitest.Text(long) }))

@@ -117,6 +117,7 @@ func (r *recorder) snapshot() []sent {
 // reach the model, and the user is told once, not at every message.
 // Another user of the same workspace is not affected.
 func TestUserRateLimitHoldsAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	rs := newReplicas(t, 2, config.Policies{Default: config.Level{Limits: config.Limits{UserPerMinute: new(5)}}})
 	var msgs []channels.Message
 	for i := range 20 {
@@ -159,6 +160,7 @@ func TestUserRateLimitHoldsAcrossReplicas(t *testing.T) {
 // each under their own limit, together get no more than
 // limits.workspace_per_minute answers; each refused user is told once.
 func TestWorkspaceRateLimitHoldsAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	rs := newReplicas(t, 2, config.Policies{Default: config.Level{Limits: config.Limits{UserPerMinute: new(10), WorkspacePerMinute: new(4)}}})
 	var msgs []channels.Message
 	for i := range 12 {
@@ -200,6 +202,7 @@ func TestWorkspaceRateLimitHoldsAcrossReplicas(t *testing.T) {
 // is refused before the model with a notice, and the usage is reported in
 // the budget histogram.
 func TestTokenBudgetHoldsAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	rs := newReplicas(t, 2, config.Policies{Default: config.Level{Budget: config.Budget{TokensPerUserDay: new(int64(100))}}})
 	rs.model.Script(
 		openaitest.Text("first answer").WithUsage(openai.Usage{PromptTokens: 40, CompletionTokens: 20, TotalTokens: 60}),

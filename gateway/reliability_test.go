@@ -128,6 +128,7 @@ func until(t *testing.T, what string, cond func() bool) {
 // delayed, and it is answered when Redis is back — never acknowledged
 // without its turn, never written twice.
 func TestATurnIsNeverSilentlyLost(t *testing.T) {
+	t.Parallel()
 	t.Run("a short failure is retried while the lock is held", func(t *testing.T) {
 		rg := newRig(t, gateway.Config{RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond})
 		f := newFaults(rg.redis, completeScript)
@@ -197,6 +198,7 @@ func assertOneTurn(t *testing.T, rg *rig, thread, text string) {
 // one worker, another conversation is answered at once, and the held one is
 // tried again only when the other holder's lock would expire.
 func TestBoundedGrowth_ALockedConversationPinsNoWorker(t *testing.T) {
+	t.Parallel()
 	rg := newRig(t, gateway.Config{Workers: 1})
 	f := newFaults(rg.redis)
 	held := msg("held", "", "").ConversationKey()
@@ -221,6 +223,7 @@ func TestBoundedGrowth_ALockedConversationPinsNoWorker(t *testing.T) {
 // serves one turn of a conversation and then the conversations that were
 // waiting, not the whole backlog of the first.
 func TestABusyConversationGivesWayToTheOthers(t *testing.T) {
+	t.Parallel()
 	rg := newRig(t, gateway.Config{Workers: 1, QueueLimit: 100})
 	rg.model.Script(openaitest.Delay(300 * time.Millisecond)) // the first turn holds the worker
 	for i := range 5 {
@@ -242,6 +245,7 @@ func TestABusyConversationGivesWayToTheOthers(t *testing.T) {
 // Redis answers after a failure, the sweep runs and serves what is queued,
 // saying what it found without blaming another replica.
 func TestRedisFailuresRetryInsteadOfDropping(t *testing.T) {
+	t.Parallel()
 	var logs channeltest.LogBuffer
 	r := redistest.New(t)
 	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix, LockTTL: time.Second})

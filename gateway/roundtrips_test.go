@@ -165,6 +165,8 @@ func (rg *usageRig) turnsRecorded(t *testing.T) usage.Row {
 // daily token budget adds its check before the model, and its count rides
 // with the completion too.
 func TestAPlainTurnIsThreeRoundTrips(t *testing.T) {
+	// Not parallel: it counts round trips, and a test that flushes the
+	// scripts meanwhile would add an EVAL to each.
 	cases := []struct {
 		name  string
 		cfg   func(*redistest.Redis) gateway.Config
@@ -245,6 +247,7 @@ func TestAPlainTurnIsThreeRoundTrips(t *testing.T) {
 // completion go in one pipeline although their keys live on different
 // masters of a Redis Cluster; both land.
 func TestUsageRidesWithTheCompletionOnACluster(t *testing.T) {
+	t.Parallel()
 	c := redistest.NewCluster(t)
 	ctx := context.Background()
 	rg := newUsageRig(t, c.Client, c.Prefix, false)
@@ -292,6 +295,7 @@ func TestUsageRidesWithTheCompletionOnACluster(t *testing.T) {
 // knows none of the scripts; the pipeline's EVALSHAs are refused, and the
 // completion and the usage record are each run again by themselves, once.
 func TestUsageAndTurnLandAfterRedisForgetsItsScripts(t *testing.T) {
+	// Not parallel: its SCRIPT FLUSH is of the whole Redis, every test's.
 	r := redistest.New(t)
 	ctx := context.Background()
 	rg := newUsageRig(t, r.Client, r.Prefix, false)
@@ -320,6 +324,7 @@ func TestUsageAndTurnLandAfterRedisForgetsItsScripts(t *testing.T) {
 // message), but the tokens it spent are in the usage report: they were
 // spent.
 func TestALockLostTurnStillCountsItsTokens(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	ctx := context.Background()
 	asked, steal := make(chan struct{}), make(chan struct{})
@@ -360,6 +365,7 @@ func TestALockLostTurnStillCountsItsTokens(t *testing.T) {
 // writes no completion for its usage record to ride with; it is recorded
 // by itself, and the resumed turn's tokens with its completion.
 func TestAPausedTurnCountsItsTokens(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	_, mcpURL := newLedgerServer(t)
 	model := openaitest.New(t, openaitest.WithResponder(approvalModel))

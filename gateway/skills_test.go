@@ -103,6 +103,7 @@ func offeredTools(s *skillRig, i int) string {
 }
 
 func TestPlatformDefaultsDecideTheWriteTool(t *testing.T) {
+	t.Parallel()
 	s := newSkillRig(t, config.Policies{}, gateway.Config{})
 	s.say(t, "slack", "U1", "hello")
 	s.say(t, "wechat", "U1", "hello")
@@ -118,6 +119,7 @@ func TestPlatformDefaultsDecideTheWriteTool(t *testing.T) {
 // write tool, which WeChat's policy drops, so only Slack's index lists it;
 // each channel's prompt stays the same from turn to turn.
 func TestSkillsNeedingUnavailableToolsAreHidden(t *testing.T) {
+	t.Parallel()
 	s := newSkillRig(t, config.Policies{Default: config.Level{Admins: []string{"wechat:boss"}}}, gateway.Config{})
 	for _, ch := range []string{"slack", "wechat", "slack", "wechat"} {
 		s.say(t, ch, "U1", "hello")
@@ -139,6 +141,7 @@ func TestSkillsNeedingUnavailableToolsAreHidden(t *testing.T) {
 }
 
 func TestForcedCallOfADeniedToolIsRefusedAndCounted(t *testing.T) {
+	t.Parallel()
 	s := newSkillRig(t, config.Policies{}, gateway.Config{})
 	s.model.Script(
 		openaitest.Tools(openaitest.Call("save_skill_reference", `{"name":"deploy","file":"references/x.md","content":"pwned"}`)),
@@ -161,6 +164,7 @@ func TestForcedCallOfADeniedToolIsRefusedAndCounted(t *testing.T) {
 }
 
 func TestAccessRefusalsNeverReachTheModel(t *testing.T) {
+	t.Parallel()
 	pol := config.Policies{Platforms: map[string]config.PlatformPolicy{
 		"slack": {Level: config.Level{Access: config.Access{Users: []string{"U-ok"}}, Admins: []string{"U-admin"}}},
 	}}
@@ -193,6 +197,7 @@ func TestAccessRefusalsNeverReachTheModel(t *testing.T) {
 }
 
 func TestSkillAdminCommands(t *testing.T) {
+	t.Parallel()
 	pol := config.Policies{Default: config.Level{Admins: []string{"console:boss"}}}
 	s := newSkillRig(t, pol, gateway.Config{})
 	if r := s.say(t, "console", "intern", "/skill off deploy"); !strings.Contains(r.Text, "only an administrator") {
@@ -231,6 +236,7 @@ func TestSkillAdminCommands(t *testing.T) {
 }
 
 func TestManualSkillInvocationInjectsIntoTheTurn(t *testing.T) {
+	t.Parallel()
 	s := newSkillRig(t, config.Policies{}, gateway.Config{})
 	r := s.say(t, "console", "u", "/skill:release-notes for v2.1")
 	if r.Text != "echo: for v2.1" {
@@ -257,6 +263,7 @@ func TestManualSkillInvocationInjectsIntoTheTurn(t *testing.T) {
 }
 
 func TestConsoleTurnLoadsASkillExactlyOnce(t *testing.T) {
+	t.Parallel()
 	s := newSkillRig(t, config.Policies{}, gateway.Config{})
 	for i := 0; i < 2; i++ {
 		s.model.Script(openaitest.Tools(openaitest.Call("load_skill", `{"name":"deploy"}`)), openaitest.Text("done"))
@@ -278,6 +285,7 @@ func TestConsoleTurnLoadsASkillExactlyOnce(t *testing.T) {
 }
 
 func TestCompactCommandDropsInjections(t *testing.T) {
+	t.Parallel()
 	s := newSkillRig(t, config.Policies{}, gateway.Config{KeepRounds: 1})
 	s.model.Script(openaitest.Tools(openaitest.Call("load_skill", `{"name":"deploy"}`)), openaitest.Text("deployed"))
 	s.say(t, "console", "u", "deploy please")
@@ -301,6 +309,7 @@ func TestCompactCommandDropsInjections(t *testing.T) {
 }
 
 func TestAutomaticCompactionWhenTheHistoryOutgrowsItsBudget(t *testing.T) {
+	t.Parallel()
 	s := newSkillRig(t, config.Policies{}, gateway.Config{CompactTokens: 60, KeepRounds: 1})
 	s.say(t, "console", "u", strings.Repeat("long words ", 20))
 	s.say(t, "console", "u", strings.Repeat("more words ", 20)) // one round: nothing to compact yet
@@ -319,6 +328,7 @@ func TestAutomaticCompactionWhenTheHistoryOutgrowsItsBudget(t *testing.T) {
 // comes before every path a message can take, /skill:NAME requests and
 // commands included; none reaches the model or the history.
 func TestEveryMessageObeysTheSizeLimit(t *testing.T) {
+	t.Parallel()
 	s := newSkillRig(t, config.Policies{}, gateway.Config{MaxMessageChars: 40})
 	long := strings.Repeat("部署", 30)
 	for _, text := range []string{
@@ -353,6 +363,7 @@ func TestEveryMessageObeysTheSizeLimit(t *testing.T) {
 // platform the entry names; a list of one platform grants nothing on
 // another.
 func TestAdminScopeMatchesBlastRadius(t *testing.T) {
+	t.Parallel()
 	pol := config.Policies{
 		Default: config.Level{Admins: []string{"slack:U-GLOBAL", "U-BARE"}},
 		Platforms: map[string]config.PlatformPolicy{

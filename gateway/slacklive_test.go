@@ -20,6 +20,7 @@ import (
 // stream is deleted and the answer waits in the outbox until Slack
 // recovers, then is posted once — the only message left in the thread.
 func TestSlackStreamThatCannotFinishGoesToTheOutbox(t *testing.T) {
+	t.Parallel()
 	r, model, fake := redistest.New(t), openaitest.New(t), slacktest.New(t)
 	rp := newSlackReplicaWith(t, r, model, fake, false, true)
 	var fails []slacktest.Failure

@@ -27,6 +27,7 @@ import (
 // counts), tool, commit, send; the turn joins the trace through the inbox
 // item, as it would on another replica.
 func TestATurnIsTracedFromReceiveToSend(t *testing.T) {
+	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	tracer := tracing.New(provider)

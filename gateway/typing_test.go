@@ -20,6 +20,7 @@ import (
 // a reaction is always removed; a turn answered sooner makes no reaction
 // call at all.
 func TestTypingReactionOnlyForSlowTurns(t *testing.T) {
+	t.Parallel()
 	const thread = "1700000000.000100"
 	msg := func(text string) channels.Message {
 		return channels.Message{ID: "Ev-" + text, Channel: slack.Name, Workspace: slacktest.TeamID, Chat: "C1", Thread: thread,
