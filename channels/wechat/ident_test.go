@@ -9,5 +9,6 @@ import (
 // TestIdentsAsTheirExpressions: the checks that replaced regular
 // expressions (compiled at start-up) accept exactly what those did.
 func TestIdentsAsTheirExpressions(t *testing.T) {
+	t.Parallel()
 	identtest.Same(t, `^[A-Za-z0-9]{1,64}$`, isCardApprovalID)
 }

@@ -18,6 +18,7 @@ import (
 )
 
 func TestLoginWalksEveryState(t *testing.T) {
+	t.Parallel()
 	f := wechattest.NewILink(t)
 	f.VerifyCode = "4711"
 	// First code: waits, is scanned, expires. Second code: asks for the
@@ -69,6 +70,7 @@ func TestLoginWalksEveryState(t *testing.T) {
 }
 
 func TestLoginGivesUpAfterTooManyExpiredCodes(t *testing.T) {
+	t.Parallel()
 	f := wechattest.NewILink(t)
 	f.SetLoginSteps("expired")
 	_, err := Login(context.Background(), LoginOptions{BaseURL: f.URL(), MaxCodes: 3, PollInterval: time.Millisecond, NoQR: true})
@@ -81,6 +83,7 @@ func TestLoginGivesUpAfterTooManyExpiredCodes(t *testing.T) {
 }
 
 func TestILinkReceiveAndSend(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	f := wechattest.NewILink(t)
 	f.SetLongPoll(200)
@@ -186,6 +189,7 @@ func TestILinkReceiveAndSend(t *testing.T) {
 }
 
 func TestILinkSessionExpiredPausesAndResumesAfterLogin(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	f := wechattest.NewILink(t)
 	f.SetLongPoll(100)
@@ -251,6 +255,7 @@ func (s slowExpiry) MarkExpired(ctx context.Context, bot, token string) error {
 // operator (or a test) who sees it and runs `parley wechat status` reads
 // EXPIRED there, never "active".
 func TestILinkReadyDegradesOnlyAfterTheExpiryIsRecorded(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	f := wechattest.NewILink(t)
 	f.SetLongPoll(100)
@@ -280,6 +285,7 @@ func TestILinkReadyDegradesOnlyAfterTheExpiryIsRecorded(t *testing.T) {
 }
 
 func TestILinkRestartMidBatchRedeliversWithoutASecondAnswer(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	f := wechattest.NewILink(t)
 	f.SetLongPoll(100)
@@ -332,6 +338,7 @@ func TestILinkRestartMidBatchRedeliversWithoutASecondAnswer(t *testing.T) {
 }
 
 func TestILinkOnlyOneReplicaPollsAndAnotherTakesOver(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	f := wechattest.NewILink(t)
 	f.SetLongPoll(200)
@@ -377,6 +384,7 @@ func TestILinkOnlyOneReplicaPollsAndAnotherTakesOver(t *testing.T) {
 }
 
 func TestILinkSendRetriesOnceOnAStaleToken(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	f := wechattest.NewILink(t)
 	st := NewRedisState(r.Client, r.Prefix)
@@ -428,6 +436,7 @@ func TestILinkSendRetriesOnceOnAStaleToken(t *testing.T) {
 }
 
 func TestSplitCharsCountsCharactersNotBytes(t *testing.T) {
+	t.Parallel()
 	cjk := strings.Repeat("这是一个很长的中文句子。", 100) // 1200 characters
 	chunks := splitChars(cjk, 600)
 	if len(chunks) < 2 || len(chunks) > 3 {
@@ -453,6 +462,7 @@ func TestSplitCharsCountsCharactersNotBytes(t *testing.T) {
 }
 
 func TestStateStoresExpiryPerToken(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	home := t.TempDir()
 	for name, st := range map[string]State{"redis": NewRedisState(r.Client, r.Prefix), "file": NewFileState(home)} {
@@ -495,6 +505,7 @@ func TestStateStoresExpiryPerToken(t *testing.T) {
 // (Chat is the group), not a DM of its sender, answered in the group with
 // the group's context token; the sender's own DM keeps its token.
 func TestAccessILinkGroupMessagesAreGroups(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	f := wechattest.NewILink(t)
 	f.SetLongPoll(200)

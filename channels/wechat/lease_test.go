@@ -47,6 +47,7 @@ func (s *leaseSpy) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 
 func TestLeaseIsTakenOverAfterTheHolderDies(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	// Generous on a loaded machine: a renewal may take up to a third of
 	// it, and the holder only steps back after a whole TTL unrenewed.

@@ -48,6 +48,7 @@ func wecomAtt(url, key string) channels.Attachment {
 }
 
 func TestWeComMediaParsed(t *testing.T) {
+	t.Parallel()
 	body := func(v any) json.RawMessage { b, _ := json.Marshal(v); return b }
 	img := map[string]string{"url": "https://ww-aibot-img-1.cos.ap-guangzhou.myqcloud.com/a?sign=x", "aeskey": "K"}
 	got := wecomAttachments(body(map[string]any{"msgtype": "image", "image": img}), "m1")
@@ -76,6 +77,7 @@ func TestWeComMediaParsed(t *testing.T) {
 // A WeCom image: downloaded from the media host, decrypted with the
 // message's key, exactly the bytes sent.
 func TestWeComMediaDownloadDecrypts(t *testing.T) {
+	t.Parallel()
 	media := wechattest.NewMedia(t)
 	a := mediaAdapter(t, media)
 	key := wechattest.WeComMediaKey(3)
@@ -98,6 +100,7 @@ func TestWeComMediaDownloadDecrypts(t *testing.T) {
 }
 
 func TestWeComMediaRefusals(t *testing.T) {
+	t.Parallel()
 	media := wechattest.NewMedia(t)
 	a := mediaAdapter(t, media)
 	key := wechattest.WeComMediaKey(3)
@@ -173,6 +176,7 @@ func TestWeComMediaRefusals(t *testing.T) {
 }
 
 func TestILinkMediaParsedAndDownloaded(t *testing.T) {
+	t.Parallel()
 	media := wechattest.NewMedia(t)
 	a := mediaAdapter(t, media)
 	key := []byte("0123456789abcdef")
@@ -217,6 +221,7 @@ func TestILinkMediaParsedAndDownloaded(t *testing.T) {
 // wecom_media_hosts adds hosts WeCom media may come from; anything but
 // scheme://host[:port] is refused at load.
 func TestWeComMediaHostsConfig(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []string{"ftp://media", "https://media/path", "media.example", "https://u:p@media", "https://media?x=1"} {
 		c := DefaultConfig()
 		c.WeComMediaHosts = []string{bad}

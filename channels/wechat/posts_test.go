@@ -11,6 +11,7 @@ import (
 // the messages it is sent as — chunk_chars characters over iLink, one
 // streamed answer then 4,000-byte pushes over WeCom.
 func TestPostsCountsWhatSendSends(t *testing.T) {
+	t.Parallel()
 	a := &Adapter{cfg: Config{ChunkChars: 600}}
 	text := strings.Repeat("word ", 2000) // 10,000 characters
 	ilink := channels.Message{Meta: map[string]string{"via": ViaILink}}

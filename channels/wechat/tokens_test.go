@@ -14,6 +14,7 @@ import (
 // is dropped when another user writes, so the hash does not grow with
 // every user the bot ever had while one of them stays active.
 func TestILinkContextTokensDropIdleUsers(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	ctx := context.Background()
 	clock := time.Unix(1_800_000_000, 0)

@@ -44,6 +44,7 @@ func feed(t *testing.T, sink channels.ReplySink, answer string, n int, gap time.
 // frames at least 500 ms apart (measured from the fake's receive times),
 // each a longer prefix of the answer, the last finishing it.
 func TestWeComLiveReplyCoalescesFrames(t *testing.T) {
+	t.Parallel()
 	rn, f, m := liveWeCom(t, time.Minute, "req-live")
 	sink, err := rn.ch.StartReply(context.Background(), m)
 	if err != nil || sink == nil {
@@ -84,6 +85,7 @@ func TestWeComLiveReplyCoalescesFrames(t *testing.T) {
 // expires the stream) and then writes the rest, so a slow machine cannot
 // move the cut.
 func TestWeComLiveReplyContinuesPastTheStreamDeadline(t *testing.T) {
+	t.Parallel()
 	var paras []string
 	for i := range 6 {
 		paras = append(paras, strings.Repeat(string(rune('a'+i)), 40))
@@ -146,6 +148,7 @@ func TestWeComLiveReplyContinuesPastTheStreamDeadline(t *testing.T) {
 }
 
 func TestWeComLiveReplyOnlyWhereThisReplicaHoldsTheConnection(t *testing.T) {
+	t.Parallel()
 	rn, _, m := liveWeCom(t, time.Minute, "req-x")
 	ilink := channels.Message{Channel: Name, Chat: "u1", Meta: map[string]string{"via": ViaILink}}
 	if sink, _ := rn.ch.StartReply(context.Background(), ilink); sink != nil {

@@ -38,6 +38,7 @@ func finished(f *wechattest.WeCom, reqID string) bool {
 }
 
 func TestWeComGroupMentionStreamsTheAnswer(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	f := wechattest.NewWeCom(t, "aibot-1", "s3cret")
 	cfg := wecomConfig(r, f, "A")
@@ -123,6 +124,7 @@ func TestWeComGroupMentionStreamsTheAnswer(t *testing.T) {
 }
 
 func TestWeComReconnectsAfterTheServerDropsTheConnection(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	f := wechattest.NewWeCom(t, "aibot-1", "s3cret")
 	cfg := wecomConfig(r, f, "A")
@@ -151,6 +153,7 @@ func TestWeComReconnectsAfterTheServerDropsTheConnection(t *testing.T) {
 }
 
 func TestWeComExpiredReqIDFallsBackToSendMsg(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	f := wechattest.NewWeCom(t, "aibot-1", "s3cret")
 	cfg := wecomConfig(r, f, "A")
@@ -171,6 +174,7 @@ func TestWeComExpiredReqIDFallsBackToSendMsg(t *testing.T) {
 }
 
 func TestWeComBadInputIsCountedAndNeverEndsTheLoop(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	f := wechattest.NewWeCom(t, "aibot-1", "s3cret")
 	cfg := wecomConfig(r, f, "A")
@@ -201,6 +205,7 @@ func TestWeComBadInputIsCountedAndNeverEndsTheLoop(t *testing.T) {
 }
 
 func TestWeComOneConnectionAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	f := wechattest.NewWeCom(t, "aibot-1", "s3cret")
 	cfgA, cfgB := wecomConfig(r, f, "A"), wecomConfig(r, f, "B")
@@ -237,6 +242,7 @@ func TestWeComOneConnectionAcrossReplicas(t *testing.T) {
 // is counted as code="other", so the label keeps a fixed set of values,
 // and its number goes to the log.
 func TestWeComUnknownErrcodeIsAFixedLabel(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	f := wechattest.NewWeCom(t, "aibot-1", "s3cret")
 	cfg := wecomConfig(r, f, "A")
@@ -259,6 +265,7 @@ func TestWeComUnknownErrcodeIsAFixedLabel(t *testing.T) {
 }
 
 func TestWeComWrongSecretIsReportedAndRetried(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	f := wechattest.NewWeCom(t, "aibot-1", "s3cret")
 	cfg := wecomConfig(r, f, "A")
