@@ -2,6 +2,7 @@ package usage
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"testing"
 	"time"
@@ -191,6 +192,33 @@ func BenchmarkRecord(b *testing.B) {
 	for b.Loop() {
 		if err := s.Record(ctx, t); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestFieldIsWhatJSONWrites: a field is byte for byte json.Marshal's
+// array, whether its parts are plain or need escaping; reports find rows
+// by it.
+func TestFieldIsWhatJSONWrites(t *testing.T) {
+	tests := [][]string{
+		{ByUser, "slack", "T0123", "U0456"},
+		{ByModel, "gpt-4o-mini"},
+		{ByChat, "feishu", "", "oc_9f8e"},
+		{ByUser, "wechat", "wx \"quoted\"", `back\slash`},
+		{ByUser, "console", "<html> & co", "tab\there"},
+		{ByUser, "slack", "T1", "Zoë 名前"},
+		{ByUser, "slack", "T1", "line\u2028sep"},
+		{ByUser, "slack", "T1", "bad \xff utf-8"},
+		{ByChannel, "\x7f"},
+		{},
+	}
+	for _, parts := range tests {
+		want, err := json.Marshal(parts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := field(parts...); got != string(want) {
+			t.Errorf("field(%q) = %s; json.Marshal writes %s", parts, got, want)
 		}
 	}
 }
