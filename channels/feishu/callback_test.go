@@ -20,6 +20,7 @@ import (
 )
 
 func TestDecryptOfficialVector(t *testing.T) {
+	t.Parallel()
 	got, err := Decrypt("P37w+VZImNgPEO1RBhJ6RtKl7n6zymIbEG1pReEzghk=", "test key")
 	if err != nil || string(got) != "hello world" {
 		t.Fatalf("Decrypt = %q, %v; want hello world", got, err)
@@ -27,6 +28,7 @@ func TestDecryptOfficialVector(t *testing.T) {
 }
 
 func TestSignatureVector(t *testing.T) {
+	t.Parallel()
 	const want = "5e1d3ec760c9b1047e0c2ace8f278e16862ec42000daa56bb6c6c4b83d6b51ac"
 	if got := Signature("1", "n", "test key", []byte("{}")); got != want {
 		t.Fatalf("Signature = %s; want %s", got, want)
@@ -37,6 +39,7 @@ func TestSignatureVector(t *testing.T) {
 }
 
 func TestDecryptRejectsBadPaddingAndShortInput(t *testing.T) {
+	t.Parallel()
 	iv := bytes.Repeat([]byte{7}, 16)
 	enc, err := encrypt([]byte("hello world"), "k", iv)
 	if err != nil {
@@ -72,6 +75,7 @@ func groupMention(id string) []byte {
 }
 
 func TestCallbacksThroughTheRealHandler(t *testing.T) {
+	t.Parallel()
 	type tc struct {
 		name       string
 		plain      bool // channel without an Encrypt Key
@@ -181,6 +185,7 @@ func TestCallbacksThroughTheRealHandler(t *testing.T) {
 }
 
 func TestChallengeAnsweredFast(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	// Even with the Open API failing, the challenge needs nothing from it.
 	f.api.Fail("bot_info", feishutest.Failure{Status: 500, Code: 1})
@@ -202,6 +207,7 @@ func TestChallengeAnsweredFast(t *testing.T) {
 }
 
 func TestRepushOfATakenMessageIsDroppedByMessageID(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	ev := groupMention("om_taken")
 	for i := 0; i < 2; i++ {
@@ -228,6 +234,7 @@ func TestRepushOfATakenMessageIsDroppedByMessageID(t *testing.T) {
 }
 
 func TestCallbacksRefusedWithoutTokenOrKey(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *Config, o *Options) { c.EncryptKey, c.VerificationToken, c.Mode = "", "", "" })
 	status, _ := f.do(t, feishutest.Request(f.srv.URL+EventsPath, groupMention("om_1"), "", f.now))
 	if status != http.StatusUnauthorized || len(f.rec.messages()) != 0 {
@@ -255,6 +262,7 @@ func mustB64(t *testing.T, s string) []byte {
 // status and body, and a request with signature headers that do not verify
 // is refused before its body is decrypted.
 func TestFeishuCallbackNoDecryptionOracle(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	unsigned := func(body []byte) *http.Request {
 		return feishutest.Request(f.srv.URL+EventsPath, body, "", f.now)
@@ -319,6 +327,7 @@ func TestFeishuCallbackNoDecryptionOracle(t *testing.T) {
 // for one timestamp does not stay valid with digits moved between the
 // timestamp and the nonce (the signed string concatenates them).
 func TestFeishuTimestampStrictAndBounded(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	now := f.now.Unix()
 	body := feishutest.Encrypted(groupMention("om_ts"), testKey)

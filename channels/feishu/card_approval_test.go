@@ -124,6 +124,7 @@ func (f *fixture) click(t *testing.T, c feishutest.CardAction) feishutest.ClickA
 // the thread, arguments in plain_text (no <at>, link or markup can come of
 // them), Approve and Deny buttons carrying the approval and its chat.
 func TestApprovalCardShowsTheCallAsTyped(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	_, card := sendPrompt(t, f)
 	if card.Kind != "reply" || card.ReplyTo != "om_ask" || !card.ReplyInThread {
@@ -165,6 +166,7 @@ func TestApprovalCardShowsTheCallAsTyped(t *testing.T) {
 // TestApprovalCardRefusedFallsBackToText: a card Feishu refuses is sent as
 // the prompt's text, with no reference to redraw.
 func TestApprovalCardRefusedFallsBackToText(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	f.api.RefuseCards(true)
 	ref, err := f.ch.SendPrompt(context.Background(), groupMessage(), prompt())
@@ -182,6 +184,7 @@ func TestApprovalCardRefusedFallsBackToText(t *testing.T) {
 // the card with who decided and when, buttons gone, and toasts. A second
 // click hears it was already decided.
 func TestCardClickOverHTTP(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	d, card := sendPrompt(t, f)
 	a := f.click(t, clickOn(card, "ou_admin", decisionApprove))
@@ -213,6 +216,7 @@ func TestCardClickOverHTTP(t *testing.T) {
 
 // TestCardClickByANonApprover: a toast for the clicker, the card as it was.
 func TestCardClickByANonApprover(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	_, card := sendPrompt(t, f)
 	a := f.click(t, clickOn(card, "ou_mallory", decisionApprove))
@@ -228,6 +232,7 @@ func TestCardClickByANonApprover(t *testing.T) {
 // wrong token, for another chat, for an approval that is not pending, or
 // not a button at all changes nothing and says nothing about why.
 func TestForgedCardClicks(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	d, card := sendPrompt(t, f)
 	good := clickOn(card, "ou_admin", decisionApprove)
@@ -287,6 +292,7 @@ func TestForgedCardClicks(t *testing.T) {
 // TestCardClickOverTheLongConnection: the same click as an event frame is
 // answered in the frame's response, the card redrawn there.
 func TestCardClickOverTheLongConnection(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *Config, o *Options) { c.Mode = "websocket" })
 	d, card := sendPrompt(t, f)
 	startRun(t, f, d)
@@ -312,6 +318,7 @@ func TestCardClickOverTheLongConnection(t *testing.T) {
 // TestDecisionElsewhereRedrawsTheCard: a typed /approve is answered in
 // text and the card redrawn; an expiry nobody asked about only redraws.
 func TestDecisionElsewhereRedrawsTheCard(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	_, card := sendPrompt(t, f)
 	ref := map[string]string{refMessageID: card.MessageID}

@@ -20,6 +20,7 @@ func (f *fixture) mustPost(t *testing.T, m feishutest.Message) {
 }
 
 func TestGroupWithTwoUsersOnlyMentionsStartTurns(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	f := newFixture(t, func(c *Config, o *Options) { o.Redis, o.Prefix = r.Client, r.Prefix })
 	bob := feishutest.Mention{Key: "@_user_2", OpenID: "ou_bob", Name: "Bob"}
@@ -76,6 +77,7 @@ func TestGroupWithTwoUsersOnlyMentionsStartTurns(t *testing.T) {
 }
 
 func TestFollowThreadsOff(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *Config, o *Options) { c.FollowThreads = false })
 	f.mustPost(t, feishutest.Message{MessageID: "om_1", ChatID: "oc_g", ChatType: "group", Sender: "ou_a",
 		Content: feishutest.Text("@_user_1 hi"), Mentions: []feishutest.Mention{mentionBot()}})
@@ -87,6 +89,7 @@ func TestFollowThreadsOff(t *testing.T) {
 }
 
 func TestTopicGroupThreadIsOneConversation(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	base := feishutest.Message{ChatID: "oc_topics", ChatType: "topic_group", ThreadID: "omt_topic"}
 	m1 := base
@@ -122,6 +125,7 @@ func TestTopicGroupThreadIsOneConversation(t *testing.T) {
 }
 
 func TestP2PChatIsOneConversation(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	f.mustPost(t, feishutest.Message{MessageID: "om_p1", ChatID: "oc_dm", ChatType: "p2p", Sender: "ou_a", Content: feishutest.Text("hello")})
 	f.mustPost(t, feishutest.Message{MessageID: "om_p2", ChatID: "oc_dm", ChatType: "p2p", Sender: "ou_a", Content: feishutest.Text("second")})
@@ -142,6 +146,7 @@ func TestP2PChatIsOneConversation(t *testing.T) {
 }
 
 func TestPostMessageFlattened(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	post := map[string]any{
 		"title": "Question",
@@ -166,6 +171,7 @@ func TestPostMessageFlattened(t *testing.T) {
 }
 
 func TestPostWithLocaleWrapper(t *testing.T) {
+	t.Parallel()
 	text, ok := flattenPost(`{"zh_cn":{"title":"T","content":[[{"tag":"text","text":"body"}]]}}`)
 	if !ok || text != "T\nbody" {
 		t.Fatalf("flattenPost = %q, %v", text, ok)
@@ -176,6 +182,7 @@ func TestPostWithLocaleWrapper(t *testing.T) {
 // with the note, so that the access rules decide whether the sender hears
 // anything (the gateway's tests show a stranger does not).
 func TestAccessBeforeUnsupportedNoteFeishuHandsTheStickerOver(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	img := feishutest.Message{MessageID: "om_img", ChatID: "oc_dm", ChatType: "p2p", Sender: "ou_a", MsgType: "sticker", Content: `{"file_key":"file_x"}`}
 	f.mustPost(t, img)
@@ -200,6 +207,7 @@ func TestAccessBeforeUnsupportedNoteFeishuHandsTheStickerOver(t *testing.T) {
 }
 
 func TestMentionPlaceholders(t *testing.T) {
+	t.Parallel()
 	ms := []mention{{key: "@_user_1", openID: "ou_bot", name: "Parley"}, {key: "@_user_10", openID: "ou_x", name: "Ten"}, {key: "@_user_2", openID: "ou_y"}}
 	got := resolveMentions("@_user_1 ask @_user_10 and @_user_2", ms, "ou_bot")
 	if got != "ask @Ten and @user" {

@@ -21,6 +21,7 @@ var pngBytes = append([]byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"), bytes.Repea
 // An image, a file and a post with images are handed over with their
 // attachments and without the note; a sticker still gets the note.
 func TestFeishuMediaMessagesCarryAttachments(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	dm := func(id, typ, content string) feishutest.Message {
 		return feishutest.Message{MessageID: id, ChatID: "oc_dm", ChatType: "p2p", Sender: "ou_a", MsgType: typ, Content: content}
@@ -52,6 +53,7 @@ func TestFeishuMediaMessagesCarryAttachments(t *testing.T) {
 }
 
 func TestPostImageKeysLocaleWrapped(t *testing.T) {
+	t.Parallel()
 	got := postImageKeys(`{"zh_cn":{"title":"t","content":[[{"tag":"img","image_key":"img_1"},{"tag":"text","text":"x"}]]}}`)
 	if len(got) != 1 || got[0] != "img_1" {
 		t.Fatalf("postImageKeys = %v", got)
@@ -80,6 +82,7 @@ func imageAtt(messageID, key string) channels.Attachment {
 // The download returns exactly the resource's bytes, asks for the right
 // type, and carries the tenant token (the fake refuses without it).
 func TestFeishuFetchAttachmentExactBytes(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	f.api.AddResource("om_1", "img_v3_a", pngBytes, "image/png")
 	log := append([]byte("2026-11-30 ERROR boom\n"), bytes.Repeat([]byte("line\n"), 100)...)
@@ -109,6 +112,7 @@ func TestFeishuFetchAttachmentExactBytes(t *testing.T) {
 // Bad downloads: each fails as the gateway tells them apart, without
 // reading past the limit and without the token in the error.
 func TestFeishuFetchAttachmentRefusals(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	f.api.AddResource("om_1", "img_small", pngBytes, "image/png")
 	f.api.AddResourceBehaviour("om_1", "img_403", feishutest.ResourceForbidden)

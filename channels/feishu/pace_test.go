@@ -16,6 +16,7 @@ import (
 // per chat hold for both together, measured from the fake's receive
 // times.
 func TestTwoReplicasShareAChatsPace(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	f := newFixture(t, func(_ *Config, o *Options) {
 		o.Redis, o.Prefix, o.ChatInterval = r.Client, r.Prefix, DefaultChatInterval

@@ -13,6 +13,7 @@ import (
 // uuid, so a part posted again is dropped by Feishu, while the same
 // paragraph at another place of the answer is posted.
 func TestPostPartsByIndex(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(_ *Config, o *Options) { o.ChunkBytes = 60 })
 	para := strings.Repeat("same ", 10) + "end."
 	answer := para + "\n\n" + para + "\n\n" + "last one"
@@ -45,6 +46,7 @@ func TestPostPartsByIndex(t *testing.T) {
 }
 
 func TestPostClassifiesFailures(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	part := f.ch.Parts(groupMsg(), channels.Reply{Text: "hello"})[0]
 	ctx := context.Background()

@@ -19,6 +19,7 @@ func groupMsg() channels.Message {
 }
 
 func TestLongAnswerSplitIntoCards(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *Config, o *Options) { o.ChunkBytes = 100 })
 	var paras []string
 	for i := 0; i < 6; i++ {
@@ -56,6 +57,7 @@ func TestLongAnswerSplitIntoCards(t *testing.T) {
 }
 
 func TestCardRefusedFallsBackToText(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	f.api.RefuseCards(true)
 	if err := f.ch.Send(context.Background(), groupMsg(), channels.Reply{Text: "plain please"}); err != nil {
@@ -71,6 +73,7 @@ func TestCardRefusedFallsBackToText(t *testing.T) {
 }
 
 func TestRetryableAPIErrorIsRetried(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	f.api.Fail("reply", feishutest.Failure{Status: 400, Code: 230020, Msg: "frequency limit"}, feishutest.Failure{Status: 503, Code: 1, Msg: "unavailable"})
 	if err := f.ch.Send(context.Background(), groupMsg(), channels.Reply{Text: "eventually"}); err != nil {
@@ -85,6 +88,7 @@ func TestRetryableAPIErrorIsRetried(t *testing.T) {
 }
 
 func TestPermanentAPIErrorIsReported(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	f.api.Fail("reply", feishutest.Failure{Code: 230002, Msg: "bot not in chat"}, feishutest.Failure{Code: 230002, Msg: "bot not in chat"})
 	err := f.ch.Send(context.Background(), groupMsg(), channels.Reply{Text: "x"})
@@ -99,6 +103,7 @@ func TestPermanentAPIErrorIsReported(t *testing.T) {
 }
 
 func TestTypingReaction(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	stop := f.ch.StartTyping(context.Background(), groupMsg())
 	stop()
@@ -116,6 +121,7 @@ func TestTypingReaction(t *testing.T) {
 }
 
 func TestChatLimiterSpacesOneChat(t *testing.T) {
+	t.Parallel()
 	l := newChatLimiter(50 * time.Millisecond)
 	start := time.Now()
 	for i := 0; i < 4; i++ {
@@ -141,6 +147,7 @@ func TestChatLimiterSpacesOneChat(t *testing.T) {
 }
 
 func TestLarkDomain(t *testing.T) {
+	t.Parallel()
 	c, err := New(Config{AppID: "a", AppSecret: "b", Domain: "lark", VerificationToken: "t"}, Options{}, nil, nil)
 	if err != nil || c.BaseURL() != LarkBaseURL {
 		t.Fatalf("lark domain: %v %v", c, err)

@@ -73,6 +73,7 @@ func fallbacks(f *fixture, from, to string) float64 {
 const liveAnswer = "Feishu streams this answer into a card, piece by piece, and closes it with exactly the stored text."
 
 func TestLiveReplyStreamsIntoACardKitCard(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(_ *Config, o *Options) { o.CardUpdateInterval = time.Millisecond })
 	if !streamAnswer(t, f, groupMsg(), liveAnswer, 7, nil) {
 		t.Fatal("Finish did not deliver")
@@ -120,6 +121,7 @@ func TestLiveReplyStreamsIntoACardKitCard(t *testing.T) {
 }
 
 func TestLiveReplyCardKitRefusedPatchesACard(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(_ *Config, o *Options) { o.CardUpdateInterval = time.Millisecond })
 	f.api.RefuseCardKit(true)
 	if !streamAnswer(t, f, groupMsg(), liveAnswer, 9, nil) {
@@ -152,6 +154,7 @@ func TestLiveReplyCardKitRefusedPatchesACard(t *testing.T) {
 }
 
 func TestLiveReplyEveryModeRefusedPostsOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(_ *Config, o *Options) { o.CardUpdateInterval = time.Millisecond })
 	f.api.RefuseCardKit(true)
 	f.api.RefuseCards(true) // so the shared card is refused too; Send falls back to text
@@ -171,6 +174,7 @@ func TestLiveReplyEveryModeRefusedPostsOnce(t *testing.T) {
 }
 
 func TestLiveReplyFailingHalfwayLeavesOneCompleteMessage(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		failures int // card_content failures injected halfway
@@ -214,6 +218,7 @@ func TestLiveReplyFailingHalfwayLeavesOneCompleteMessage(t *testing.T) {
 }
 
 func TestLiveReplyLongAnswerContinuesInCards(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(_ *Config, o *Options) { o.CardUpdateInterval = time.Millisecond; o.ChunkBytes = 100 })
 	var paras []string
 	for i := range 4 {
@@ -245,6 +250,7 @@ func TestLiveReplyLongAnswerContinuesInCards(t *testing.T) {
 // card at most 10 times in any second, counted from the times the fake
 // received the calls.
 func TestCardUpdatesAtMostTenASecond(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil) // the default interval
 	answer := strings.Repeat("token ", 300)
 	deadline := time.Now().Add(1500 * time.Millisecond)
@@ -286,6 +292,7 @@ func TestCardUpdatesAtMostTenASecond(t *testing.T) {
 }
 
 func TestLiveReplyDiscardRecallsTheCard(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(_ *Config, o *Options) { o.CardUpdateInterval = time.Millisecond })
 	ctx := context.Background()
 	sink, _ := f.ch.StartReply(ctx, groupMsg())

@@ -51,6 +51,8 @@ func startRun(t *testing.T, f *fixture, h channels.Handler) (cancel func() error
 }
 
 func TestLongConnectionUsesTheSameDispatcher(t *testing.T) {
+	// Not parallel: it looks for goroutines the adapter left behind and would see
+	// the other tests'.
 	f := newFixture(t, func(c *Config, o *Options) { c.Mode = "websocket"; o.Handler = nil })
 	if err := f.ch.Ready(); err == nil {
 		t.Fatal("ready before Run")
@@ -125,6 +127,7 @@ func (failingHandler) Submit(context.Context, channels.Message) error {
 }
 
 func TestLongConnectionAnswers500WhenNotQueued(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *Config, o *Options) { c.Mode = ""; o.Handler = nil })
 	stop := startRun(t, f, failingHandler{})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -140,6 +143,8 @@ func TestLongConnectionAnswers500WhenNotQueued(t *testing.T) {
 }
 
 func TestLongConnectionRefusedIsNotReady(t *testing.T) {
+	// Not parallel: it looks for goroutines the adapter left behind and would see
+	// the other tests'.
 	f := newFixture(t, func(c *Config, o *Options) { c.Mode = "" })
 	f.api.Fail("endpoint", feishutest.Failure{Code: 1000040351, Msg: "app not found"}, feishutest.Failure{Code: 1000040351, Msg: "app not found"})
 	stop := startRun(t, f, f.rec)
@@ -159,6 +164,7 @@ func TestLongConnectionRefusedIsNotReady(t *testing.T) {
 }
 
 func TestWebhookModeOpensNoConnection(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil) // Mode webhook
 	stop := startRun(t, f, f.rec)
 	waitUntil(t, "the bot identity", func() bool { return f.ch.cachedBotID() == feishutest.BotOpenID })

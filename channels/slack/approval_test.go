@@ -47,6 +47,7 @@ func postPrompt(t *testing.T, f *fixture) (slacktest.Post, map[string]string) {
 // arguments stay inert (no mention, no way out of the code block); the
 // reference names the posted message.
 func TestPromptHasButtons(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	p, ref := postPrompt(t, f)
 	if p.ThreadTS != "1700000000.000100" || p.Channel != "C1" || ref["channel"] != "C1" || ref["ts"] != p.TS {
@@ -129,6 +130,7 @@ func (f *fixture) signedInteraction(t *testing.T, body []byte, at time.Time, sec
 // conversation, without an id; anything else is acked and dropped;
 // forged, stale or malformed requests are refused and submit nothing.
 func TestClickBecomesADecisionMessage(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	if err := f.a.Identify(context.Background()); err != nil {
 		t.Fatal(err)
@@ -190,6 +192,8 @@ func TestClickBecomesADecisionMessage(t *testing.T) {
 // TestClickOverSocketMode: an interactive envelope is acked and its click
 // submitted like one over HTTP.
 func TestClickOverSocketMode(t *testing.T) {
+	// Not parallel: it waits for every goroutine of the adapter and slack-go to
+	// end, the other tests' too.
 	f := newFixture(t, func(c *Config, o *Options) {
 		c.AppToken = slacktest.AppToken
 		c.SigningSecret = ""
@@ -240,6 +244,7 @@ func clickMsg(t *testing.T, f *fixture, p slacktest.Post, user, responseURL stri
 // updates it silently; a typed decision updates it and is answered in the
 // thread.
 func TestDecisionUpdatesThePrompt(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	p, ref := postPrompt(t, f)
 	ctx := context.Background()
@@ -348,6 +353,7 @@ func TestDecisionUpdatesThePrompt(t *testing.T) {
 // clicker's slash conversation and the decision replaces it through the
 // click's response_url. A click on a DM prompt belongs to the DM.
 func TestEphemeralAndDMPrompts(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	ctx := context.Background()
 	slash := channels.Message{Channel: Name, Workspace: slacktest.TeamID, Chat: "C1", Thread: "slash:U1", User: "U1",
@@ -400,6 +406,7 @@ func TestEphemeralAndDMPrompts(t *testing.T) {
 // over, so when the gateway cannot take it (Redis down) the clicker is
 // told so through the click's response_url rather than left waiting.
 func TestClickTheGatewayCannotTake(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	p, _ := postPrompt(t, f)
 	f.h.mu.Lock()

@@ -62,6 +62,7 @@ func BenchmarkToMrkdwn(b *testing.B) {
 // message id: fields Parley does not read) gives the message it means, and
 // files that cannot be read leave it without attachments, not unanswered.
 func TestEventAsSlackSendsIt(t *testing.T) {
+	t.Parallel()
 	a, err := New(Config{BotToken: "xoxb-test", FollowThreads: true}, Options{}, nil, nil)
 	if err != nil {
 		t.Fatal(err)

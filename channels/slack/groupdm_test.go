@@ -14,6 +14,7 @@ import (
 // follow-up in its thread (channel_type mpim), a slash command run in it
 // (channel_name mpdm-…). A channel stays a channel.
 func TestAccessDMsGroupDMsAreDirectMessages(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	f.slack.SetGroupDMs("G1")
 	post := func(id string, ev map[string]any) {
@@ -59,6 +60,7 @@ func TestAccessDMsGroupDMsAreDirectMessages(t *testing.T) {
 // A lookup that fails asks Slack to deliver the mention again rather than
 // guessing; an app without the scope is answered as before, as a channel.
 func TestGroupDMLookupFailures(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	f.slack.Fail("conversations.info", slacktest.Failure{Status: 500}, slacktest.Failure{Status: 500}, slacktest.Failure{Status: 500}, slacktest.Failure{Status: 500})
 	if status, _ := f.post(t, EventsPath, mustJSON(t, slacktest.Event("Ev1", slacktest.Mention("G1", "U1", "1.1", "", "hi")))); status < 500 {
@@ -81,6 +83,7 @@ func TestGroupDMLookupFailures(t *testing.T) {
 // a mention is not looked up: the webhook makes no Web API call, even in a
 // group DM or when conversations.info would fail. Where they do, it is.
 func TestGroupDMLookupOnlyWhereTheRulesTellDMsApart(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(_ *Config, o *Options) {
 		o.DMMatters = func(m channels.Message) bool { return m.Chat == "G2" }
 	})

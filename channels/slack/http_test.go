@@ -30,6 +30,7 @@ func (f *fixture) post(t *testing.T, path string, body []byte) (int, string) {
 }
 
 func TestEventsRequestsAreVerifiedBeforeAnythingHappens(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	mention := mustJSON(t, slacktest.Event("Ev1", slacktest.Mention("C1", "U1", "100.1", "", "hello")))
 	tests := []struct {
@@ -95,6 +96,7 @@ func TestEventsRequestsAreVerifiedBeforeAnythingHappens(t *testing.T) {
 }
 
 func TestURLVerification(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	status, body := f.post(t, EventsPath, []byte(`{"token":"x","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`))
 	if status != 200 || body != "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P" {
@@ -108,6 +110,7 @@ func TestURLVerification(t *testing.T) {
 }
 
 func TestMentionBecomesAThreadMessage(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	ev := slacktest.Event("Ev100", slacktest.Mention("C1", "U1", "1700000000.000100", "", "/skill list"))
 	start := time.Now()
@@ -161,6 +164,7 @@ func TestMentionBecomesAThreadMessage(t *testing.T) {
 }
 
 func TestWhatIsIgnored(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	if err := f.a.Identify(t.Context()); err != nil {
 		t.Fatal(err)
@@ -192,6 +196,7 @@ func TestWhatIsIgnored(t *testing.T) {
 }
 
 func TestDMsAndFollowedThreads(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	post := func(id string, ev map[string]any) {
 		t.Helper()
@@ -235,6 +240,7 @@ func TestDMsAndFollowedThreads(t *testing.T) {
 }
 
 func TestSubmitFailureAsksSlackToRetry(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	f.h.err = errors.New("redis down")
 	status, _ := f.post(t, EventsPath, mustJSON(t, slacktest.Event("Ev1", slacktest.Mention("C1", "U1", "1.1", "", "hi"))))
@@ -244,6 +250,7 @@ func TestSubmitFailureAsksSlackToRetry(t *testing.T) {
 }
 
 func TestSlashCommandsOverHTTP(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	form := func(command, text, trigger string) []byte {
 		return []byte(url.Values{"team_id": {slacktest.TeamID}, "channel_id": {"C1"}, "channel_name": {"general"},
@@ -292,6 +299,7 @@ func TestSlashCommandsOverHTTP(t *testing.T) {
 }
 
 func TestNoRoutesWithoutSigningSecret(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *Config, o *Options) { c.SigningSecret = "" })
 	status, _ := f.post(t, EventsPath, []byte(`{}`))
 	if status != http.StatusNotFound {

@@ -10,6 +10,7 @@ import (
 const zwsp = "\u200b"
 
 func TestToMrkdwn(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, in, want string
 	}{
@@ -75,6 +76,7 @@ func TestToMrkdwn(t *testing.T) {
 // label or a heading — never reaches Slack as a control sequence unless the
 // operator allows mentions; then only running text keeps them.
 func TestSlackOutputNeutralisesMentions(t *testing.T) {
+	t.Parallel()
 	seqs := []string{"<!channel>", "<!here>", "<!everyone>", "<!here|here>", "<@U123ABC>", "<@W1|ana>", "<#C999|general>", "<!subteam^S1|@ops>"}
 	forms := map[string]string{
 		"text":         "hey %s look",
@@ -112,6 +114,7 @@ func TestSlackOutputNeutralisesMentions(t *testing.T) {
 }
 
 func TestLongRepliesSplitOutsideCodeBlocks(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	for i := 0; i < 40; i++ {
 		b.WriteString("A paragraph of **prose** that goes on for a while, long enough to need several messages.\n\n")
@@ -142,6 +145,7 @@ func TestLongRepliesSplitOutsideCodeBlocks(t *testing.T) {
 }
 
 func TestCleanText(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ name, in, want string }{
 		{"mention stripped", "<@UBOT> hello", "hello"},
 		{"labelled mention stripped", "<@UBOT|parley> hello", "hello"},

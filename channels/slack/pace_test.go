@@ -22,6 +22,7 @@ import (
 // sees the streams start a second apart, not in a burst. The pacer only
 // ever delays, so a loaded machine widens the gaps and cannot narrow them.
 func TestLiveRepliesShareAChannelsPace(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	f := newFixture(t, func(_ *Config, o *Options) {
 		o.Redis, o.Prefix = r.Client, r.Prefix
@@ -70,6 +71,7 @@ func TestLiveRepliesShareAChannelsPace(t *testing.T) {
 // outbox and live replies keep in each channel; left out, it is Slack's
 // one post a second; negative, the configuration is refused.
 func TestPostEveryIsTheChannelsPace(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		postEvery, want time.Duration
 	}{{0, time.Second}, {250 * time.Millisecond, 250 * time.Millisecond}} {

@@ -46,6 +46,7 @@ func BenchmarkPost(b *testing.B) {
 // request slack-go made for the same options, form field for field, and
 // the ts comes back from Slack's whole answer.
 func TestPostSendsWhatSlackGoSent(t *testing.T) {
+	t.Parallel()
 	var got []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)

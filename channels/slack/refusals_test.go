@@ -44,6 +44,7 @@ func (s *syncBuffer) lines(substr string) []string {
 // one line per reason per interval; the next line says how many were
 // left out.
 func TestRefusedRequestLogsAreRateLimited(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }

@@ -16,6 +16,7 @@ func threadMsg() channels.Message {
 }
 
 func TestSendPostsMrkdwnInTheThread(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	if err := f.a.Send(t.Context(), threadMsg(), channels.Reply{Text: "## Answer\nIt is **42** & more: [docs](https://example.com)"}); err != nil {
 		t.Fatal(err)
@@ -40,6 +41,7 @@ func TestSendPostsMrkdwnInTheThread(t *testing.T) {
 }
 
 func TestSendSplitsLongAnswers(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	var b strings.Builder
 	for i := 0; i < 200; i++ {
@@ -60,6 +62,7 @@ func TestSendSplitsLongAnswers(t *testing.T) {
 }
 
 func TestSendRetries(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name        string
 		maxAttempts int
@@ -108,6 +111,7 @@ func TestSendRetries(t *testing.T) {
 }
 
 func TestTypingReaction(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	stop := f.a.StartTyping(t.Context(), threadMsg())
 	r := f.slack.Reactions()
@@ -134,6 +138,7 @@ func TestTypingReaction(t *testing.T) {
 }
 
 func TestIdentify(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	if err := f.a.Identify(t.Context()); err != nil {
 		t.Fatal(err)
@@ -151,6 +156,7 @@ func TestIdentify(t *testing.T) {
 // TestPostClassifiesEachFailure: Post makes one attempt and says whether
 // another may succeed, with the wait Slack asked for.
 func TestPostClassifiesEachFailure(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		fail  slacktest.Failure

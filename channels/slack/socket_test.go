@@ -59,6 +59,8 @@ func leftovers() string {
 }
 
 func TestSocketModeEndToEnd(t *testing.T) {
+	// Not parallel: it waits for every goroutine of the adapter and slack-go to
+	// end, the other tests' too.
 	f := newFixture(t, func(c *Config, o *Options) {
 		c.AppToken = slacktest.AppToken
 		c.SigningSecret = ""
@@ -157,6 +159,8 @@ func TestSocketModeEndToEnd(t *testing.T) {
 }
 
 func TestSocketModeKeepsTryingAndStopsOnCancel(t *testing.T) {
+	// Not parallel: it waits for every goroutine of the adapter and slack-go to
+	// end, the other tests' too.
 	f := newFixture(t, func(c *Config, o *Options) {
 		c.AppToken = "xapp-refused"
 		c.SigningSecret = ""
@@ -173,6 +177,8 @@ func TestSocketModeKeepsTryingAndStopsOnCancel(t *testing.T) {
 }
 
 func TestHTTPOnlyRunIdentifiesAndWaits(t *testing.T) {
+	// Not parallel: it waits for every goroutine of the adapter and slack-go to
+	// end, the other tests' too.
 	f := newFixture(t, nil)
 	f.slack.Fail("auth.test", slacktest.Failure{Status: 500})
 	stop := startRun(t, f)

@@ -93,6 +93,7 @@ func onlyVisible(t *testing.T, fake *slacktest.Server, text string) slacktest.Ms
 // exactly; the status says the bot is thinking before the first text, and
 // names the tool it runs.
 func TestLiveReplyStreams(t *testing.T) {
+	t.Parallel()
 	f := liveFixture(t)
 	m := liveMsg(slacktest.TeamID)
 	ctx := context.Background()
@@ -142,6 +143,7 @@ func TestLiveReplyStreams(t *testing.T) {
 // answer posted plainly, once. Both moves are counted and remembered: the
 // next reply is not streamed nor edited, only posted.
 func TestLiveReplyStreamRefusedThenEditsRefused(t *testing.T) {
+	t.Parallel()
 	f := liveFixture(t)
 	f.slack.Refuse("chat.startStream", "not_allowed")
 	m := liveMsg(slacktest.TeamID)
@@ -208,6 +210,7 @@ func TestLiveReplyStreamRefusedThenEditsRefused(t *testing.T) {
 // single streamed message is stopped and edited to the whole answer: one
 // message, complete, no second copy.
 func TestLiveReplyFailsHalfway(t *testing.T) {
+	t.Parallel()
 	f := liveFixture(t)
 	f.slack.Fail("chat.appendStream", slacktest.Failure{Pass: true},
 		slacktest.Failure{Status: 500}, slacktest.Failure{Status: 500}, slacktest.Failure{Status: 500})
@@ -229,6 +232,7 @@ func TestLiveReplyFailsHalfway(t *testing.T) {
 // be one edited message: the partial stream is deleted and the answer is
 // posted in its parts, once.
 func TestLiveReplyFailsHalfwayLong(t *testing.T) {
+	t.Parallel()
 	f := liveFixture(t)
 	f.slack.Fail("chat.appendStream", slacktest.Failure{Pass: true},
 		slacktest.Failure{Error: "message_not_in_streaming_state"})
@@ -255,6 +259,7 @@ func TestLiveReplyFailsHalfwayLong(t *testing.T) {
 // streamed message; each holds at most the limit, every one is stopped,
 // and together they are the answer.
 func TestLiveReplyRollsOver(t *testing.T) {
+	t.Parallel()
 	f := liveFixture(t)
 	line := strings.Repeat("y", 119) + "\n"
 	var pieces []string
@@ -282,6 +287,7 @@ func TestLiveReplyRollsOver(t *testing.T) {
 // TestLiveReplyWithdrawn: text withdrawn (it led to a tool call) is
 // removed, and the answer that follows is the one message shown.
 func TestLiveReplyWithdrawn(t *testing.T) {
+	t.Parallel()
 	f := liveFixture(t)
 	ctx := context.Background()
 	sink, _ := f.a.StartReply(ctx, liveMsg(slacktest.TeamID))
@@ -304,6 +310,7 @@ func TestLiveReplyWithdrawn(t *testing.T) {
 
 // TestLiveReplyDiscarded: a reply replaced by a notice leaves nothing.
 func TestLiveReplyDiscarded(t *testing.T) {
+	t.Parallel()
 	f := liveFixture(t)
 	ctx := context.Background()
 	sink, _ := f.a.StartReply(ctx, liveMsg(slacktest.TeamID))
@@ -319,6 +326,7 @@ func TestLiveReplyDiscarded(t *testing.T) {
 // TestLiveReplyNeutralisesMentions: model text cannot page a channel
 // through a stream, even when the broadcast is split across pieces.
 func TestLiveReplyNeutralisesMentions(t *testing.T) {
+	t.Parallel()
 	f := liveFixture(t)
 	answer(t, f.a, liveMsg(slacktest.TeamID), "hey <", "!channel> and <@U", "123> and <#C1>")
 	for _, c := range f.slack.Log() {
@@ -335,6 +343,7 @@ func TestLiveReplyNeutralisesMentions(t *testing.T) {
 // once per UpdateEvery (measured from the fake's receive times: a busy
 // machine only widens the gaps).
 func TestLiveReplyEditsArePaced(t *testing.T) {
+	t.Parallel()
 	const every = 150 * time.Millisecond
 	f := newFixture(t, func(_ *Config, o *Options) { o.UpdateEvery = every })
 	f.slack.Refuse("chat.startStream", "unknown_method")
@@ -367,6 +376,7 @@ func TestLiveReplyEditsArePaced(t *testing.T) {
 // TestLiveReplyNotStreamed: a slash command's ephemeral answer has no
 // live reply; a top-level DM answer is one edited message, not a stream.
 func TestLiveReplyNotStreamed(t *testing.T) {
+	t.Parallel()
 	f := liveFixture(t)
 	cmd := liveMsg(slacktest.TeamID)
 	cmd.Meta = map[string]string{MetaResponseURL: f.slack.ResponseURL("x")}
@@ -387,6 +397,7 @@ func TestLiveReplyNotStreamed(t *testing.T) {
 // TestLiveReplyStatusRefusedIsRemembered: a workspace that refuses
 // setStatus is not asked again; the answer streams regardless.
 func TestLiveReplyStatusRefusedIsRemembered(t *testing.T) {
+	t.Parallel()
 	f := liveFixture(t)
 	f.slack.Refuse("assistant.threads.setStatus", "invalid_thread_ts")
 	answer(t, f.a, liveMsg(slacktest.TeamID), "a")
@@ -403,6 +414,7 @@ func TestLiveReplyStatusRefusedIsRemembered(t *testing.T) {
 // AppendEvery, the text in between merged (gaps measured from the fake's
 // receive times), and the stream still ends with the whole answer.
 func TestLiveReplyAppendsArePaced(t *testing.T) {
+	t.Parallel()
 	const every = 100 * time.Millisecond
 	f := newFixture(t, func(_ *Config, o *Options) { o.AppendEvery = every })
 	ctx := context.Background()
@@ -444,6 +456,7 @@ func TestLiveReplyAppendsArePaced(t *testing.T) {
 // says so with channels.ErrNotShown (the gateway then posts the answer
 // without a warning), and has made no call.
 func TestLiveReplyNothingShownIsNotAFailure(t *testing.T) {
+	t.Parallel()
 	f := liveFixture(t)
 	f.slack.Refuse("chat.startStream", "not_allowed")
 	m := liveMsg(slacktest.TeamID)

@@ -18,6 +18,7 @@ const (
 )
 
 func TestSignatureVector(t *testing.T) {
+	t.Parallel()
 	if got := Sign(vectorSecret, vectorTS, []byte(vectorBody)); got != vectorSig {
 		t.Fatalf("Sign = %s, want %s", got, vectorSig)
 	}
@@ -35,6 +36,7 @@ func TestSignatureVector(t *testing.T) {
 }
 
 func TestVerify(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1_800_000_000, 0)
 	body := []byte(`{"type":"event_callback"}`)
 	signed := func(at time.Time, secret string) http.Header {
