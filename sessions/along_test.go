@@ -17,6 +17,8 @@ import (
 // or not the lock is still held, and runs once when Redis has forgotten
 // the completion's script (the completion alone is run again, once).
 func TestWritesAlongACompletionShareItsRoundTrip(t *testing.T) {
+	// Not parallel: it counts round trips, and its SCRIPT FLUSH is of the
+	// whole Redis, every test's.
 	cases := []struct {
 		name       string
 		flush      bool // Redis forgot its scripts (a restart)
@@ -78,6 +80,7 @@ func TestWritesAlongACompletionShareItsRoundTrip(t *testing.T) {
 
 // The embedded store (miniredis) runs a completion's pipeline too.
 func TestTheEmbeddedStoreCompletesWithWritesAlong(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := sessions.NewMemory(sessions.Options{})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 // until the first records its result, then gets that result; a claim that
 // is not the record's cannot record; calls and conversations are apart.
 func TestWriteToolsRunAtMostOncePerCall_Ledger(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, sessions.Options{})
 	const conv = "slack:T:C:1"

@@ -15,6 +15,7 @@ import (
 // slots fails with CROSSSLOT), over conversations spread across every
 // master; the sweep finds queues on every master.
 func TestEveryScriptRunsOnARedisCluster(t *testing.T) {
+	t.Parallel()
 	c := redistest.NewCluster(t)
 	s := sessions.NewRedis(c.Client, sessions.Options{Prefix: c.Prefix})
 	ctx := context.Background()

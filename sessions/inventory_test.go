@@ -9,6 +9,7 @@ import (
 )
 
 func TestInventoryListsConversationsMostRecentFirst(t *testing.T) {
+	t.Parallel()
 	s, r := newStore(t, sessions.Options{HistoryTTL: 24 * time.Hour})
 	ctx := context.Background()
 	// a: an older history; b: a newer one with a message queued and a

@@ -16,6 +16,7 @@ import (
 // command the process may have in flight (conns), never fewer than
 // go-redis's default, and a pool_size in the URL is the operator's.
 func TestOpenRedisSizesThePool(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	def := 10 * runtime.GOMAXPROCS(0)
 	with := func(param string) string {

@@ -66,6 +66,7 @@ var peekSeeds = []string{
 }
 
 func TestPeekReadsWhatEncodingJSONReads(t *testing.T) {
+	t.Parallel()
 	for _, s := range peekSeeds {
 		checkPeek(t, []byte(s))
 	}
@@ -84,6 +85,7 @@ func FuzzPeek(f *testing.F) {
 }
 
 func TestPeekAllocatesNothingForParleysOwnEntries(t *testing.T) {
+	// Not parallel: testing.AllocsPerRun refuses to run in a parallel test.
 	entry := []byte(`{"role":"assistant","content":"an answer","tool_calls":[{"id":"c1","name":"x","arguments":"{}"}]}`)
 	allocs := testing.AllocsPerRun(100, func() {
 		p, err := sessions.Peek(entry)

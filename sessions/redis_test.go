@@ -59,6 +59,7 @@ func claim(t *testing.T, s sessions.Store, conv string) *sessions.Claim {
 }
 
 func TestCompleteAppendsAcksTrimsAndReleases(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, r := newStore(t, sessions.Options{MaxMessages: 4, HistoryTTL: time.Hour})
 	conv := "slack:T1:C1:1700.1"
@@ -106,6 +107,7 @@ func TestCompleteAppendsAcksTrimsAndReleases(t *testing.T) {
 }
 
 func TestLockIsExclusiveAndOwned(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, r := newStore(t, sessions.Options{LockTTL: time.Second})
 	conv := "console:::a"
@@ -132,6 +134,7 @@ func TestLockIsExclusiveAndOwned(t *testing.T) {
 }
 
 func TestLockRenewsWhileHeldAndExpiresWhenHolderDies(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, r := newStore(t, sessions.Options{LockTTL: time.Second})
 	conv := "console:::renew"
@@ -176,6 +179,7 @@ func TestLockRenewsWhileHeldAndExpiresWhenHolderDies(t *testing.T) {
 // context the lock was taken with; once it ends nothing renews the lock,
 // which expires within its TTL, and Release still works.
 func TestLockRenewalEndsWithItsContext(t *testing.T) {
+	t.Parallel()
 	s, r := newStore(t, sessions.Options{LockTTL: time.Second})
 	conv := "console:::renew-ctx"
 	ctx, cancel := context.WithCancel(context.Background())
@@ -198,6 +202,7 @@ func TestLockRenewalEndsWithItsContext(t *testing.T) {
 }
 
 func TestSeenDeduplicates(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, r := newStore(t, sessions.Options{})
 	var firsts int
@@ -233,6 +238,7 @@ func TestSeenDeduplicates(t *testing.T) {
 }
 
 func TestReplaceHistoryAndClear(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, sessions.Options{})
 	conv := "console:::c"
@@ -257,6 +263,7 @@ func TestReplaceHistoryAndClear(t *testing.T) {
 }
 
 func TestConversationKeysShareOneHashTag(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, r := newStore(t, sessions.Options{})
 	conv := "feishu:tenant:oc_1:omt_9"
@@ -278,6 +285,7 @@ func TestConversationKeysShareOneHashTag(t *testing.T) {
 }
 
 func TestMemoryStoreExpiresKeys(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := sessions.NewMemory(sessions.Options{LockTTL: time.Second})
 	if err != nil {
@@ -298,6 +306,7 @@ func TestMemoryStoreExpiresKeys(t *testing.T) {
 }
 
 func TestOrphansAreQueuesWithoutAHolder(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, sessions.Options{})
 	accept(t, s, "slack:T:C:1", sessions.Arrival{Item: []byte("a")}) // queued, nobody holds it
@@ -321,6 +330,7 @@ func TestOrphansAreQueuesWithoutAHolder(t *testing.T) {
 // store's server listens on loopback only and refuses a client without its
 // random password, whatever the client asks first.
 func TestTheEmbeddedStoreIsNotAnOpenDoor(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := sessions.NewMemory(sessions.Options{LockTTL: time.Second})
 	if err != nil {

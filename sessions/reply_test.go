@@ -11,6 +11,7 @@ import (
 // TestReplyMailbox: replies posted for a message are taken in order, once
 // each, and expire when nobody takes them.
 func TestReplyMailbox(t *testing.T) {
+	t.Parallel()
 	s, r := newStore(t, sessions.Options{})
 	ctx := context.Background()
 	if _, ok, err := s.TakeReply(ctx, "m1"); ok || err != nil {

@@ -13,6 +13,7 @@ import (
 // TestAcceptIsOneStep: the de-dup record, the marks and the enqueue happen
 // together or not at all, whatever the arrival.
 func TestAcceptIsOneStep(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, r := newStore(t, sessions.Options{HistoryTTL: time.Hour, DedupeTTL: 2 * time.Hour})
 	conv := "slack:T1:C1:1.1"
@@ -61,6 +62,7 @@ func TestAcceptIsOneStep(t *testing.T) {
 }
 
 func TestClaimTellsWhenAnotherHolderHasTheConversation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, r := newStore(t, sessions.Options{LockTTL: 10 * time.Second})
 	conv := "console:::held"
@@ -85,6 +87,7 @@ func TestClaimTellsWhenAnotherHolderHasTheConversation(t *testing.T) {
 // A claim says whether the conversation keeps an approval record, so that
 // a turn that never paused makes no round trip to learn it.
 func TestClaimSaysWhetherAnApprovalIsKept(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, r := newStore(t, sessions.Options{})
 	conv := "console:::approval"
@@ -105,6 +108,7 @@ func TestClaimSaysWhetherAnApprovalIsKept(t *testing.T) {
 // TestClaimReadsTheHistoryWhole: the framed reply survives entries holding
 // digits, colons, quotes, newlines and multi-byte text, at the length cap.
 func TestClaimReadsTheHistoryWhole(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, sessions.Options{MaxMessages: 500})
 	conv := "console:::long"
@@ -135,6 +139,7 @@ func TestClaimReadsTheHistoryWhole(t *testing.T) {
 // again because the reply of the first never arrived learns that its turn
 // is written, and nothing is written twice.
 func TestCompleteAfterALostReplyIsNotALostLock(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, r := newStore(t, sessions.Options{})
 	conv := "console:::receipt"
@@ -162,6 +167,7 @@ func TestCompleteAfterALostReplyIsNotALostLock(t *testing.T) {
 // replica (miniredis, a Lua of its own) runs accept, claim and complete as
 // Redis does.
 func TestTheEmbeddedStoreRunsTheScripts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := sessions.NewMemory(sessions.Options{LockTTL: time.Second})
 	if err != nil {
