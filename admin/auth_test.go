@@ -14,6 +14,7 @@ import (
 var pages = []string{"/admin/", "/admin/skills", "/admin/policies", "/admin/conversations", "/admin/tools"}
 
 func TestNobodySignedInGetsNothing(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	r := w.replica(t, "a", options{})
 	c := r.client(t)
@@ -45,6 +46,7 @@ func TestNobodySignedInGetsNothing(t *testing.T) {
 }
 
 func TestWrongTokenIsRefused(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	r := w.replica(t, "a", options{})
 	c := r.client(t)
@@ -73,6 +75,7 @@ func TestWrongTokenIsRefused(t *testing.T) {
 }
 
 func TestFailedSignInsAreThrottled(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	r := w.replica(t, "a", options{})
 	c := r.client(t)
@@ -88,6 +91,7 @@ func TestFailedSignInsAreThrottled(t *testing.T) {
 }
 
 func TestSignInCookie(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		tls    bool
@@ -122,6 +126,7 @@ func TestSignInCookie(t *testing.T) {
 }
 
 func TestExpiredSessionMustSignInAgain(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	r := w.replica(t, "a", options{admin: func(a *config.Admin) { a.SessionTTL = time.Hour }})
 	c := r.client(t)
@@ -145,6 +150,7 @@ func TestExpiredSessionMustSignInAgain(t *testing.T) {
 }
 
 func TestSignOutEndsTheSessionOnEveryReplica(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	a := w.replica(t, "a", options{})
 	b := w.replica(t, "b", options{})
@@ -167,6 +173,7 @@ func TestSignOutEndsTheSessionOnEveryReplica(t *testing.T) {
 }
 
 func TestChangesNeedTheCSRFToken(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	r := w.replica(t, "a", options{})
 	c := r.client(t)
@@ -210,6 +217,7 @@ func TestChangesNeedTheCSRFToken(t *testing.T) {
 }
 
 func TestBearerTokenForScripts(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	r := w.replica(t, "a", options{})
 	c := r.client(t)
@@ -232,6 +240,7 @@ func TestBearerTokenForScripts(t *testing.T) {
 }
 
 func TestTrustedHeaderOnlyFromTrustedProxies(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	for _, tc := range []struct {
 		name    string
@@ -283,6 +292,7 @@ func TestTrustedHeaderOnlyFromTrustedProxies(t *testing.T) {
 }
 
 func TestEveryResponseCarriesTheSecurityHeaders(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	r := w.replica(t, "a", options{})
 	c := r.client(t)
@@ -300,6 +310,7 @@ func TestEveryResponseCarriesTheSecurityHeaders(t *testing.T) {
 }
 
 func TestOversizedFormIsRefused(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	r := w.replica(t, "a", options{})
 	c := r.client(t)
@@ -315,6 +326,7 @@ func TestOversizedFormIsRefused(t *testing.T) {
 }
 
 func TestConsoleNeedsAWayToSignIn(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		admin config.Admin
 		on    bool

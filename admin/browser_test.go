@@ -160,6 +160,7 @@ func (b *browserSession) checkPage(name string) {
 }
 
 func TestConsoleInABrowser(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	w := newWorld(t)
 	a := w.replica(t, "a", options{})

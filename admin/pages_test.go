@@ -25,6 +25,7 @@ func has(t *testing.T, what, body string, want ...string) {
 }
 
 func TestEveryPageShowsItsState(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	a := w.replica(t, "a", options{})
 	w.replica(t, "b", options{})
@@ -67,6 +68,7 @@ func TestEveryPageShowsItsState(t *testing.T) {
 }
 
 func TestSkillActionsFollowTheChatRules(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	r := w.replica(t, "a", options{})
 	c := r.client(t)
@@ -142,6 +144,7 @@ func TestSkillActionsFollowTheChatRules(t *testing.T) {
 }
 
 func TestConversationActions(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	r := w.replica(t, "a", options{})
 	c := r.client(t)
@@ -211,6 +214,7 @@ func TestConversationActions(t *testing.T) {
 }
 
 func TestNoticesCannotBeForged(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	r := w.replica(t, "a", options{})
 	c := r.client(t)

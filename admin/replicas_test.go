@@ -12,6 +12,7 @@ import (
 )
 
 func TestHeartbeatsListTheLiveReplicas(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	ctx := context.Background()
 	m := metrics.New()
@@ -66,6 +67,7 @@ func TestHeartbeatsListTheLiveReplicas(t *testing.T) {
 }
 
 func TestHeartbeatCountsModelErrorsAndSkillLoads(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
