@@ -72,6 +72,7 @@ type Metrics struct {
 	ReplyFirstVisible    *prometheus.HistogramVec // channel: message received → first progress its user sees
 	ReplyStreamFallbacks *prometheus.CounterVec   // channel, from, to: a live reply moved to a plainer way of showing it
 	Attachments          *prometheus.CounterVec   // channel, kind, outcome: images and files of messages
+	WebhookDuration      *prometheus.HistogramVec // route: a platform's POST, from its handler's call to its return
 
 	LLMRequests  *prometheus.CounterVec   // model, outcome
 	LLMLatency   *prometheus.HistogramVec // outcome
@@ -128,6 +129,7 @@ func New() *Metrics {
 	m.QueueWaitSeconds = f.histogram("parley_queue_wait_seconds", "Time a message waited in its conversation queue before its turn started.", prometheus.ExponentialBuckets(0.001, 4, 10), "channel")
 	m.ReplyFirstVisible = f.histogram("parley_reply_first_visible_seconds", "Time from a message's arrival to the first progress of its reply that the user sees, on channels that show replies while they are written.", []float64{0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 20, 40}, "channel")
 	m.Attachments = f.counter("parley_attachments_total", "Images and files that came with messages, by channel, kind (image, file) and outcome (ok, downscaled, named, no_vision, too_many, too_large, too_many_pixels, corrupt, unsupported, forbidden, not_found, failed).", "channel", "kind", "outcome")
+	m.WebhookDuration = f.histogram("parley_webhook_duration_seconds", "Time this replica took to answer a platform's POST (a webhook, slash command or click), by route, from its handler's call to its return: the platform re-delivers what is not answered in time (Slack: 3 s).", prometheus.ExponentialBuckets(0.0005, 2, 14), "route")
 	m.ReplyStreamFallbacks = f.counter("parley_reply_stream_fallbacks_total", "Live replies moved from one way of showing a reply to a plainer one, by channel, from and to (on Slack: stream, update, post; on Feishu: cardkit, patch, post), because the platform refused or failed the first.", "channel", "from", "to")
 
 	m.LLMRequests = f.counter("parley_llm_requests_total", "Chat completion requests, by model (its name in the configuration: default, or a key of models) and outcome (ok, error, retry).", "model", "outcome")

@@ -31,6 +31,9 @@ var boundedLabels = map[string]bool{
 	"server": true,
 	// The quota that refused a message: user, workspace or budget.
 	"limit": true,
+	// A route of the server's mux ("POST /slack/events"): fixed in the
+	// code, or one per WeCom app the operator configured.
+	"route": true,
 	// A model by its name in the configuration (default, or a key of
 	// models:), never the name a server reports: a handful at most. From
 	// and to are models too (parley_llm_fallbacks_total).

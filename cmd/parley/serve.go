@@ -63,7 +63,7 @@ func (e *environment) serve(args []string) (err error) {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	busy := logthrottle.New(logthrottle.DefaultEvery, nil) // a flood of slow bodies logs a line per interval
-	srv := newServer(cfg.Server, limitBodies(cfg.Server.MaxConcurrentBodies, mux, func() {
+	srv := newServer(cfg.Server, limitBodies(cfg.Server.MaxConcurrentBodies, timeWebhooks(mux, a.metrics), func() {
 		a.metrics.MessagesRejected.WithLabelValues("http", "busy").Inc()
 		busy.Log(context.Background(), log, slog.LevelWarn, "busy", "http", "request refused: server.max_concurrent_bodies requests are reading a body already", "limit", cfg.Server.MaxConcurrentBodies)
 	}))
