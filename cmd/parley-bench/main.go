@@ -33,6 +33,10 @@ a fresh parley.
 Figures, per run and as the median (with the range) of the runs:
   e2e p50/p99      from sending the webhook to the fake Slack receiving the answer
   ack p50/p99      the webhook's response time (POST /slack/events)
+  ack in parley    parley's own part of it, from its parley_webhook_duration_seconds
+                   (handler called to returned; buckets 0.5 ms doubling, so p99 is
+                   a bound): p99, the share within 2 ms and the mean. The rest of
+                   an ack is the bench's sending and reading and the network stack
   CPU ms/msg       the parley process's user+system time (/proc/PID/stat) over
                    the run, divided by the messages
   Redis round trips  Redis's INFO total_writes_processed over the run, per message;

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -57,6 +58,9 @@ type Result struct {
 	Misrouted              int
 	Refused                int // webhook attempts answered 503 or not at all; retried as Slack does
 	OtherLoad              float64
+	// ServerAck is parley's own time for the run's webhooks, from its
+	// parley_webhook_duration_seconds (empty if the binary has none).
+	ServerAck Histogram
 	// Outage figures (RedisOutage > 0 only).
 	UnansweredAtKill int
 	MaxAfterRestart  time.Duration
@@ -119,8 +123,14 @@ func printRun(out io.Writer, i int, r Result) {
 	}
 	fmt.Fprintf(out, "  CPU %.3f ms/msg; Redis round trips %s; new connections: model %d, Slack %d; idle RSS %.1f MiB\n",
 		float64(r.CPUPerMessage)/1e6, trips, r.ModelConns, r.SlackConns, float64(r.IdleRSS)/(1<<20))
+	if r.ServerAck.Count() > 0 {
+		fmt.Fprintf(out, "  ack in parley: p99 ≤ %s, %.1f %% within 2 ms, mean %s\n", secs(r.ServerAck.Quantile(0.99)),
+			r.ServerAck.ShareWithin(0.002)*100, secs(r.ServerAck.Mean()))
+	}
 	fmt.Fprintf(out, "  lost %d, doubled %d, misrouted %d\n", r.Lost, r.Doubled, r.Misrouted)
 }
+
+func secs(s float64) string { return ms(time.Duration(s * 1e9)) }
 
 // printMedians prints the medians of a series; webhookTrips, if not
 // negative, is the ack probe's round trips per webhook, which splits the
@@ -142,6 +152,10 @@ func printMedians(out io.Writer, rs []Result, webhookTrips float64) {
 	fig("end-to-end p50", "ms", func(r Result) float64 { return d(Percentile(r.E2E, 50)) })
 	fig("end-to-end p99", "ms", func(r Result) float64 { return d(Percentile(r.E2E, 99)) })
 	fig("webhook ack p99", "ms", func(r Result) float64 { return d(Percentile(r.Ack, 99)) })
+	if !slices.ContainsFunc(rs, func(r Result) bool { return r.ServerAck.Count() == 0 }) {
+		fig("ack in parley, mean", "ms", func(r Result) float64 { return r.ServerAck.Mean() * 1e3 })
+		fig("ack in parley within 2 ms", "%", func(r Result) float64 { return r.ServerAck.ShareWithin(0.002) * 100 })
+	}
 	fig("Redis round trips", "/msg", func(r Result) float64 { return r.RedisWritesPerMessage })
 	if webhookTrips >= 0 {
 		var xs []float64
@@ -295,6 +309,9 @@ func runOnce(ctx context.Context, o Options, c int, prof string) (Result, error)
 	model.conns.Store(0) // start-up calls (auth.test) and the warm-up are not the run's
 	slack.conns.Store(0)
 
+	// Scraped outside the CPU window: the scrape is the bench's work, not
+	// the messages'.
+	hooks0, hooksErr := webhookTimes(ctx, p.base)
 	cpu0, err := pidTicks(p.pid())
 	if err != nil {
 		return res, err
@@ -401,6 +418,9 @@ func runOnce(ctx context.Context, o Options, c int, prof string) (Result, error)
 	cpu1, err := pidTicks(p.pid())
 	if err != nil {
 		return res, err
+	}
+	if hooks1, err := webhookTimes(ctx, p.base); err == nil && hooksErr == nil {
+		res.ServerAck = hooks1.Since(hooks0)
 	}
 	if prof != "" {
 		if err := p.stopProfile(prof); err != nil {
