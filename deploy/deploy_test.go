@@ -190,6 +190,7 @@ func scrapeJob(t *testing.T) string {
 }
 
 func TestPrometheusConfig(t *testing.T) {
+	t.Parallel()
 	var cfg promConfig
 	readYAML(t, prometheusFile, &cfg)
 	found := false
@@ -248,6 +249,7 @@ var (
 )
 
 func TestAlertRules(t *testing.T) {
+	t.Parallel()
 	c := newCatalog()
 	job := scrapeJob(t)
 	var rf ruleFile
@@ -396,6 +398,7 @@ func usesDatasourceVar(ds any) bool {
 var legendLabelRe = regexp.MustCompile(`\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}`)
 
 func TestDashboardStructure(t *testing.T) {
+	t.Parallel()
 	d := loadDashboard(t)
 	if d.UID == "" || d.Title == "" {
 		t.Errorf("dashboard wants a uid and a title")
@@ -464,6 +467,7 @@ func TestDashboardStructure(t *testing.T) {
 var labelValuesRe = regexp.MustCompile(`^label_values\(\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*,\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\)$`)
 
 func TestDashboardQueriesUseExportedMetrics(t *testing.T) {
+	t.Parallel()
 	c := newCatalog()
 	job := scrapeJob(t)
 	d := loadDashboard(t)
@@ -510,6 +514,7 @@ func TestDashboardQueriesUseExportedMetrics(t *testing.T) {
 // TestDashboardCoversEveryMetric keeps the dashboard growing with the code: a
 // metric nobody can see is a metric nobody watches.
 func TestDashboardCoversEveryMetric(t *testing.T) {
+	t.Parallel()
 	d := loadDashboard(t)
 	used := map[string]bool{}
 	for _, p := range allPanels(d.Panels) {
@@ -543,6 +548,7 @@ func TestDashboardCoversEveryMetric(t *testing.T) {
 
 // TestCheckExpr shows that the checks catch what they are for.
 func TestCheckExpr(t *testing.T) {
+	t.Parallel()
 	c := newCatalog()
 	for _, tc := range []struct {
 		expr      string
@@ -578,6 +584,7 @@ func TestCheckExpr(t *testing.T) {
 // ---- Grafana provisioning
 
 func TestGrafanaProvisioning(t *testing.T) {
+	t.Parallel()
 	var ds struct {
 		APIVersion  int `yaml:"apiVersion"`
 		Datasources []struct {

@@ -19,6 +19,7 @@ const (
 // The Secret is created by hand, out of the kustomization; it needs the
 // namespace, which the kustomization would create only later.
 func TestKubernetesNamespaceBeforeSecret(t *testing.T) {
+	t.Parallel()
 	k := readYAMLDocs(t, kustomizationFile)[0]
 	ns := readYAMLDocs(t, "kubernetes/namespace.yaml")[0]
 	secret := readYAMLDocs(t, "kubernetes/secret.example.yaml")[0]
@@ -103,6 +104,7 @@ func kinds(docs map[string][]map[string]any) []string {
 // Every component is a Kustomize Component, and the kustomization's
 // comment, which tells operators how to turn them on, names each one.
 func TestKubernetesComponentsAreListed(t *testing.T) {
+	t.Parallel()
 	entries, err := os.ReadDir("kubernetes/components")
 	if err != nil {
 		t.Fatal(err)
@@ -132,6 +134,7 @@ func TestKubernetesComponentsAreListed(t *testing.T) {
 }
 
 func TestKubernetesKustomizeBuilds(t *testing.T) {
+	t.Parallel()
 	t.Run("base", func(t *testing.T) {
 		docs := kustomize(t)
 		want := []string{"ConfigMap", "Deployment", "HorizontalPodAutoscaler", "Namespace", "PersistentVolumeClaim", "PodDisruptionBudget", "Service"}
@@ -202,6 +205,7 @@ func imageName(t *testing.T) string {
 // scripts/image builds and pushes the image the manifests name. A fake
 // docker on PATH records what it is asked to do.
 func TestImageScriptBuildsAndPushesTheManifestsImage(t *testing.T) {
+	t.Parallel()
 	bin := t.TempDir()
 	calls := filepath.Join(t.TempDir(), "calls")
 	fake := "#!/bin/sh\necho \"$*\" >> " + calls + "\n"

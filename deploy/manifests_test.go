@@ -107,6 +107,7 @@ func checkConfig(t *testing.T, name, body string) config.Config {
 }
 
 func TestComposeFile(t *testing.T) {
+	t.Parallel()
 	docs := readYAMLDocs(t, "compose.yaml")
 	parley := dig(docs[0], "services", "parley")
 	if parley == nil {
@@ -189,6 +190,7 @@ func kubeDocs(t *testing.T) map[string][]map[string]any {
 }
 
 func TestKubernetesManifests(t *testing.T) {
+	t.Parallel()
 	docs := kubeDocs(t)
 	for _, kind := range []string{"Namespace", "Deployment", "Service", "ConfigMap", "PodDisruptionBudget", "HorizontalPodAutoscaler", "PersistentVolumeClaim"} {
 		if len(docs[kind]) == 0 {
@@ -369,6 +371,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestProbePathsExistInTheBinary(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -401,6 +404,7 @@ func TestProbePathsExistInTheBinary(t *testing.T) {
 // TestEveryAlertIsDocumented keeps docs/operations.md's alert table in step
 // with the rules: an operator paged by an alert must find what to do.
 func TestEveryAlertIsDocumented(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
@@ -421,6 +425,7 @@ func TestEveryAlertIsDocumented(t *testing.T) {
 // static binary, the environment names variables the binary reads, the
 // port is the one it listens on, and the health check is its own.
 func TestDockerfile(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../Dockerfile")
 	if err != nil {
 		t.Fatal(err)

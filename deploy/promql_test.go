@@ -346,6 +346,7 @@ func matchers(toks []token, open int) ([]matcher, int, error) {
 }
 
 func TestLex(t *testing.T) {
+	t.Parallel()
 	toks, err := lex(`sum by (le) (rate(x_bucket{a=~"b\"c"}[$__rate_interval])) > 1e-3 # note`)
 	if err != nil {
 		t.Fatal(err)
@@ -362,6 +363,7 @@ func TestLex(t *testing.T) {
 }
 
 func TestAnalyze(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		expr     string
@@ -424,6 +426,7 @@ func TestAnalyze(t *testing.T) {
 }
 
 func TestAnalyzeMatchers(t *testing.T) {
+	t.Parallel()
 	a, err := analyze(`sum(rate(parley_tool_calls_total{channel=~"$channel", outcome="denied"}[5m]))`)
 	if err != nil {
 		t.Fatal(err)

@@ -63,6 +63,7 @@ func alertNames(t *testing.T) []string {
 // TestEveryAlertHasPromtoolCases: an alert nobody has seen fire may never
 // fire, and one nobody has seen stay quiet may page on every deploy.
 func TestEveryAlertHasPromtoolCases(t *testing.T) {
+	t.Parallel()
 	cases := func(file string, firing bool) map[string]bool {
 		var pt promtoolTests
 		readYAML(t, file, &pt)
@@ -107,6 +108,7 @@ func promtool(t *testing.T) string {
 }
 
 func TestPromtoolUnitTests(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command(promtool(t), "test", "rules", alertsTestFile, healthyTestFile).CombinedOutput()
 	if err != nil {
 		t.Fatalf("promtool test rules: %v\n%s", err, out)
@@ -119,6 +121,7 @@ func TestPromtoolUnitTests(t *testing.T) {
 // window to past the longest one. healthy_test.yaml says the same by hand;
 // this keeps it true as the binary's series change.
 func TestAlertsQuietOnAFreshServer(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}
