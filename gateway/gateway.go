@@ -367,7 +367,7 @@ func (g *Gateway) channel(name string) channels.Channel {
 // post sends the reply of a turn: through the outbox when there is one
 // and the channel posts part by part, so that a post that fails is tried
 // again (by any replica) and none is made twice; else as send does.
-func (g *Gateway) post(ctx context.Context, m channels.Message, r channels.Reply) {
+func (g *Gateway) post(ctx context.Context, m channels.Message, r channels.Reply, slot *outbox.Slot) {
 	p := g.posterFor(m)
 	if g.cfg.Outbox == nil || p == nil {
 		g.send(ctx, m, r)
@@ -378,7 +378,7 @@ func (g *Gateway) post(ctx context.Context, m channels.Message, r channels.Reply
 	outcome := metrics.OutcomeOK
 	// A failure that may pass is queued and not an error here; the
 	// outbox logs and counts what it gives up.
-	if err := g.cfg.Outbox.Deliver(ctx, p, m, r); err != nil {
+	if err := g.cfg.Outbox.DeliverReserved(ctx, p, m, r, slot); err != nil {
 		tracing.Fail(span, err)
 		outcome = metrics.OutcomeError
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/gateway/outbox"
 	"github.com/parleyhq/parley/tracing"
 )
 
@@ -189,7 +190,7 @@ func (l *liveReply) discard(ctx context.Context) {
 // when there is one, a notice (or an answer the live reply could not
 // deliver) as post does (through the outbox when the channel posts part
 // by part, else with Send).
-func (g *Gateway) deliver(ctx context.Context, m channels.Message, r channels.Reply, live *liveReply) {
+func (g *Gateway) deliver(ctx context.Context, m channels.Message, r channels.Reply, live *liveReply, slot *outbox.Slot) {
 	if live != nil {
 		if r.Notice || r.Failed {
 			live.discard(ctx)
@@ -197,7 +198,7 @@ func (g *Gateway) deliver(ctx context.Context, m channels.Message, r channels.Re
 			return
 		}
 	}
-	g.post(ctx, m, r)
+	g.post(ctx, m, r, slot)
 }
 
 // finishLive delivers r through live, counted and traced as a send.

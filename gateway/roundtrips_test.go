@@ -158,13 +158,13 @@ func (rg *usageRig) turnsRecorded(t *testing.T) usage.Row {
 	return usage.Row{}
 }
 
-// TestAPlainTurnIsThreeRoundTrips: a turn that answers a message costs
-// three Redis round trips with everything `parley serve` does on it — the
-// claim, the completion with the usage record riding in its pipeline, and
-// the post's pacing slot — besides the one of accepting the message. A
+// TestAPlainTurnIsTwoRoundTrips: a turn that answers a message costs two
+// Redis round trips with everything `parley serve` does on it — the claim,
+// and the completion with the usage record and the post's pacing slot
+// riding in its pipeline — besides the one of accepting the message. A
 // daily token budget adds its check before the model, and its count rides
 // with the completion too.
-func TestAPlainTurnIsThreeRoundTrips(t *testing.T) {
+func TestAPlainTurnIsTwoRoundTrips(t *testing.T) {
 	// Not parallel: it counts round trips, and a test that flushes the
 	// scripts meanwhile would add an EVAL to each.
 	cases := []struct {
@@ -172,11 +172,11 @@ func TestAPlainTurnIsThreeRoundTrips(t *testing.T) {
 		cfg   func(*redistest.Redis) gateway.Config
 		trips int
 	}{
-		{"usage report", func(*redistest.Redis) gateway.Config { return gateway.Config{} }, 3},
+		{"usage report", func(*redistest.Redis) gateway.Config { return gateway.Config{} }, 2},
 		{"and a daily token budget", func(r *redistest.Redis) gateway.Config {
 			return gateway.Config{Quotas: quota.New(r.Client, r.Prefix),
 				Policy: policy.New(config.Policies{Default: config.Level{Budget: config.Budget{TokensPerUserDay: new(int64(1000))}}})}
-		}, 4},
+		}, 3},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/gateway/approval"
+	"github.com/parleyhq/parley/gateway/outbox"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/retry"
@@ -164,7 +165,12 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 	if r.stopTyping != nil {
 		defer r.stopTyping()
 	}
-	done, err := g.complete(ctx, c, r.msgs, r.spent)
+	to := q.Msg
+	if r.replyTo != nil {
+		to = *r.replyTo
+	}
+	var slot *outbox.Slot
+	done, err := g.complete(ctx, c, r.msgs, r.spent, g.reserveSlot(ctx, to, r, &slot))
 	if err != nil {
 		// The message is answered again, here or elsewhere: what was shown
 		// of this answer goes.
@@ -197,15 +203,28 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 	// the reply (a user, a test, a dashboard a moment later) also sees the
 	// turn in the metrics; delivery time has metrics of its own.
 	g.observe(ctx, r, r.outcome)
-	if to := q.Msg; r.reply != nil {
-		if r.replyTo != nil {
-			to = *r.replyTo
-		}
-		g.deliver(ctx, to, *r.reply, r.live)
+	if r.reply != nil {
+		g.deliver(ctx, to, *r.reply, r.live, slot)
 	} else {
 		r.live.discard(ctx)
 	}
 	return next{again: done.Queued > 0}
+}
+
+// reserveSlot is, for a reply the outbox will post, the reservation of
+// its first post's place in its chat's pace, to ride in the pipeline of
+// the turn's completion and set *slot: the post right after it then costs
+// no round trip of its own. It is nil when there is no such reply: none,
+// one a live reply may show instead, or no outbox.
+func (g *Gateway) reserveSlot(ctx context.Context, to channels.Message, r result, slot **outbox.Slot) sessions.Along {
+	if r.reply == nil || r.live != nil && !r.reply.Notice && !r.reply.Failed || g.cfg.Outbox == nil {
+		return nil
+	}
+	p := g.posterFor(to)
+	if p == nil {
+		return nil
+	}
+	return func(pipe redis.Pipeliner) { *slot = g.cfg.Outbox.Reserve(ctx, pipe, p, to) }
 }
 
 // complete runs Complete, retrying a failure with backoff for as long as
@@ -219,7 +238,7 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 // were spent all the same, and the next holder's answer is a turn of its
 // own. It is never sent again with a retry (the first may have landed),
 // and its failure is logged, never the turn's.
-func (g *Gateway) complete(ctx context.Context, c *sessions.Claim, msgs []sessions.Message, s *spent) (_ sessions.Completion, err error) {
+func (g *Gateway) complete(ctx context.Context, c *sessions.Claim, msgs []sessions.Message, s *spent, reserve sessions.Along) (_ sessions.Completion, err error) {
 	ctx, span := g.cfg.Tracer.Start(ctx, "commit")
 	defer func() {
 		tracing.Fail(span, err)
@@ -228,7 +247,10 @@ func (g *Gateway) complete(ctx context.Context, c *sessions.Claim, msgs []sessio
 	var along []sessions.Along
 	var settle func(context.Context)
 	if s != nil {
-		along = []sessions.Along{func(p redis.Pipeliner) { settle = g.countAlong(ctx, s, p) }}
+		along = append(along, func(p redis.Pipeliner) { settle = g.countAlong(ctx, s, p) })
+	}
+	if reserve != nil {
+		along = append(along, reserve)
 	}
 	var done sessions.Completion
 	err = g.redisRetry.Do(ctx, "complete turn", func(ctx context.Context) (bool, time.Duration, error) {

@@ -133,11 +133,17 @@ func (o *Outbox) retrier(channel string) *retry.Retrier {
 // not pass (the chat is gone, the token refused) or an outbox Redis cannot
 // keep; either is counted as a failed delivery and logged.
 func (o *Outbox) Deliver(ctx context.Context, p channels.Poster, m channels.Message, r channels.Reply) error {
+	return o.DeliverReserved(ctx, p, m, r, nil)
+}
+
+// DeliverReserved is Deliver with the first post's place in the chat's
+// pace reserved ahead (Reserve); slot nil reserves it now, as Deliver.
+func (o *Outbox) DeliverReserved(ctx context.Context, p channels.Poster, m channels.Message, r channels.Reply, slot *Slot) error {
 	it := &Item{ID: newToken(), Message: m, Parts: p.Parts(m, r)}
 	if len(it.Parts) == 0 {
 		return nil
 	}
-	err := o.postAll(ctx, p, it, o.cfg.InlineAttempts, nil)
+	err := o.postAll(ctx, p, it, o.cfg.InlineAttempts, slot, nil)
 	if err == nil {
 		o.m.Deliveries.WithLabelValues(m.Channel, metrics.DeliverySent).Inc()
 		return nil
@@ -170,20 +176,22 @@ func (o *Outbox) failed(ctx context.Context, it *Item, err error) {
 }
 
 // postAll posts the parts of it not yet posted, in order, each tried up
-// to attempts times. recorded, when set, is called with each part's id
+// to attempts times. slot, when not nil, is the first post's reserved
+// place in the pace. recorded, when set, is called with each part's id
 // and keeps it.Sent; otherwise the id is appended here.
-func (o *Outbox) postAll(ctx context.Context, p channels.Poster, it *Item, attempts int, recorded func(id string) error) error {
+func (o *Outbox) postAll(ctx context.Context, p channels.Poster, it *Item, attempts int, slot *Slot, recorded func(id string) error) error {
 	for len(it.Sent) < len(it.Parts) {
 		n := len(it.Sent)
 		var id string
 		err := o.retrier(it.Channel()).WithAttempts(attempts).Do(ctx, "post reply", func(ctx context.Context) (bool, time.Duration, error) {
-			if err := o.pace.wait(ctx, it.Message, o.paceOf(it.Channel(), p)); err != nil {
+			if err := o.waitSlot(ctx, it.Message, p, slot); err != nil {
 				if ctx.Err() != nil {
 					return false, 0, err
 				}
 				// Unpaced is better than undelivered.
 				o.log.DebugContext(ctx, "cannot pace a post; posting anyway", "channel", it.Channel(), "err", err)
 			}
+			slot = nil // a retry, or the next part, takes a slot of its own
 			var err error
 			id, err = p.Post(ctx, it.Message, it.Parts[n])
 			if err == nil {
@@ -285,7 +293,7 @@ func (o *Outbox) attempt(ctx context.Context, it *Item, now time.Time, p channel
 	actx, cancel := context.WithTimeout(ctx, o.cfg.Lease*3/4)
 	defer cancel()
 	delivered := false
-	err := o.postAll(actx, p, it, 1, func(id string) error {
+	err := o.postAll(actx, p, it, 1, nil, func(id string) error {
 		// The post happened: record it even when ctx has just ended.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()

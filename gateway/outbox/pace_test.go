@@ -119,3 +119,65 @@ func TestSplitAnswerIsPacedNotBurst(t *testing.T) {
 		t.Errorf("%d parts within half a second; a split answer must be paced at one a second", n)
 	}
 }
+
+// TestAReservedSlotKeepsThePace: a reply whose first post's slot was
+// reserved ahead, in a pipeline of its own (as the turn's completion
+// carries it), shares the chat's pace with another replica's reply, and
+// its later parts take slots of their own.
+func TestAReservedSlotKeepsThePace(t *testing.T) {
+	r, fake := redistest.New(t), slacktest.New(t)
+	reps := []*replica{newReplica(t, r, fake, slackPaced()), newReplica(t, r, fake, slackPaced())}
+	// A post elsewhere loads the pacing script into this new Redis, as
+	// any earlier post of a replica has.
+	elsewhere := thread()
+	elsewhere.Chat = "C9"
+	if err := reps[0].o.Deliver(context.Background(), reps[0].slack, elsewhere, channels.Reply{Text: "elsewhere"}); err != nil {
+		t.Fatal(err)
+	}
+	m := thread()
+	pipe := r.Client.Pipeline()
+	slot := reps[0].o.Reserve(context.Background(), pipe, reps[0].slack, m)
+	if _, err := pipe.Exec(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := longReply(2)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := reps[0].o.DeliverReserved(context.Background(), reps[0].slack, m, first, slot); err != nil {
+			t.Errorf("DeliverReserved: %v", err)
+		}
+	})
+	wg.Go(func() {
+		if err := reps[1].o.Deliver(context.Background(), reps[1].slack, m, channels.Reply{Text: "the other replica's"}); err != nil {
+			t.Errorf("Deliver: %v", err)
+		}
+	})
+	wg.Wait()
+	posts := fake.Posts()[1:]
+	if len(posts) != 3 {
+		t.Fatalf("%d posts in the channel, want 3", len(posts))
+	}
+	if n := busiestSecond(posts, time.Second); n > 2 {
+		t.Errorf("%d posts within one second in one channel; the reserved slot let a burst past Slack's pace", n)
+	}
+}
+
+// TestASlotThatWasNotReservedIsTakenAtThePost: a slot whose pipeline
+// never ran (its completion failed first) is reserved again when the
+// reply is posted, and the reply goes out at the pace.
+func TestASlotThatWasNotReservedIsTakenAtThePost(t *testing.T) {
+	r, fake := redistest.New(t), slacktest.New(t)
+	rp := newReplica(t, r, fake, slackPaced())
+	m := thread()
+	if err := rp.o.Deliver(context.Background(), rp.slack, m, channels.Reply{Text: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	slot := rp.o.Reserve(context.Background(), r.Client.Pipeline(), rp.slack, m) // never run
+	if err := rp.o.DeliverReserved(context.Background(), rp.slack, m, channels.Reply{Text: "second"}, slot); err != nil {
+		t.Fatal(err)
+	}
+	samePosts(t, fake, []string{"first", "second"})
+	if n := busiestSecond(fake.Posts(), 500*time.Millisecond); n > 1 {
+		t.Errorf("%d posts within half a second; the post without its reserved slot was not paced", n)
+	}
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/parleyhq/parley/internal/pipescript"
 	"github.com/parleyhq/parley/retry"
 )
 
@@ -75,6 +76,32 @@ func (p Pacer) Wait(ctx context.Context, channel, workspace, chat string, every 
 	if err != nil {
 		return fmt.Errorf("pace: %w", err)
 	}
+	return p.sleep(ctx, keys, wait)
+}
+
+// Queue reserves the chat's next slot in pipe, a pipeline that carries
+// another write (the turn's completion), so that the reservation costs no
+// round trip of its own. Once pipe has run, wait blocks as Wait does after
+// its reservation; its error is a reservation that failed (the caller may
+// then Wait). every <= 0 paces nothing: wait returns at once.
+func (p Pacer) Queue(ctx context.Context, pipe redis.Pipeliner, channel, workspace, chat string, every time.Duration, burst int) (wait func(context.Context) error) {
+	if every <= 0 {
+		return func(context.Context) error { return nil }
+	}
+	keys := p.Keys(channel, workspace, chat)
+	result := pipescript.Queue(ctx, pipe, p.Client, reserveScript, keys, max(every.Microseconds(), 1), max(burst, 1))
+	return func(ctx context.Context) error {
+		wait, err := result(ctx).Int64()
+		if err != nil {
+			return fmt.Errorf("pace: %w", err)
+		}
+		return p.sleep(ctx, keys, wait)
+	}
+}
+
+// sleep waits the wait (µs) a reservation returned, and then for a hold
+// set meanwhile.
+func (p Pacer) sleep(ctx context.Context, keys []string, wait int64) error {
 	if wait <= 0 {
 		return nil
 	}
