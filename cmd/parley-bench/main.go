@@ -21,8 +21,10 @@ import (
 
 const help = `Usage: scripts/bench [flags]
 
-Starts its own redis-server (append-only, on a free port), an instant fake
-model (it echoes) and a fake Slack Web API on loopback, runs ` + "`parley serve`" + `
+Starts its own redis-server (append-only with appendfsync everysec, as
+deploy/compose.yaml runs Redis, on a free port; -redis-fsync always makes it
+flush the disk before it answers any write), an instant fake model (it
+echoes) and a fake Slack Web API on loopback, runs ` + "`parley serve`" + `
 against them, and posts signed Slack Events API requests: app mentions from
 32 users, each of c senders waiting for its answer before its next message.
 Every message starts a thread in a channel of its own: parley paces its
@@ -70,7 +72,8 @@ With -profile DIR, parley is built with -tags parleyprofile and each run
 writes DIR/cN-runI/cpu.pprof (the run's CPU profile) and allocs.pprof
 (allocations since start-up): go tool pprof -top DIR/c32-run1/cpu.pprof.
 
-With -redis-outage D: one run at c=32 (default 6,000 messages); Redis is killed
+With -redis-outage D: one run at c=32 (default 6,000 messages), with appendfsync
+always unless -redis-fsync says otherwise; Redis is killed
 with SIGKILL when half the messages have been sent and restarted D later on the
 same port and data. Refused webhooks (503 or no answer) are retried as Slack
 retries them (X-Slack-Retry-Num). It also prints the messages accepted and
@@ -91,6 +94,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	conc := fs.String("c", "1,32", "concurrent senders, comma-separated: one series of runs each")
 	messages := fs.Int("messages", 0, "messages a run (default 2000; 6000 with -redis-outage)")
 	runs := fs.Int("runs", 5, "runs per concurrency; the medians are over these")
+	fsync := fs.String("redis-fsync", "", "the bench Redis's appendfsync, always or everysec (default everysec, as deploy/compose.yaml runs Redis; always with -redis-outage)")
 	outage := fs.Duration("redis-outage", 0, "kill -9 Redis halfway through one run and restart it after this long")
 	probe := fs.Int("ack-probe", 500, "webhooks the ack probe sends while the model holds every worker (0: no probe)")
 	profile := fs.String("profile", "", "write CPU and allocation profiles of parley for each run under this directory")
@@ -107,7 +111,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o := bench.Options{Parley: *parley, Messages: *messages, Runs: *runs, RedisOutage: *outage, Timeout: *timeout,
-		AckProbe: *probe, ProfileDir: *profile}
+		AckProbe: *probe, ProfileDir: *profile, RedisFsync: *fsync}
 	if o.Messages <= 0 {
 		o.Messages = 2000
 		if o.RedisOutage > 0 {
@@ -121,6 +125,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		o.Concurrency = append(o.Concurrency, n)
+	}
+	if *fsync != "" && *fsync != "always" && *fsync != "everysec" {
+		fmt.Fprintf(stderr, "bench: -redis-fsync %q: want always or everysec\n", *fsync)
+		return 2
 	}
 	if *probe < 0 {
 		fmt.Fprintln(stderr, "bench: -ack-probe must not be negative")

@@ -14,11 +14,12 @@ func TestFlags(t *testing.T) {
 		want []string
 	}{
 		{"help explains every figure", []string{"-h"}, 0, []string{"e2e", "ack", "CPU", "Redis round trips", "new connections",
-			"idle RSS", "throughput", "lost / doubled / misrouted", "other processes", "-redis-outage", "-parley", "ack probe", "-ack-probe", "-profile", "of which webhook"}},
+			"idle RSS", "throughput", "lost / doubled / misrouted", "other processes", "-redis-outage", "-parley", "ack probe", "-ack-probe", "-profile", "of which webhook", "ack in parley", "-redis-fsync"}},
 		{"negative probe", []string{"-ack-probe", "-1"}, 2, []string{"-ack-probe"}},
 		{"bad concurrency", []string{"-c", "1,x"}, 2, []string{"-c"}},
 		{"zero concurrency", []string{"-c", "0"}, 2, []string{"-c"}},
 		{"no runs", []string{"-runs", "0"}, 2, []string{"-runs"}},
+		{"unknown fsync", []string{"-redis-fsync", "no"}, 2, []string{"-redis-fsync"}},
 		{"unknown flag", []string{"-nope"}, 2, []string{"nope"}},
 	}
 	for _, tt := range tests {

@@ -241,7 +241,7 @@ func idleOnce(ctx context.Context, o Options) (IdleMakeup, error) {
 		return IdleMakeup{}, err
 	}
 	defer os.RemoveAll(dir)
-	rds, err := startRedis(ctx, dir)
+	rds, err := startRedis(ctx, dir, o.redisFsync())
 	if err != nil {
 		return IdleMakeup{}, err
 	}

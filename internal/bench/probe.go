@@ -54,7 +54,7 @@ func runProbe(ctx context.Context, o Options, n int) (Probe, error) {
 		return pr, err
 	}
 	defer os.RemoveAll(dir)
-	rds, err := startRedis(ctx, dir)
+	rds, err := startRedis(ctx, dir, o.redisFsync())
 	if err != nil {
 		return pr, err
 	}

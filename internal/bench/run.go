@@ -38,10 +38,24 @@ type Options struct {
 	// holds every worker (0: no probe). It runs before the series, and
 	// its webhook round trips split the series' into webhook and turn.
 	AckProbe int
+	// RedisFsync is the bench Redis's appendfsync: "always" or "everysec".
+	// Empty: everysec, as Redis is deployed (deploy/compose.yaml), except
+	// with RedisOutage, whose kill -9 must lose no acknowledged write.
+	RedisFsync string
 	// ProfileDir, if set, receives a CPU and an allocation profile of
 	// parley for each run (DIR/c32-run1/cpu.pprof, …). Parley must be
 	// built with -tags parleyprofile.
 	ProfileDir string
+}
+
+func (o Options) redisFsync() string {
+	switch {
+	case o.RedisFsync != "":
+		return o.RedisFsync
+	case o.RedisOutage > 0:
+		return "always"
+	}
+	return "everysec"
 }
 
 // Result is one run's figures.
@@ -262,7 +276,7 @@ func runOnce(ctx context.Context, o Options, c int, prof string) (Result, error)
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	rds, err := startRedis(ctx, dir)
+	rds, err := startRedis(ctx, dir, o.redisFsync())
 	if err != nil {
 		return res, err
 	}
