@@ -15,6 +15,7 @@ import (
 // pipe, so the read end sees EOF only once the bench and its child are
 // both gone.
 func TestChildDiesWithTheBench(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("BENCH_CHILD_TEST") == "bench" {
 		benchWithChild()
 		return

@@ -8,6 +8,7 @@ import (
 )
 
 func TestPercentile(t *testing.T) {
+	t.Parallel()
 	ms := func(xs ...int) []time.Duration {
 		var ds []time.Duration
 		for _, x := range xs {
@@ -48,6 +49,7 @@ func TestPercentile(t *testing.T) {
 }
 
 func TestMedian(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in          []float64
 		med, lo, hi float64
@@ -67,6 +69,7 @@ func TestMedian(t *testing.T) {
 }
 
 func TestParseProcStat(t *testing.T) {
+	t.Parallel()
 	a, err := ParseProcStat("cpu  100 5 50 800 20 3 2 10 7 0\ncpu0 50 2 25 400 10 1 1 5 0 0\nintr 1\n")
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +93,7 @@ func TestParseProcStat(t *testing.T) {
 }
 
 func TestParsePidStat(t *testing.T) {
+	t.Parallel()
 	// A command name with spaces and a ')' must not shift the fields.
 	line := "4242 (par ley) x) S 1 4242 4242 0 -1 4194560 900 0 0 0 123 45 0 0 20 0 12 0 100 1000 500 18446744073709551615\n"
 	got, err := ParsePidStat(line)
@@ -107,6 +111,7 @@ func TestParsePidStat(t *testing.T) {
 }
 
 func TestParseVmRSS(t *testing.T) {
+	t.Parallel()
 	got, err := ParseVmRSS("Name:\tparley\nVmPeak:\t 1000 kB\nVmRSS:\t   19456 kB\nRssAnon:\t 3000 kB\n")
 	if err != nil {
 		t.Fatal(err)
@@ -122,6 +127,7 @@ func TestParseVmRSS(t *testing.T) {
 }
 
 func TestParseRedisInfo(t *testing.T) {
+	t.Parallel()
 	info := "# Stats\r\ntotal_connections_received:3\r\ntotal_writes_processed:1234\r\n"
 	got, err := ParseRedisInfo(info, "total_writes_processed")
 	if err != nil || got != 1234 {
@@ -133,6 +139,7 @@ func TestParseRedisInfo(t *testing.T) {
 }
 
 func TestParseSmaps(t *testing.T) {
+	t.Parallel()
 	text := `00400000-01373000 r-xp 00000000 08:01 123 /usr/local/bin/parley
 Size:              15820 kB
 Rss:               11060 kB
@@ -167,6 +174,7 @@ Anonymous:          4100 kB
 // running, so some of .text is resident, and no large section has more
 // resident than its size rounded to pages (plus a shared boundary page).
 func TestMeasureIdleSelf(t *testing.T) {
+	t.Parallel()
 	bin, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 // TestSmoke runs the whole bench once, briefly: 50 messages, each in its
 // own channel and thread, through a real parley serve and redis-server.
 func TestSmoke(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs parley serve and redis-server")
 	}
@@ -50,6 +51,7 @@ func TestSmoke(t *testing.T) {
 // model while the probe's webhooks are sent, each costs one Redis round
 // trip, and once the model answers every message is answered once.
 func TestAckProbe(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs parley serve and redis-server")
 	}

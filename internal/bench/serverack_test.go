@@ -28,6 +28,7 @@ func expo(le1, le2, le4, inf int, sum float64) string {
 // that also holds another route's, and takes the figures of what was
 // observed between two scrapes.
 func TestWebhookHistogram(t *testing.T) {
+	t.Parallel()
 	before, err := ParseHistogram(expo(1, 1, 1, 1, 0.0005), webhookMetric, webhookRoute)
 	if err != nil {
 		t.Fatal(err)
