@@ -52,8 +52,12 @@ func approvalCluster(t *testing.T) *cluster {
 	r := redistest.New(t)
 	c := &cluster{redis: r, model: openaitest.New(t, openaitest.WithResponder(rememberModel)), slack: slacktest.New(t), home: t.TempDir()}
 	skillFile(t, filepath.Join(c.home, "skills"), "notes", "")
+	// Slack's pace of a post a second per channel would make each prompt,
+	// update and answer wait for the one before (see newCluster).
 	c.cfg = writeConfig(t, fmt.Sprintf(`redis:
   prefix: %q
+slack:
+  post_every: 20ms
 sessions:
   lock_ttl: 2s
 gateway:
@@ -289,6 +293,7 @@ func TestSlackApprovalButtonsAcrossReplicas(t *testing.T) {
 // mention and the click come over the connection, the click's envelope is
 // acked, the reference is written once and the prompt updated.
 func TestSlackApprovalButtonsOverSocketMode(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
 	c := approvalCluster(t)
 	rp := c.start(t, "SLACK_APP_TOKEN="+slacktest.AppToken)
 	slacktest.WaitFor(t, "a Socket Mode connection", 60*time.Second, func() bool { return c.slack.Connections() > 0 })
