@@ -72,6 +72,13 @@ With -profile DIR, parley is built with -tags parleyprofile and each run
 writes DIR/cN-runI/cpu.pprof (the run's CPU profile) and allocs.pprof
 (allocations since start-up): go tool pprof -top DIR/c32-run1/cpu.pprof.
 
+With -rate N (messages a second, comma-separated), each series sends its
+messages on time, N a second, whatever the pace of the answers, as a
+platform does, instead of c senders that each wait for their answer (a
+closed loop, which always runs the machine as fast as it goes, so its
+latencies are those of a saturated machine). It gives the latencies at a
+given load; the series are printed as rate=N/s.
+
 With -redis-outage D: one run at c=32 (default 6,000 messages), with appendfsync
 always unless -redis-fsync says otherwise; Redis is killed
 with SIGKILL when half the messages have been sent and restarted D later on the
@@ -92,6 +99,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	parley := fs.String("parley", "", "parley binary to measure (default: build ./cmd/parley)")
 	conc := fs.String("c", "1,32", "concurrent senders, comma-separated: one series of runs each")
+	rates := fs.String("rate", "", "messages a second, comma-separated: one series of runs each, sent on time whatever the answers' pace (default none; with -rate, -c only if given)")
 	messages := fs.Int("messages", 0, "messages a run (default 2000; 6000 with -redis-outage)")
 	runs := fs.Int("runs", 5, "runs per concurrency; the medians are over these")
 	fsync := fs.String("redis-fsync", "", "the bench Redis's appendfsync, always or everysec (default everysec, as deploy/compose.yaml runs Redis; always with -redis-outage)")
@@ -118,13 +126,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 			o.Messages = 6000
 		}
 	}
-	for _, s := range strings.Split(*conc, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	var ok bool
+	if *rates != "" {
+		if o.Rates, ok = positives(*rates); !ok {
+			fmt.Fprintf(stderr, "bench: -rate %q: want positive numbers\n", *rates)
+			return 2
+		}
+		if o.RedisOutage > 0 {
+			fmt.Fprintln(stderr, "bench: -rate and -redis-outage do not go together: the outage run is at c=32")
+			return 2
+		}
+	}
+	if *rates == "" || explicit["c"] {
+		if o.Concurrency, ok = positives(*conc); !ok {
 			fmt.Fprintf(stderr, "bench: -c %q: want positive numbers\n", *conc)
 			return 2
 		}
-		o.Concurrency = append(o.Concurrency, n)
 	}
 	if *fsync != "" && *fsync != "always" && *fsync != "everysec" {
 		fmt.Fprintf(stderr, "bench: -redis-fsync %q: want always or everysec\n", *fsync)
@@ -170,4 +189,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// positives parses a comma-separated list of positive integers.
+func positives(list string) ([]int, bool) {
+	var ns []int
+	for _, s := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return nil, false
+		}
+		ns = append(ns, n)
+	}
+	return ns, true
 }

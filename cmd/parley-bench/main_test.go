@@ -14,11 +14,13 @@ func TestFlags(t *testing.T) {
 		want []string
 	}{
 		{"help explains every figure", []string{"-h"}, 0, []string{"e2e", "ack", "CPU", "Redis round trips", "new connections",
-			"idle RSS", "throughput", "lost / doubled / misrouted", "other processes", "-redis-outage", "-parley", "ack probe", "-ack-probe", "-profile", "of which webhook", "ack in parley", "-redis-fsync"}},
+			"idle RSS", "throughput", "lost / doubled / misrouted", "other processes", "-redis-outage", "-parley", "ack probe", "-ack-probe", "-profile", "of which webhook", "ack in parley", "-redis-fsync", "-rate"}},
 		{"negative probe", []string{"-ack-probe", "-1"}, 2, []string{"-ack-probe"}},
 		{"bad concurrency", []string{"-c", "1,x"}, 2, []string{"-c"}},
 		{"zero concurrency", []string{"-c", "0"}, 2, []string{"-c"}},
 		{"no runs", []string{"-runs", "0"}, 2, []string{"-runs"}},
+		{"bad rate", []string{"-rate", "100,0"}, 2, []string{"-rate"}},
+		{"rate with an outage", []string{"-rate", "100", "-redis-outage", "1s"}, 2, []string{"-rate"}},
 		{"unknown fsync", []string{"-redis-fsync", "no"}, 2, []string{"-redis-fsync"}},
 		{"unknown flag", []string{"-nope"}, 2, []string{"nope"}},
 	}

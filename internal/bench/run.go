@@ -27,8 +27,13 @@ import (
 
 // Options says what to measure.
 type Options struct {
-	Parley      string        // the parley binary to run
-	Concurrency []int         // senders per run; each waits for its answer before its next message
+	Parley      string // the parley binary to run
+	Concurrency []int  // senders per run; each waits for its answer before its next message
+	// Rates are messages a second, one series each, sent on time whatever
+	// the answers' pace (an open loop, as a platform sends): the latency
+	// at a given load, where the closed loop of Concurrency always runs
+	// the machine as fast as it goes.
+	Rates       []int
 	Users       int           // Slack users the messages come from
 	Messages    int           // messages a run
 	Runs        int           // runs per concurrency; the medians are over these
@@ -61,6 +66,7 @@ func (o Options) redisFsync() string {
 // Result is one run's figures.
 type Result struct {
 	Concurrency            int
+	Rate                   int // messages a second, if the run was an open loop (Concurrency is then 0)
 	Messages               int
 	E2E, Ack               []time.Duration
 	Elapsed                time.Duration
@@ -87,7 +93,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		o.Timeout = 60 * time.Second
 	}
 	if o.RedisOutage > 0 {
-		r, err := runOnce(ctx, o, 32, "")
+		r, err := runOnce(ctx, o, load{c: 32}, "")
 		if err != nil {
 			return err
 		}
@@ -105,14 +111,21 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		printProbe(out, pr, o.AckProbe)
 		webhookTrips = pr.WebhookTrips
 	}
+	var loads []load
 	for _, c := range o.Concurrency {
+		loads = append(loads, load{c: c})
+	}
+	for _, r := range o.Rates {
+		loads = append(loads, load{rate: r})
+	}
+	for _, l := range loads {
 		var rs []Result
 		for i := 1; i <= o.Runs; i++ {
 			prof := ""
 			if o.ProfileDir != "" {
-				prof = filepath.Join(o.ProfileDir, fmt.Sprintf("c%d-run%d", c, i))
+				prof = filepath.Join(o.ProfileDir, fmt.Sprintf("%s-run%d", l.dir(), i))
 			}
-			r, err := runOnce(ctx, o, c, prof)
+			r, err := runOnce(ctx, o, l, prof)
 			if err != nil {
 				return err
 			}
@@ -127,8 +140,8 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 func ms(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64) + " ms" }
 
 func printRun(out io.Writer, i int, r Result) {
-	fmt.Fprintf(out, "c=%d run %d: %d messages in %.1f s (%.0f msg/s), other processes %.0f %% of the machine\n",
-		r.Concurrency, i, r.Messages, r.Elapsed.Seconds(), float64(r.Messages)/r.Elapsed.Seconds(), r.OtherLoad*100)
+	fmt.Fprintf(out, "%s run %d: %d messages in %.1f s (%.0f msg/s), other processes %.0f %% of the machine\n",
+		r.load(), i, r.Messages, r.Elapsed.Seconds(), float64(r.Messages)/r.Elapsed.Seconds(), r.OtherLoad*100)
 	fmt.Fprintf(out, "  e2e p50 %s p99 %s; ack p50 %s p99 %s\n", ms(Percentile(r.E2E, 50)), ms(Percentile(r.E2E, 99)),
 		ms(Percentile(r.Ack, 50)), ms(Percentile(r.Ack, 99)))
 	trips := strconv.FormatFloat(r.RedisWritesPerMessage, 'f', 2, 64) + "/msg"
@@ -162,7 +175,7 @@ func printMedians(out io.Writer, rs []Result, webhookTrips float64) {
 		fmt.Fprintf(out, "  %-28s %10.3f %s (%.3f–%.3f)\n", name, med, unit, lo, hi)
 	}
 	d := func(x time.Duration) float64 { return float64(x) / 1e6 }
-	fmt.Fprintf(out, "c=%d median of %d runs:\n", rs[0].Concurrency, len(rs))
+	fmt.Fprintf(out, "%s median of %d runs:\n", rs[0].load(), len(rs))
 	fig("end-to-end p50", "ms", func(r Result) float64 { return d(Percentile(r.E2E, 50)) })
 	fig("end-to-end p99", "ms", func(r Result) float64 { return d(Percentile(r.E2E, 99)) })
 	fig("webhook ack p99", "ms", func(r Result) float64 { return d(Percentile(r.Ack, 99)) })
@@ -264,10 +277,32 @@ func post(ctx context.Context, client *http.Client, url string, body []byte) (ti
 	}
 }
 
-// runOnce is one run at concurrency c; prof, if set, is the directory for
-// its profiles.
-func runOnce(ctx context.Context, o Options, c int, prof string) (Result, error) {
-	res := Result{Concurrency: c, Messages: o.Messages}
+// load is how a run sends: c senders, each waiting for its answer before
+// its next message, or (rate > 0) rate messages a second on time.
+type load struct{ c, rate int }
+
+func (l load) String() string {
+	if l.rate > 0 {
+		return fmt.Sprintf("rate=%d/s", l.rate)
+	}
+	return fmt.Sprintf("c=%d", l.c)
+}
+
+// dir names the profile folder of a run of l.
+func (l load) dir() string {
+	if l.rate > 0 {
+		return fmt.Sprintf("rate%d", l.rate)
+	}
+	return fmt.Sprintf("c%d", l.c)
+}
+
+func (r Result) load() load { return load{c: r.Concurrency, rate: r.Rate} }
+
+// runOnce is one run at load l; prof, if set, is the directory for its
+// profiles.
+func runOnce(ctx context.Context, o Options, l load, prof string) (Result, error) {
+	c := l.c
+	res := Result{Concurrency: l.c, Rate: l.rate, Messages: o.Messages}
 	if o.Users <= 0 {
 		o.Users = 32
 	}
@@ -344,7 +379,14 @@ func runOnce(ctx context.Context, o Options, c int, prof string) (Result, error)
 		p.cmd.Process.Signal(syscall.SIGUSR1)
 	}
 
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c}, Timeout: 30 * time.Second}
+	idle := c
+	if l.rate > 0 {
+		// An open loop has as many webhooks in flight as the rate times
+		// their time: keep enough connections that a slow moment opens
+		// no new ones.
+		idle = 256
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: idle}, Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
 	var (
 		mu          sync.Mutex
@@ -377,44 +419,63 @@ func runOnce(ctx context.Context, o Options, c int, prof string) (Result, error)
 	var firstErr error
 	start := time.Now()
 	var wg sync.WaitGroup
-	for k := 0; k < c; k++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for id := k; id < o.Messages; id += c {
-				if o.RedisOutage > 0 && sent.Add(1) == half {
-					killOnce.Do(func() { go outage() })
-				}
-				wait := fs.expect(id)
-				t0 := time.Now()
-				ack, refused, err := post(ctx, client, p.base+"/slack/events", event(id, id%o.Users))
-				mu.Lock()
-				res.Refused += refused
-				if err != nil {
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					return
-				}
-				res.Ack = append(res.Ack, ack)
-				outstanding[id] = t0
-				mu.Unlock()
-				select {
-				case a := <-wait:
-					mu.Lock()
-					res.E2E = append(res.E2E, a.at.Sub(t0))
-					delete(outstanding, id)
-					if atKill[id] && !restarted.IsZero() && a.at.Sub(restarted) > res.MaxAfterRestart {
-						res.MaxAfterRestart = a.at.Sub(restarted)
-					}
-					mu.Unlock()
-				case <-time.After(o.Timeout):
-				case <-ctx.Done():
-					return
-				}
+	one := func(id int) bool {
+		if o.RedisOutage > 0 && sent.Add(1) == half {
+			killOnce.Do(func() { go outage() })
+		}
+		wait := fs.expect(id)
+		t0 := time.Now()
+		ack, refused, err := post(ctx, client, p.base+"/slack/events", event(id, id%o.Users))
+		mu.Lock()
+		res.Refused += refused
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
 			}
-		}()
+			mu.Unlock()
+			return false
+		}
+		res.Ack = append(res.Ack, ack)
+		outstanding[id] = t0
+		mu.Unlock()
+		select {
+		case a := <-wait:
+			mu.Lock()
+			res.E2E = append(res.E2E, a.at.Sub(t0))
+			delete(outstanding, id)
+			if atKill[id] && !restarted.IsZero() && a.at.Sub(restarted) > res.MaxAfterRestart {
+				res.MaxAfterRestart = a.at.Sub(restarted)
+			}
+			mu.Unlock()
+		case <-time.After(o.Timeout):
+		case <-ctx.Done():
+			return false
+		}
+		return true
+	}
+	if l.rate > 0 {
+		// Message id is due id/rate seconds after the start, however late
+		// the ones before it are answered.
+		for id := 0; id < o.Messages && ctx.Err() == nil; id++ {
+			select {
+			case <-time.After(time.Until(start.Add(time.Duration(id) * time.Second / time.Duration(l.rate)))):
+			case <-ctx.Done():
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); one(id) }()
+		}
+	} else {
+		for k := 0; k < c; k++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for id := k; id < o.Messages; id += c {
+					if !one(id) {
+						return
+					}
+				}
+			}()
+		}
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)

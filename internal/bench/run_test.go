@@ -11,8 +11,10 @@ import (
 	"github.com/parleyhq/parley/internal/parleybin"
 )
 
-// TestSmoke runs the whole bench once, briefly: 50 messages, each in its
-// own channel and thread, through a real parley serve and redis-server.
+// TestSmoke runs the whole bench once, briefly, in each way it sends: 50
+// messages, each in its own channel and thread, through a real parley
+// serve and redis-server, from 8 senders in a closed loop and at 200 a
+// second in an open one.
 func TestSmoke(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -21,29 +23,43 @@ func TestSmoke(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("no redis-server")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	o := Options{Parley: parleybin.Path(t), Messages: 50, Runs: 1, Timeout: 30 * time.Second}
-	r, err := runOnce(ctx, o, 8, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Lost != 0 || r.Doubled != 0 || r.Misrouted != 0 {
-		t.Fatalf("lost %d, doubled %d, misrouted %d", r.Lost, r.Doubled, r.Misrouted)
-	}
-	if len(r.E2E) != 50 || len(r.Ack) != 50 {
-		t.Fatalf("%d end-to-end and %d ack samples for 50 messages", len(r.E2E), len(r.Ack))
-	}
-	if r.RedisWritesPerMessage < 1 || r.IdleRSS == 0 || r.ModelConns < 1 || r.SlackConns < 1 {
-		t.Fatalf("implausible figures: %+v", r)
-	}
-	var out bytes.Buffer
-	printRun(&out, 1, r)
-	printMedians(&out, []Result{r}, 1)
-	for _, want := range []string{"e2e p50", "CPU", "idle RSS", "lost 0, doubled 0, misrouted 0", "median of 1 runs", "of which webhook 1.00 (ack probe), turn"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
-		}
+	for _, tc := range []struct {
+		load  load
+		label string
+	}{
+		{load{c: 8}, "c=8 median of 1 runs"},
+		{load{rate: 200}, "rate=200/s median of 1 runs"},
+	} {
+		t.Run(tc.load.String(), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			o := Options{Parley: parleybin.Path(t), Messages: 50, Runs: 1, Timeout: 30 * time.Second}
+			r, err := runOnce(ctx, o, tc.load, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Lost != 0 || r.Doubled != 0 || r.Misrouted != 0 {
+				t.Fatalf("lost %d, doubled %d, misrouted %d", r.Lost, r.Doubled, r.Misrouted)
+			}
+			if len(r.E2E) != 50 || len(r.Ack) != 50 {
+				t.Fatalf("%d end-to-end and %d ack samples for 50 messages", len(r.E2E), len(r.Ack))
+			}
+			if r.RedisWritesPerMessage < 1 || r.IdleRSS == 0 || r.ModelConns < 1 || r.SlackConns < 1 {
+				t.Fatalf("implausible figures: %+v", r)
+			}
+			if r.ServerAck.Count() != 50 {
+				t.Fatalf("parley timed %v webhooks of the run's 50", r.ServerAck.Count())
+			}
+			var out bytes.Buffer
+			printRun(&out, 1, r)
+			printMedians(&out, []Result{r}, 1)
+			for _, want := range []string{"e2e p50", "CPU", "idle RSS", "lost 0, doubled 0, misrouted 0", tc.label,
+				"of which webhook 1.00 (ack probe), turn", "ack in parley: p99 ≤"} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("output lacks %q:\n%s", want, out.String())
+				}
+			}
+		})
 	}
 }
 
