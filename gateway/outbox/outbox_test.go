@@ -123,6 +123,7 @@ func samePosts(t *testing.T, fake *slacktest.Server, want []string) {
 }
 
 func TestDeliverPostsEveryPartInOrder(t *testing.T) {
+	t.Parallel()
 	r, fake := redistest.New(t), slacktest.New(t)
 	rp := newReplica(t, r, fake, fastConfig())
 	reply, parts := longReply(3)
@@ -151,6 +152,7 @@ func TestDeliverPostsEveryPartInOrder(t *testing.T) {
 // answer gets 5xx until the first replica is stopped; the second replica
 // delivers it from the outbox, without posting the first part again.
 func TestFailedPartIsDeliveredByTheOtherReplica(t *testing.T) {
+	t.Parallel()
 	r, fake := redistest.New(t), slacktest.New(t)
 	a, b := newReplica(t, r, fake, fastConfig()), newReplica(t, r, fake, fastConfig())
 	reply, parts := longReply(2)
@@ -189,6 +191,7 @@ func TestFailedPartIsDeliveredByTheOtherReplica(t *testing.T) {
 }
 
 func TestPermanentFailureIsCountedNotQueued(t *testing.T) {
+	t.Parallel()
 	r, fake := redistest.New(t), slacktest.New(t)
 	rp := newReplica(t, r, fake, fastConfig())
 	fake.Fail("chat.postMessage", slacktest.Failure{Error: "channel_not_found"})
@@ -212,6 +215,7 @@ func TestPermanentFailureIsCountedNotQueued(t *testing.T) {
 // until outbox.max_age, then counted failed, kept as failed, and no longer
 // pending.
 func TestItemPastMaxAgeIsCountedFailed(t *testing.T) {
+	t.Parallel()
 	r, fake := redistest.New(t), slacktest.New(t)
 	cfg := fastConfig()
 	cfg.MaxAge = 300 * time.Millisecond
@@ -242,6 +246,7 @@ func TestItemPastMaxAgeIsCountedFailed(t *testing.T) {
 // TestConcurrentReplicasPostEachPartOnce: many queued replies, three
 // replicas claiming at once; every part reaches Slack exactly once.
 func TestConcurrentReplicasPostEachPartOnce(t *testing.T) {
+	t.Parallel()
 	r, fake := redistest.New(t), slacktest.New(t)
 	first := newReplica(t, r, fake, fastConfig())
 	const replies = 6

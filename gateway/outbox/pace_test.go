@@ -55,6 +55,7 @@ func deliverAll(t *testing.T, reps []*replica, m channels.Message, replies []cha
 // about one post a second holds for the two together, measured from the
 // fake's receive times. Another channel is not held up by it.
 func TestTwoReplicasShareAChatsPace(t *testing.T) {
+	t.Parallel()
 	r, fake := redistest.New(t), slacktest.New(t)
 	reps := []*replica{newReplica(t, r, fake, slackPaced()), newReplica(t, r, fake, slackPaced())}
 	first, _ := longReply(3)
@@ -85,6 +86,7 @@ func TestTwoReplicasShareAChatsPace(t *testing.T) {
 // before the wait is over, also the one that had already reserved its
 // slot.
 func TestRetryAfterHoldsTheChatForEveryReplica(t *testing.T) {
+	t.Parallel()
 	r, fake := redistest.New(t), slacktest.New(t)
 	reps := []*replica{newReplica(t, r, fake, slackPaced()), newReplica(t, r, fake, slackPaced())}
 	fake.Fail("chat.postMessage", slacktest.Failure{Status: 429, RetryAfter: "2"})
@@ -108,6 +110,7 @@ func TestRetryAfterHoldsTheChatForEveryReplica(t *testing.T) {
 // TestSplitAnswerIsPacedNotBurst: one replica's long answer goes out at
 // the platform's pace.
 func TestSplitAnswerIsPacedNotBurst(t *testing.T) {
+	t.Parallel()
 	r, fake := redistest.New(t), slacktest.New(t)
 	rp := newReplica(t, r, fake, slackPaced())
 	reply, parts := longReply(3)
@@ -125,6 +128,7 @@ func TestSplitAnswerIsPacedNotBurst(t *testing.T) {
 // carries it), shares the chat's pace with another replica's reply, and
 // its later parts take slots of their own.
 func TestAReservedSlotKeepsThePace(t *testing.T) {
+	t.Parallel()
 	r, fake := redistest.New(t), slacktest.New(t)
 	reps := []*replica{newReplica(t, r, fake, slackPaced()), newReplica(t, r, fake, slackPaced())}
 	// A post elsewhere loads the pacing script into this new Redis, as
@@ -166,6 +170,7 @@ func TestAReservedSlotKeepsThePace(t *testing.T) {
 // never ran (its completion failed first) is reserved again when the
 // reply is posted, and the reply goes out at the pace.
 func TestASlotThatWasNotReservedIsTakenAtThePost(t *testing.T) {
+	t.Parallel()
 	r, fake := redistest.New(t), slacktest.New(t)
 	rp := newReplica(t, r, fake, slackPaced())
 	m := thread()

@@ -16,6 +16,7 @@ import (
 // the dead claim can then record nothing, and the new one resumes at the
 // first part not recorded.
 func TestDeadReplicasClaimExpires(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	s := newStore(r.Client, r.Prefix)
 	ctx := context.Background()
@@ -78,6 +79,7 @@ func TestDeadReplicasClaimExpires(t *testing.T) {
 // TestUndecodableItemIsFailedNotRetried: an item nobody can read (written
 // by hand, or by a future version) is failed once, not claimed forever.
 func TestUndecodableItemIsFailedNotRetried(t *testing.T) {
+	t.Parallel()
 	r := redistest.New(t)
 	s := newStore(r.Client, r.Prefix)
 	ctx := context.Background()
@@ -109,6 +111,7 @@ func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score,
 // TestScriptsRunOnARedisCluster: every script's keys share one hash tag,
 // so the outbox and the pacer work on a Redis Cluster.
 func TestScriptsRunOnARedisCluster(t *testing.T) {
+	t.Parallel()
 	c := redistest.NewCluster(t)
 	ctx := context.Background()
 	s := newStore(c.Client, c.Prefix)
