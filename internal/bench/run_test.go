@@ -26,9 +26,12 @@ func TestSmoke(t *testing.T) {
 	for _, tc := range []struct {
 		load  load
 		label string
+		// 8 senders at once need more connections than the warm-up's
+		// one; 200 a second, each answered in a few ms, may need none.
+		newConns bool
 	}{
-		{load{c: 8}, "c=8 median of 1 runs"},
-		{load{rate: 200}, "rate=200/s median of 1 runs"},
+		{load{c: 8}, "c=8 median of 1 runs", true},
+		{load{rate: 200}, "rate=200/s median of 1 runs", false},
 	} {
 		t.Run(tc.load.String(), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -44,7 +47,7 @@ func TestSmoke(t *testing.T) {
 			if len(r.E2E) != 50 || len(r.Ack) != 50 {
 				t.Fatalf("%d end-to-end and %d ack samples for 50 messages", len(r.E2E), len(r.Ack))
 			}
-			if r.RedisWritesPerMessage < 1 || r.IdleRSS == 0 || r.ModelConns < 1 || r.SlackConns < 1 {
+			if r.RedisWritesPerMessage < 1 || r.IdleRSS == 0 || tc.newConns && (r.ModelConns < 1 || r.SlackConns < 1) {
 				t.Fatalf("implausible figures: %+v", r)
 			}
 			if r.ServerAck.Count() != 50 {
