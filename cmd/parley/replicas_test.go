@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -59,19 +60,24 @@ type cluster struct {
 }
 
 // slowResponder answers "echo: …" like the default, but takes its time for
-// messages containing "slow" so that a test can act while a turn runs.
-func slowResponder(req openai.ChatCompletionRequest) openaitest.Step {
-	step := openaitest.Echo(req)
-	if last := req.Messages[len(req.Messages)-1]; strings.Contains(last.Content, "slow") {
-		step = step.WithDelay(3 * time.Second)
+// the first message containing "slow" so that a test can act while that
+// turn runs. Asked again (by the replica that took over a killed one's
+// turn), it answers at once: the second wait would show nothing.
+func slowResponder() openaitest.Responder {
+	var slowed atomic.Bool
+	return func(req openai.ChatCompletionRequest) openaitest.Step {
+		step := openaitest.Echo(req)
+		if last := req.Messages[len(req.Messages)-1]; strings.Contains(last.Content, "slow") && slowed.CompareAndSwap(false, true) {
+			step = step.WithDelay(3 * time.Second)
+		}
+		return step
 	}
-	return step
 }
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
 	r := redistest.New(t)
-	c := &cluster{redis: r, model: openaitest.New(t, openaitest.WithResponder(slowResponder)), slack: slacktest.New(t), home: t.TempDir()}
+	c := &cluster{redis: r, model: openaitest.New(t, openaitest.WithResponder(slowResponder())), slack: slacktest.New(t), home: t.TempDir()}
 	// Turns of one conversation wait for their reply's post, which keeps
 	// Slack's pace of a post a second per channel: a test answering
 	// twenty messages in one thread would wait twenty seconds for it.
