@@ -27,8 +27,12 @@ func countConns(srv *httptest.Server) *atomic.Int64 {
 }
 
 // TestConcurrentRequestsReuseTheirConnections: rounds of as many
-// concurrent requests as the pool holds open no more connections than
-// that, where Go's default transport keeps only two idle per host.
+// concurrent requests as the pool holds reuse their connections, where Go's
+// default transport keeps only two idle per host and so opens some 14 new
+// ones a round (265 here). A connection goes back to the pool on the
+// transport's own goroutine after its body is closed, so on a loaded
+// machine a round can start before the last one is back and dial one more:
+// a few extra over the run are allowed, not one a round.
 func TestConcurrentRequestsReuseTheirConnections(t *testing.T) {
 	const conns, rounds = 16, 20
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
@@ -51,8 +55,8 @@ func TestConcurrentRequestsReuseTheirConnections(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	if n := opened.Load(); n > conns {
-		t.Fatalf("%d rounds of %d concurrent requests opened %d connections; want at most %d", rounds, conns, n, conns)
+	if n, most := opened.Load(), int64(conns+rounds/4); n > most {
+		t.Fatalf("%d rounds of %d concurrent requests opened %d connections; want at most %d", rounds, conns, n, most)
 	}
 }
 
