@@ -165,8 +165,7 @@ func (rg *usageRig) turnsRecorded(t *testing.T) usage.Row {
 // daily token budget adds its check before the model, and its count rides
 // with the completion too.
 func TestAPlainTurnIsTwoRoundTrips(t *testing.T) {
-	// Not parallel: it counts round trips, and a test that flushes the
-	// scripts meanwhile would add an EVAL to each.
+	t.Parallel()
 	cases := []struct {
 		name  string
 		cfg   func(*redistest.Redis) gateway.Config
@@ -295,8 +294,8 @@ func TestUsageRidesWithTheCompletionOnACluster(t *testing.T) {
 // knows none of the scripts; the pipeline's EVALSHAs are refused, and the
 // completion and the usage record are each run again by themselves, once.
 func TestUsageAndTurnLandAfterRedisForgetsItsScripts(t *testing.T) {
-	// Not parallel: its SCRIPT FLUSH is of the whole Redis, every test's.
-	r := redistest.New(t)
+	t.Parallel()
+	r := redistest.NewOwn(t) // its SCRIPT FLUSH is of the whole server
 	ctx := context.Background()
 	rg := newUsageRig(t, r.Client, r.Prefix, false)
 	for i, text := range []string{"hello", "again"} {

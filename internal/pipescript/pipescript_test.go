@@ -36,6 +36,9 @@ func TestQueueRunsTheScriptOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			r := redistest.New(t)
+			if tc.forget {
+				r = redistest.NewOwn(t) // its SCRIPT FLUSH is of the whole server
+			}
 			key, beside := r.Prefix+"runs", r.Prefix+"beside"
 			if err := incr.Load(ctx, r.Client).Err(); err != nil {
 				t.Fatal(err)

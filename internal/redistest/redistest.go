@@ -39,6 +39,21 @@ func New(t testing.TB) *Redis {
 	if url == "" {
 		url = startServer(t)
 	}
+	return newAt(t, url)
+}
+
+// NewOwn is New on a server of t's own, whatever REDIS_URL says, for a
+// test that changes what every client of a server sees: SCRIPT FLUSH
+// empties the script cache of the whole server, and on the one every
+// package's tests share it would add a NOSCRIPT and an EVAL to the round
+// trips another test is counting.
+func NewOwn(t testing.TB) *Redis {
+	t.Helper()
+	return newAt(t, startServer(t))
+}
+
+func newAt(t testing.TB, url string) *Redis {
+	t.Helper()
 	opts, err := redis.ParseURL(url)
 	if err != nil {
 		t.Fatalf("redistest: REDIS_URL: %v", err)
