@@ -132,7 +132,9 @@ func sentText(api *feishutest.Server, want string) func() bool {
 // approved, the other says it already was; the model's answer follows.
 // A second card is denied: nothing more is written.
 func TestApprovalByFeishuCard(t *testing.T) {
-	t.Parallel()
+	// Not parallel: beside the other tests, one of a click delivered to
+	// two replicas at once was once answered "There is no pending approval
+	// with that code." instead of "Already approved" (not yet explained).
 	r := redistest.New(t)
 	ledger, mcpURL := newLedgerServer(t)
 	model := openaitest.New(t, openaitest.WithResponder(approvalModel))
@@ -228,7 +230,9 @@ func TestApprovalByFeishuCard(t *testing.T) {
 // turn and sent the card is gone; the click on the other replica resumes
 // the turn there and the tool runs once.
 func TestFeishuCardApprovalOutlivesItsReplica(t *testing.T) {
-	t.Parallel()
+	// Not parallel: beside the other tests, one of a click delivered to
+	// two replicas at once was once answered "There is no pending approval
+	// with that code." instead of "Already approved" (not yet explained).
 	r := redistest.New(t)
 	ledger, mcpURL := newLedgerServer(t)
 	model := openaitest.New(t, openaitest.WithResponder(approvalModel))
@@ -258,7 +262,9 @@ func TestFeishuCardApprovalOutlivesItsReplica(t *testing.T) {
 // expired, without buttons, and the model hears it expired; a click after
 // that changes nothing.
 func TestFeishuCardApprovalExpires(t *testing.T) {
-	t.Parallel()
+	// Not parallel: beside the other tests, one of a click delivered to
+	// two replicas at once was once answered "There is no pending approval
+	// with that code." instead of "Already approved" (not yet explained).
 	r := redistest.New(t)
 	ledger, mcpURL := newLedgerServer(t)
 	model := openaitest.New(t, openaitest.WithResponder(approvalModel))

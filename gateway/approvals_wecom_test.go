@@ -20,7 +20,9 @@ import (
 // click's req_id; the model's answer follows; a late click on the old
 // card decides nothing more (the approval is gone: the card stays).
 func TestApprovalByWeComTemplateCard(t *testing.T) {
-	t.Parallel()
+	// Not parallel: beside the other tests, one of a click delivered to
+	// two replicas at once was once answered "There is no pending approval
+	// with that code." instead of "Already approved" (not yet explained).
 	r := redistest.New(t)
 	ledger, mcpURL := newLedgerServer(t)
 	model := openaitest.New(t, openaitest.WithResponder(approvalModel))
