@@ -66,6 +66,16 @@ type Streamer interface {
 // piece shows nothing before it is done.
 var ErrNotShown = errors.New("nothing of the live reply was shown; the answer is posted")
 
+// Unshown is a ReplySink that can say, between its last Show and Finish,
+// that nothing of the reply has been shown and Finish would answer
+// ErrNotShown, leaving the reply to be posted. The gateway then reserves
+// that post's pacing slot together with the turn's completion, a round
+// trip it would otherwise make at the post.
+type Unshown interface {
+	ReplySink
+	Unshown() bool
+}
+
 // ReplySink shows one reply while it is written. The gateway calls its
 // methods one at a time, never concurrently: any number of Show, then
 // exactly one of Finish or Discard.

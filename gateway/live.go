@@ -159,6 +159,19 @@ func (l *liveReply) stop() {
 	<-l.done
 }
 
+// posts reports whether the reply will be posted rather than shown by the
+// sink: the sink says nothing of it was shown (channels.Unshown). The pump
+// is stopped first, so that nothing is shown after the answer; Finish,
+// which would stop it, follows the turn's completion at once.
+func (l *liveReply) posts() bool {
+	u, ok := l.sink.(channels.Unshown)
+	if !ok {
+		return false
+	}
+	l.stop()
+	return u.Unshown()
+}
+
 // finish hands the final reply to the sink; false when the sink could not
 // deliver it, and it is to be sent with Send.
 func (l *liveReply) finish(ctx context.Context, r channels.Reply) bool {

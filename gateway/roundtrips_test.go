@@ -101,8 +101,35 @@ func newUsageRig(t *testing.T, client redis.UniversalClient, prefix string, post
 	return newUsageRigWith(t, gateway.Config{}, client, prefix, posts, opts...)
 }
 
+// livePoster is poster with live replies that show nothing (a model that
+// answers in one piece, a workspace that allows edits only): each reply
+// is posted, through the outbox.
+type livePoster struct{ poster }
+
+func (livePoster) StartReply(context.Context, channels.Message) (channels.ReplySink, error) {
+	return unshownSink{}, nil
+}
+
+type unshownSink struct{}
+
+func (unshownSink) Show(context.Context, channels.Progress) (bool, error) { return false, nil }
+func (unshownSink) Finish(context.Context, channels.Reply) error          { return channels.ErrNotShown }
+func (unshownSink) Discard(context.Context) error                         { return nil }
+func (unshownSink) Unshown() bool                                         { return true }
+
 // newUsageRigWith is newUsageRig on cfg.
 func newUsageRigWith(t *testing.T, cfg gateway.Config, client redis.UniversalClient, prefix string, posts bool, opts ...openaitest.Option) *usageRig {
+	t.Helper()
+	var ch func(*recorder) channels.Channel
+	if posts {
+		ch = func(r *recorder) channels.Channel { return poster{r} }
+	}
+	return newUsageRigOn(t, cfg, client, prefix, ch, opts...)
+}
+
+// newUsageRigOn is newUsageRigWith with the channel ch makes of the
+// recorder (nil: the recorder itself, without an outbox).
+func newUsageRigOn(t *testing.T, cfg gateway.Config, client redis.UniversalClient, prefix string, ch func(*recorder) channels.Channel, opts ...openaitest.Option) *usageRig {
 	t.Helper()
 	m := metrics.New()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -113,14 +140,14 @@ func newUsageRigWith(t *testing.T, cfg gateway.Config, client redis.UniversalCli
 		agent.NewClient(model.URL(), "sk-test", nil), agent.NewRegistry(), m, log)
 	rg := &usageRig{store: store, usage: usage.New(client, prefix), model: model, ch: newRecorder("slack"), metrics: m}
 	cfg.Usage = rg.usage
-	var ch channels.Channel = rg.ch
-	if posts {
+	var registered channels.Channel = rg.ch
+	if ch != nil {
 		// No poll for failed replies while a test counts round trips.
 		cfg.Outbox = outbox.New(client, prefix, outbox.Config{Poll: time.Hour}, m, log)
-		ch = poster{rg.ch}
+		registered = ch(rg.ch)
 	}
 	rg.gw = gateway.New(cfg, store, a, m, log)
-	rg.gw.Register(ch)
+	rg.gw.Register(registered)
 	rg.gw.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -166,23 +193,27 @@ func (rg *usageRig) turnsRecorded(t *testing.T) usage.Row {
 // with the completion too.
 func TestAPlainTurnIsTwoRoundTrips(t *testing.T) {
 	t.Parallel()
+	plain := func(r *recorder) channels.Channel { return poster{r} }
 	cases := []struct {
 		name  string
 		cfg   func(*redistest.Redis) gateway.Config
+		ch    func(*recorder) channels.Channel
 		trips int
 	}{
-		{"usage report", func(*redistest.Redis) gateway.Config { return gateway.Config{} }, 2},
+		{"usage report", func(*redistest.Redis) gateway.Config { return gateway.Config{} }, plain, 2},
 		{"and a daily token budget", func(r *redistest.Redis) gateway.Config {
 			return gateway.Config{Quotas: quota.New(r.Client, r.Prefix),
 				Policy: policy.New(config.Policies{Default: config.Level{Budget: config.Budget{TokensPerUserDay: new(int64(1000))}}})}
-		}, 3},
+		}, plain, 3},
+		{"a live reply that showed nothing", func(*redistest.Redis) gateway.Config { return gateway.Config{} },
+			func(r *recorder) channels.Channel { return livePoster{poster{r}} }, 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := redistest.New(t)
 			log := &commandLog{}
 			r.Client.AddHook(log)
-			rg := newUsageRigWith(t, c.cfg(r), r.Client, r.Prefix, true,
+			rg := newUsageRigOn(t, c.cfg(r), r.Client, r.Prefix, c.ch,
 				openaitest.WithResponder(func(openai.ChatCompletionRequest) openaitest.Step {
 					return openaitest.Text("fine").WithUsage(openai.Usage{PromptTokens: 40, CompletionTokens: 2, TotalTokens: 42})
 				}))

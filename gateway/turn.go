@@ -217,7 +217,10 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 // no round trip of its own. It is nil when there is no such reply: none,
 // one a live reply may show instead, or no outbox.
 func (g *Gateway) reserveSlot(ctx context.Context, to channels.Message, r result, slot **outbox.Slot) sessions.Along {
-	if r.reply == nil || r.live != nil && !r.reply.Notice && !r.reply.Failed || g.cfg.Outbox == nil {
+	if r.reply == nil || g.cfg.Outbox == nil {
+		return nil
+	}
+	if r.live != nil && !r.reply.Notice && !r.reply.Failed && !r.live.posts() {
 		return nil
 	}
 	p := g.posterFor(to)

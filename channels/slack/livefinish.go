@@ -198,6 +198,10 @@ func (s *liveSink) repair(ctx context.Context, r channels.Reply) error {
 	return s.remove(ctx, why)
 }
 
+// Unshown implements channels.Unshown: a reply to be edited into place
+// that has posted nothing yet is posted by the gateway (finishUpdate).
+func (s *liveSink) Unshown() bool { return s.mode == modeUpdate && s.ts == "" }
+
 // finishUpdate edits the message to r when r is one post; a longer r, or
 // an edit that fails, has the message deleted and r posted by the gateway.
 func (s *liveSink) finishUpdate(ctx context.Context, r channels.Reply) error {

@@ -475,3 +475,53 @@ func TestLiveReplyNothingShownIsNotAFailure(t *testing.T) {
 		t.Errorf("Finish with nothing shown made calls: %v", f.slack.Calls()[calls:])
 	}
 }
+
+// TestUnshownSaysWhetherFinishLeavesThePost: a live reply's Unshown,
+// asked after its last Show, is true exactly when Finish then answers
+// channels.ErrNotShown (the gateway posts the reply, and reserves that
+// post's slot ahead on the strength of it).
+func TestUnshownSaysWhetherFinishLeavesThePost(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		edited bool     // the workspace refuses streams: the reply is edited into place
+		shown  []string // text shown before Finish
+		want   bool
+	}{
+		{"edited, nothing shown", true, nil, true},
+		{"edited, text shown", true, []string{"half of "}, false},
+		{"streamed, nothing shown", false, nil, false},
+		{"streamed, text shown", false, []string{"half of "}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := liveFixture(t)
+			m := liveMsg(slacktest.TeamID)
+			if tt.edited {
+				f.slack.Refuse("chat.startStream", "not_allowed")
+				answer(t, f.a, m, "learn ", "the mode")
+				m.Thread, m.Meta = "1700000000.000400", map[string]string{MetaTS: "1700000000.000400", MetaThreadTS: "1700000000.000400"}
+			}
+			ctx := context.Background()
+			sink, err := f.a.StartReply(ctx, m)
+			if sink == nil || err != nil {
+				t.Fatalf("StartReply = %v, %v; want a live reply", sink, err)
+			}
+			for _, p := range tt.shown {
+				if _, err := sink.Show(ctx, channels.Progress{Kind: channels.ProgressText, Text: p}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			u, ok := sink.(channels.Unshown)
+			if !ok {
+				t.Fatal("the live reply does not implement channels.Unshown")
+			}
+			got := u.Unshown()
+			err = sink.Finish(ctx, channels.Reply{Text: "half of the answer"})
+			if got != tt.want || got != errors.Is(err, channels.ErrNotShown) {
+				t.Fatalf("Unshown = %v, then Finish = %v; want Unshown %v, and true exactly when Finish answers ErrNotShown", got, err, tt.want)
+			}
+		})
+	}
+}
