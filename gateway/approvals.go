@@ -323,6 +323,14 @@ func (g *Gateway) approvalCommand(ctx context.Context, m channels.Message) (ok b
 	if state == approval.Cancelled && (rec == nil || rec.State != approval.Pending) {
 		return false, nil // an ordinary command, answered in turn
 	}
+	if rec == nil && (state == approval.Approved || state == approval.Denied) {
+		// The turn may already be written (a double click, a second
+		// replica's delivery of the same click): the decision reads as
+		// already taken, and by whom.
+		if rec, err = g.cfg.Approvals.Finished(ctx, conv); err != nil {
+			return false, err
+		}
+	}
 	if m.ID != "" {
 		// A platform's re-delivery is not a second decision.
 		if dup, err := g.store.Seen(ctx, "approval-command", m.Channel+":"+m.ID); err != nil || dup {

@@ -170,9 +170,7 @@ func isPrompt(r channels.Reply) bool { return r.Approval != nil }
 // tool runs once, the model's answer follows, and a message sent while the
 // approval was pending is answered after it.
 func TestApprovalRunsTheToolOnceAcrossReplicas(t *testing.T) {
-	// Not parallel: beside the other tests, one of a click delivered to
-	// two replicas at once was once answered "There is no pending approval
-	// with that code." instead of "Already approved" (not yet explained).
+	t.Parallel()
 	r := redistest.New(t)
 	ledger, mcpURL := newLedgerServer(t)
 	model := openaitest.New(t, openaitest.WithResponder(approvalModel))
@@ -235,9 +233,7 @@ func TestApprovalRunsTheToolOnceAcrossReplicas(t *testing.T) {
 // NAME" and the tool does not run; /cancel drops the call and the turn,
 // and the conversation goes on.
 func TestApprovalDeniedOrCancelled(t *testing.T) {
-	// Not parallel: beside the other tests, one of a click delivered to
-	// two replicas at once was once answered "There is no pending approval
-	// with that code." instead of "Already approved" (not yet explained).
+	t.Parallel()
 	r := redistest.New(t)
 	ledger, mcpURL := newLedgerServer(t)
 	model := openaitest.New(t, openaitest.WithResponder(approvalModel))
@@ -277,9 +273,7 @@ func TestApprovalDeniedOrCancelled(t *testing.T) {
 // model hears that it expired and answers, and a late approval changes
 // nothing.
 func TestApprovalExpires(t *testing.T) {
-	// Not parallel: beside the other tests, one of a click delivered to
-	// two replicas at once was once answered "There is no pending approval
-	// with that code." instead of "Already approved" (not yet explained).
+	t.Parallel()
 	r := redistest.New(t)
 	ledger, mcpURL := newLedgerServer(t)
 	model := openaitest.New(t, openaitest.WithResponder(approvalModel))
@@ -291,7 +285,7 @@ func TestApprovalExpires(t *testing.T) {
 	code := ch.at(p).Approval.Code
 	ch.waitFor(t, p, "with the model's answer", textIs("done: approval expired"))
 	submit(t, a.gw, from("U1", "E2", "/approve "+code))
-	ch.waitFor(t, p, "refusing the late approval", textIs("There is no pending approval with that code."))
+	ch.waitFor(t, p, "refusing the late approval", textIs("That approval has expired."))
 	if got := ledger.appended(); len(got) != 0 {
 		t.Errorf("the tool ran: %q", got)
 	}
@@ -304,9 +298,7 @@ func TestApprovalExpires(t *testing.T) {
 // turn is stopped while the prompt is pending; approving on the other
 // replica resumes the turn there and runs the tool once.
 func TestApprovalOutlivesTheReplicaThatPaused(t *testing.T) {
-	// Not parallel: beside the other tests, one of a click delivered to
-	// two replicas at once was once answered "There is no pending approval
-	// with that code." instead of "Already approved" (not yet explained).
+	t.Parallel()
 	r := redistest.New(t)
 	ledger, mcpURL := newLedgerServer(t)
 	model := openaitest.New(t, openaitest.WithResponder(approvalModel))
@@ -332,9 +324,7 @@ func TestApprovalOutlivesTheReplicaThatPaused(t *testing.T) {
 // message; the call's prompt answers the message, and the model's answer
 // after the call answers the /approve.
 func TestApprovalOnTheConsole(t *testing.T) {
-	// Not parallel: beside the other tests, one of a click delivered to
-	// two replicas at once was once answered "There is no pending approval
-	// with that code." instead of "Already approved" (not yet explained).
+	t.Parallel()
 	r := redistest.New(t)
 	ledger, mcpURL := newLedgerServer(t)
 	model := openaitest.New(t, openaitest.WithResponder(approvalModel))
@@ -369,9 +359,7 @@ func TestApprovalOnTheConsole(t *testing.T) {
 // a text with a code, and /approve from the requester runs the call; the
 // model's answer follows in the chat.
 func TestApprovalOnWeChat(t *testing.T) {
-	// Not parallel: beside the other tests, one of a click delivered to
-	// two replicas at once was once answered "There is no pending approval
-	// with that code." instead of "Already approved" (not yet explained).
+	t.Parallel()
 	r := redistest.New(t)
 	ledger, mcpURL := newLedgerServer(t)
 	model := openaitest.New(t, openaitest.WithResponder(approvalModel))
@@ -427,9 +415,7 @@ func TestApprovalOnWeChat(t *testing.T) {
 // gone and nobody decides; another replica's sweep finds the conversation
 // when the approval's time is up and the model hears that it expired.
 func TestApprovalExpiresOnAnotherReplica(t *testing.T) {
-	// Not parallel: beside the other tests, one of a click delivered to
-	// two replicas at once was once answered "There is no pending approval
-	// with that code." instead of "Already approved" (not yet explained).
+	t.Parallel()
 	r := redistest.New(t)
 	ledger, mcpURL := newLedgerServer(t)
 	model := openaitest.New(t, openaitest.WithResponder(approvalModel))

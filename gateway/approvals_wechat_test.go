@@ -54,9 +54,7 @@ func codeIn(texts []string) string {
 // the model's answer follows; a second prompt is denied with /deny and
 // nothing more is written.
 func TestApprovalOnWeComApp(t *testing.T) {
-	// Not parallel: beside the other tests, one of a click delivered to
-	// two replicas at once was once answered "There is no pending approval
-	// with that code." instead of "Already approved" (not yet explained).
+	t.Parallel()
 	const (
 		corp, secret, token, key = "ww-approve-corp", "approve-app-secret", "approveAppToken", "approveAppAESKey0123456789abcdefghijklmnopq"
 		agentID                  = 1000002
@@ -134,9 +132,7 @@ func TestApprovalOnWeComApp(t *testing.T) {
 // text with a code (the passive reply); /approve runs the call once and
 // the model's answer follows as a customer-service message.
 func TestApprovalOnOfficialAccount(t *testing.T) {
-	// Not parallel: beside the other tests, one of a click delivered to
-	// two replicas at once was once answered "There is no pending approval
-	// with that code." instead of "Already approved" (not yet explained).
+	t.Parallel()
 	const (
 		appID, secret, token, key = "wx-approve-account", "approve-oa-secret", "approveOAToken", "approveOAAESKey0123456789abcdefghijklmnopqr"
 	)
@@ -199,9 +195,7 @@ func TestApprovalOnOfficialAccount(t *testing.T) {
 // TestApprovalOutcomesArePrimed: the outcomes primed at zero are exactly
 // the states a decided approval is counted under.
 func TestApprovalOutcomesArePrimed(t *testing.T) {
-	// Not parallel: beside the other tests, one of a click delivered to
-	// two replicas at once was once answered "There is no pending approval
-	// with that code." instead of "Already approved" (not yet explained).
+	t.Parallel()
 	want := []string{approval.Approved, approval.Denied, approval.Expired, approval.Cancelled}
 	if !slices.Equal(metrics.ApprovalOutcomes, want) {
 		t.Errorf("primed outcomes %q; the gateway counts %q", metrics.ApprovalOutcomes, want)

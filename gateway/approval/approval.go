@@ -186,7 +186,18 @@ func (s *Store) Pause(ctx context.Context, token string, req Request) error {
 
 // Get returns conv's approval record, or nil when there is none.
 func (s *Store) Get(ctx context.Context, conv string) (*Record, error) {
-	f, err := s.client.HGetAll(ctx, s.key(conv, "approval")).Result()
+	return s.read(ctx, s.key(conv, "approval"))
+}
+
+// Finished returns the record Drop left of conv's last approval once its
+// turn was written (for FinishedFor), or nil: a click that comes after
+// that is answered with who decided, not as a code that never existed.
+func (s *Store) Finished(ctx context.Context, conv string) (*Record, error) {
+	return s.read(ctx, s.key(conv, "approval-done"))
+}
+
+func (s *Store) read(ctx context.Context, key string) (*Record, error) {
+	f, err := s.client.HGetAll(ctx, key).Result()
 	if err != nil {
 		return nil, fmt.Errorf("approval: read: %w", err)
 	}

@@ -227,6 +227,9 @@ func TestDroppedApprovalStillAnswers(t *testing.T) {
 	if rec, err := rg.approval.Get(ctx, conv); rec != nil || err != nil {
 		t.Fatalf("Get after Drop = %+v %v, want none", rec, err)
 	}
+	if rec, err := rg.approval.Finished(ctx, conv); err != nil || rec == nil || rec.ID != req.ID || rec.State != approval.Approved || rec.Decider() != "boss" {
+		t.Fatalf("Finished after Drop = %+v %v, want the approved record", rec, err)
+	}
 	for _, match := range []string{req.ID, strings.ToLower(req.Code)} {
 		out, rec, err := rg.approval.Decide(ctx, conv, match, approval.Denied, "U3", "late", time.Now(), nil)
 		if err != nil || out != approval.Already || rec.State != approval.Approved || rec.Decider() != "boss" || rec.Tool != req.Tool {
