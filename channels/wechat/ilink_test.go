@@ -204,12 +204,15 @@ func TestILinkSessionExpiredPausesAndResumesAfterLogin(t *testing.T) {
 	}
 
 	f.Expire()
-	waitFor(t, "the session to be marked expired", func() bool {
-		a, _, _ := st.Account(context.Background(), f.BotID)
-		return a.Expired
+	// The expiry is recorded in the state store first, then reported by
+	// Ready (whoever sees the replica degraded finds the state saying
+	// why): wait for Ready, then the store must already say so.
+	waitFor(t, "Ready to report the expiry, telling the operator to log in", func() bool {
+		err := rn.ch.Ready()
+		return err != nil && strings.Contains(err.Error(), "parley wechat login")
 	})
-	if err := rn.ch.Ready(); err == nil || !strings.Contains(err.Error(), "parley wechat login") {
-		t.Fatalf("Ready after -14 = %v; want degraded, telling the operator to log in", err)
+	if a, _, err := st.Account(context.Background(), f.BotID); err != nil || !a.Expired {
+		t.Fatalf("Ready reports the expiry but the state store holds %+v, %v", a, err)
 	}
 	if n := counter(t, cfg.Metrics, "api", "wechat", "-14"); n < 1 {
 		t.Errorf("api errors -14 = %v", n)
