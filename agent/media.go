@@ -1,5 +1,7 @@
 package agent
 
+import "github.com/parleyhq/parley/internal/jsonstring"
+
 // Images in requests. The caller (the gateway) fetches and checks the
 // bytes; the agent only places them: as image_url content parts of the
 // user message they came with, and only in requests to a model marked
@@ -24,7 +26,7 @@ func appendParts(buf, text []byte, urls []string) []byte {
 	buf = append(buf, '}')
 	for _, u := range urls {
 		buf = append(buf, `,{"type":"image_url","image_url":{"url":`...)
-		buf = appendString(buf, u)
+		buf = jsonstring.Append(buf, u)
 		buf = append(buf, `}}`...)
 	}
 	return append(buf, ']')

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/parleyhq/parley/internal/jsonstring"
 	"github.com/parleyhq/parley/retry"
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -55,7 +56,7 @@ func (a *Agent) addEndpoint(key, name string, client *Client, timeout time.Durat
 	if timeout <= 0 {
 		timeout = a.cfg.Timeout
 	}
-	ep := &endpoint{key: key, name: name, model: appendString(nil, name), client: client, timeout: timeout, vision: vision}
+	ep := &endpoint{key: key, name: name, model: jsonstring.Append(nil, name), client: client, timeout: timeout, vision: vision}
 	ep.retrier = retry.New(integrationModel, retry.Policy{
 		Attempts: 1 + max(retries, 0),
 		MinWait:  a.cfg.BackoffBase, MaxWait: a.cfg.BackoffMax,

@@ -9,6 +9,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/parleyhq/parley/internal/jsonstring"
 	"github.com/parleyhq/parley/sessions"
 )
 
@@ -39,9 +40,9 @@ var budgetMessage = appendMessage(nil, openai.ChatMessageRoleUser, budgetNote)
 // appendMessage encodes a message of role and content.
 func appendMessage(buf []byte, role, content string) []byte {
 	buf = append(buf, `{"role":`...)
-	buf = appendString(buf, role)
+	buf = jsonstring.Append(buf, role)
 	buf = append(buf, `,"content":`...)
-	buf = appendString(buf, content)
+	buf = jsonstring.Append(buf, content)
 	return append(buf, '}')
 }
 

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
+	"github.com/parleyhq/parley/internal/jsonstring"
 	"github.com/parleyhq/parley/sessions"
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -65,7 +65,7 @@ func (w *requestWriter) stored(p sessions.Peeked, step planStep, calls []int) {
 		w.buf = append(w.buf, p.Content...)
 	case sendAsIs:
 		w.buf = append(w.buf, `{"role":`...)
-		w.buf = appendString(w.buf, p.Role)
+		w.buf = jsonstring.Append(w.buf, p.Role)
 		w.buf = append(w.buf, `,"content":`...)
 		if imgs := w.history[step.i]; w.vision && len(imgs) > 0 && p.Role == openai.ChatMessageRoleUser {
 			w.buf = appendParts(w.buf, p.Content, imgs)
@@ -117,22 +117,22 @@ func (w *requestWriter) message(m *sessions.Message) {
 	w.sep()
 	if m.Kind == sessions.KindInjection || m.Kind == sessions.KindSummary {
 		w.buf = append(w.buf, `{"role":"user","content":`...)
-		w.buf = appendString(w.buf, m.Content)
+		w.buf = jsonstring.Append(w.buf, m.Content)
 		w.buf = append(w.buf, '}')
 		return
 	}
 	w.buf = append(w.buf, `{"role":`...)
-	w.buf = appendString(w.buf, m.Role)
+	w.buf = jsonstring.Append(w.buf, m.Role)
 	if len(w.images) > 0 && m.Role == openai.ChatMessageRoleUser && len(m.Attachments) > 0 {
 		w.buf = append(w.buf, `,"content":`...)
 		if w.vision {
-			w.buf = appendParts(w.buf, appendString(nil, m.Content), w.images)
+			w.buf = appendParts(w.buf, jsonstring.Append(nil, m.Content), w.images)
 		} else {
-			w.buf = appendString(w.buf, m.Content+strings.Repeat("\n"+NoVisionNote, len(w.images)))
+			w.buf = jsonstring.Append(w.buf, m.Content+strings.Repeat("\n"+NoVisionNote, len(w.images)))
 		}
 	} else if m.Content != "" {
 		w.buf = append(w.buf, `,"content":`...)
-		w.buf = appendString(w.buf, m.Content)
+		w.buf = jsonstring.Append(w.buf, m.Content)
 	}
 	if m.Role == openai.ChatMessageRoleAssistant && len(m.ToolCalls) > 0 {
 		w.buf = append(w.buf, `,"tool_calls":[`...)
@@ -141,18 +141,18 @@ func (w *requestWriter) message(m *sessions.Message) {
 				w.buf = append(w.buf, ',')
 			}
 			w.buf = append(w.buf, `{"id":`...)
-			w.buf = appendString(w.buf, c.ID)
+			w.buf = jsonstring.Append(w.buf, c.ID)
 			w.buf = append(w.buf, `,"type":"function","function":{"name":`...)
-			w.buf = appendString(w.buf, c.Name)
+			w.buf = jsonstring.Append(w.buf, c.Name)
 			w.buf = append(w.buf, `,"arguments":`...)
-			w.buf = appendString(w.buf, c.Arguments)
+			w.buf = jsonstring.Append(w.buf, c.Arguments)
 			w.buf = append(w.buf, `}}`...)
 		}
 		w.buf = append(w.buf, ']')
 	}
 	if m.ToolCallID != "" {
 		w.buf = append(w.buf, `,"tool_call_id":`...)
-		w.buf = appendString(w.buf, m.ToolCallID)
+		w.buf = jsonstring.Append(w.buf, m.ToolCallID)
 	}
 	w.buf = append(w.buf, '}')
 }
@@ -196,62 +196,6 @@ func appendInt(buf []byte, n int) []byte {
 		d[i] = byte('0' + n%10)
 	}
 	return append(buf, d[i:]...)
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string, escaped as encoding/json does
-// (HTML characters, U+2028 and U+2029 included; invalid UTF-8 becomes
-// U+FFFD), without allocating.
-func appendString(buf []byte, s string) []byte {
-	buf = append(buf, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
-				i++
-				continue
-			}
-			buf = append(buf, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				buf = append(buf, '\\', b)
-			case '\n':
-				buf = append(buf, '\\', 'n')
-			case '\r':
-				buf = append(buf, '\\', 'r')
-			case '\t':
-				buf = append(buf, '\\', 't')
-			case '\b':
-				buf = append(buf, '\\', 'b')
-			case '\f':
-				buf = append(buf, '\\', 'f')
-			default:
-				buf = append(buf, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			buf = append(buf, s[start:i]...)
-			buf = append(buf, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			buf = append(buf, s[start:i]...)
-			buf = append(buf, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	buf = append(buf, s[start:]...)
-	return append(buf, '"')
 }
 
 // encodedTool is a tool's entry of the tools list, encoded once.

@@ -99,18 +99,6 @@ func TestSanitizedHistoryKeepsTheRulesOnStoredEntries(t *testing.T) {
 	}
 }
 
-func FuzzAppendString(f *testing.F) {
-	for _, s := range []string{"", "plain", "\"\\/\b\f\n\r\t", "<>&", "\u2028\u2029", "\xff\xfe", "这是🙂", "\x00\x1f\x7f"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		want, _ := json.Marshal(s)
-		if got := appendString(nil, s); !bytes.Equal(got, want) {
-			t.Fatalf("appendString(%q) = %s; encoding/json writes %s", s, got, want)
-		}
-	})
-}
-
 // TestAPlainTurnAllocatesTheSameAtAnyHistoryLength: the stored history is
 // sent without being decoded, so a longer history costs no allocation
 // more (issue 15, item 4).

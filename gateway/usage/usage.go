@@ -25,11 +25,11 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/parleyhq/parley/internal/jsonstring"
 	"github.com/parleyhq/parley/internal/pipescript"
 )
 
@@ -105,45 +105,22 @@ return 1
 `)
 
 // field is parts as a JSON array, byte for byte as json.Marshal writes
-// it. Every turn records four fields, and parts are nearly always ids of
-// plain ASCII, which are written as they are without going through
-// json.Marshal (reflection, a pooled encoder, a copy); anything else is
-// left to it.
+// it. Every turn records four fields: written by hand, without
+// json.Marshal's reflection, pooled encoder and copy.
 func field(parts ...string) string {
 	n := 2
 	for _, p := range parts {
-		if !plainJSON(p) {
-			b, _ := json.Marshal(parts) // strings always encode
-			return string(b)
-		}
 		n += len(p) + 3
 	}
-	var b strings.Builder
-	b.Grow(n)
-	b.WriteByte('[')
+	b := make([]byte, 1, n)
+	b[0] = '['
 	for i, p := range parts {
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		b.WriteByte('"')
-		b.WriteString(p)
-		b.WriteByte('"')
+		b = jsonstring.Append(b, p)
 	}
-	b.WriteByte(']')
-	return b.String()
-}
-
-// plainJSON reports whether json.Marshal writes s as it is, between
-// quotes: printable ASCII other than the quote, the backslash and the
-// characters it escapes for HTML.
-func plainJSON(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
-			return false
-		}
-	}
-	return true
+	return string(append(b, ']'))
 }
 
 // Record adds one turn's tokens to the current hour. A turn that spent
