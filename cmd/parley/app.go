@@ -466,7 +466,7 @@ func (a *app) close(ctx context.Context) error { return a.stop(ctx) }
 // configFlag) and loads the configuration they name.
 func (e *environment) parseAndLoad(fs *flag.FlagSet, path *string, args []string) (config.Config, error) {
 	if err := fs.Parse(args); err != nil {
-		return config.Config{}, fmt.Errorf("%w: %v", errUsage, err)
+		return config.Config{}, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	return config.Load(*path, e.getenv)
 }

@@ -27,7 +27,7 @@ func (e *environment) config(args []string) error {
 	fs := newFlagSet("config check", e.stderr)
 	path := configFlag(fs)
 	if err := fs.Parse(args[1:]); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	cfg, warnings, err := config.LoadWithWarnings(*path, e.getenv)
 	if err != nil {

@@ -23,7 +23,7 @@ func (e *environment) healthcheck(args []string) error {
 	ready := fs.Bool("ready", false, "check /readyz instead of /healthz")
 	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	target := *addr
 	if target == "" {

@@ -6,10 +6,12 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	// Every chat platform Parley ships: config, policy and serve learn
@@ -24,15 +26,16 @@ const usage = `parley — a chat-bot gateway for Slack, Feishu/Lark and WeChat
 
 Usage:
   parley serve   [--config FILE]                    run the HTTP server and channel connections
-  parley chat    [--config FILE] [-m TEXT] [--conversation ID]
+  parley chat    [--config FILE] [-m TEXT [--image FILE]...] [--conversation ID]
+                 [--print-conversation] [--verbose]
                                                     chat on the console (one turn with -m)
-  parley skills  list [--json] | show NAME | lint [DIR] | on NAME | off NAME | trust NAME
+  parley skills  list [--json] [--verbose] | show NAME | lint [DIR|SKILL.md] | on NAME | off NAME | trust NAME
                                                     inspect and manage skills
   parley policy  explain --channel C [--workspace W] [--chat X] [--wait D]
                                                     show the effective policy of a conversation
   parley tools   list [--json] [--wait D]           list every tool: source, read/write class, MCP server state
   parley config  check [--config FILE]              validate and print the effective config
-  parley usage   [--since 24h] [--by user|chat|channel|model] [--json]
+  parley usage   [--config FILE] [--since 24h] [--by user|chat|channel|model] [--json]
                                                     model tokens spent, read from Redis
   parley wechat  login [--config FILE] [--codes N] | status [--config FILE]
                                                     log a personal-WeChat bot in (QR code), show its state
@@ -60,6 +63,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 2
 	}
 	env := &environment{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	if wantsHelp(args[1:]) {
+		// The command's help is what was asked for, not an error: it goes
+		// to stdout, and the command exits 0.
+		env.stderr = stdout
+		if subcommands[args[0]] && isHelpFlag(args[1]) {
+			fmt.Fprint(stdout, commandUsage(args[0]))
+			return 0
+		}
+	}
 	var err error
 	switch args[0] {
 	case "serve":
@@ -87,7 +99,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	default:
 		err = fmt.Errorf("%w: unknown command %q", errUsage, args[0])
 	}
-	if err == nil {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if errors.Is(err, errUsage) {
@@ -96,6 +108,46 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	fmt.Fprintf(stderr, "parley: %v\n", err)
 	return 1
+}
+
+// subcommands are the commands whose first argument is a subcommand
+// (`parley skills list`): `parley skills --help` prints their lines of the
+// usage, since no flag set has been made yet.
+var subcommands = map[string]bool{"skills": true, "policy": true, "tools": true, "config": true, "wechat": true}
+
+func isHelpFlag(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
+
+// wantsHelp reports whether args ask for help before a "--".
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if isHelpFlag(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// commandUsage returns the lines of the usage text that describe command
+// (its line and the lines that continue it).
+func commandUsage(command string) string {
+	var b strings.Builder
+	b.WriteString("Usage:\n")
+	in := false
+	for line := range strings.SplitSeq(usage, "\n") {
+		switch {
+		case strings.HasPrefix(line, "  parley "+command+" "):
+			in = true
+		case !strings.HasPrefix(line, "    "):
+			in = false
+		}
+		if in {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
 }
 
 // environment is what a command may touch of the process.

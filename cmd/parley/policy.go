@@ -23,7 +23,7 @@ func (e *environment) policy(args []string) error {
 	chat := fs.String("chat", "", "chat id")
 	wait := fs.Duration("wait", defaultListWait, "how long to wait for the MCP servers to list their tools")
 	if err := fs.Parse(args[1:]); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if *channel == "" {
 		return fmt.Errorf("%w: --channel is required", errUsage)

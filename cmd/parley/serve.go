@@ -18,7 +18,7 @@ func (e *environment) serve(args []string) (err error) {
 	fs := newFlagSet("serve", e.stderr)
 	path := configFlag(fs)
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	cfg, warnings, err := config.LoadWithWarnings(*path, e.getenv)
 	if err != nil {

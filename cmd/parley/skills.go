@@ -28,7 +28,7 @@ func (e *environment) skills(args []string) error {
 	asJSON := fs.Bool("json", false, "list as JSON")
 	verbose := fs.Bool("verbose", false, "show every warning found while loading, not only the skipped skills")
 	if err := fs.Parse(args[1:]); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if sub == "lint" {
 		return e.lintSkills(*path, fs.Args())

@@ -22,7 +22,7 @@ func (e *environment) usageCLI(args []string) error {
 	by := fs.String("by", tokenusage.ByUser, "group by "+strings.Join(tokenusage.Bys, ", "))
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: parley usage takes no arguments, got %q", errUsage, fs.Arg(0))
