@@ -361,6 +361,9 @@ func Classify(err error) Failure {
 	if code, ok := statusOf(err); ok && code >= 400 && code < 500 && !retryableStatus(code) {
 		return Misconfigured
 	}
+	if errors.Is(err, ErrNotAnAPI) {
+		return Misconfigured
+	}
 	return ModelDown
 }
 

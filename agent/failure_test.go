@@ -36,6 +36,9 @@ func TestFailureApologies(t *testing.T) {
 		{"500 after the retries", down(500), ModelDown, "failure=model_down"},
 		{"503 after the retries", down(503), ModelDown, "failure=model_down"},
 		{"undecodable answers", []openaitest.Step{openaitest.Malformed("<html>"), openaitest.Malformed("<html>"), openaitest.Malformed("<html>"), openaitest.Malformed("<html>")}, ModelDown, "failure=model_down"},
+		// A base URL that names a web site: one attempt, and the log says
+		// what to check.
+		{"200 text/html", []openaitest.Step{openaitest.Malformed("<!doctype html><title>Sign in</title>").WithHeader("Content-Type", "text/html; charset=utf-8")}, Misconfigured, "the response was text/html, not JSON: check model.base_url"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

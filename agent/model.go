@@ -136,7 +136,7 @@ func (a *Agent) observeAttempt(model string, at retry.Attempted) {
 // do not decode. Client errors (400, 401, 403, 404, …) fail at once, since
 // sending the same request again cannot fix them.
 func retryable(err error) bool {
-	if errors.Is(err, errResponseTooLarge) || errors.Is(err, errTooManyCalls) {
+	if errors.Is(err, errResponseTooLarge) || errors.Is(err, errTooManyCalls) || errors.Is(err, ErrNotAnAPI) {
 		return false
 	}
 	// Status errors first: a 401 whose body is not JSON is still a 401.

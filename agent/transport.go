@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -166,7 +167,27 @@ func (c *Client) post(ctx context.Context, body func() io.Reader, n int64, accep
 		defer hr.Body.Close()
 		return nil, after, statusError(hr)
 	}
+	if err := checkMediaType(hr.Header.Get("Content-Type")); err != nil {
+		hr.Body.Close()
+		return nil, after, err
+	}
 	return hr, after, nil
+}
+
+// ErrNotAnAPI marks a successful response that is a web page, not an
+// answer of the API: the base URL names a site (a proxy's sign-in page, a
+// front end, a path without /v1), which no retry fixes.
+var ErrNotAnAPI = errors.New("not an OpenAI-compatible API")
+
+// checkMediaType refuses a response whose Content-Type says it is HTML.
+// Anything else is left to the decoder: servers label JSON and event
+// streams loosely (text/plain, none at all), and their answers still read.
+func checkMediaType(contentType string) error {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil || (mt != "text/html" && mt != "application/xhtml+xml") {
+		return nil
+	}
+	return fmt.Errorf("%w: the response was %s, not JSON: check model.base_url", ErrNotAnAPI, mt)
 }
 
 // statusError reads a failed response into go-openai's error types, as
