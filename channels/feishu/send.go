@@ -44,9 +44,23 @@ var retryableCodes = map[int]bool{
 	1000005:  true, // internal error
 }
 
+// codeMissingField is the Code of an APIError made for an answer that
+// succeeded but lacks the field Parley needs of it (a card_id, a
+// message_id): that method cannot be used, so it counts as a refusal and
+// the reply takes the documented fallback.
+const codeMissingField = -2
+
+// missingField is the refusal of an op that answered without field.
+func missingField(op, field string) error {
+	return &APIError{Op: op, Status: http.StatusOK, Code: codeMissingField, Msg: "answered without its " + field}
+}
+
 // label is the code label of ChannelAPIErrors: Feishu's code, or the
 // HTTP status when the answer carried none.
 func (e *APIError) label() string {
+	if e.Code == codeMissingField {
+		return "missing_field"
+	}
 	if e.Code == -1 {
 		return "http_" + strconv.Itoa(e.Status)
 	}

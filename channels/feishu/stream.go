@@ -265,7 +265,7 @@ func (s *cardSink) startCardKit(ctx context.Context, body string) error {
 		return err
 	}
 	if out.Data.CardID == "" {
-		return errors.New("feishu: card_create: no card_id in the answer")
+		return missingField("card_create", "card_id")
 	}
 	content, err := json.Marshal(map[string]any{"type": "card", "data": map[string]string{"card_id": out.Data.CardID}})
 	if err != nil {
@@ -275,6 +275,9 @@ func (s *cardSink) startCardKit(ctx context.Context, body string) error {
 		return err
 	}
 	id, err := s.a.postWith(ctx, s.a.calls, s.m, "interactive", string(content), s.uuid("card", 0))
+	if err == nil && id == "" {
+		err = missingField("send", "message_id")
+	}
 	if err != nil {
 		return err
 	}
@@ -328,6 +331,11 @@ func (s *cardSink) startPatch(ctx context.Context, body string) error {
 		return err
 	}
 	id, err := s.a.postWith(ctx, s.a.calls, s.m, "interactive", string(card), s.uuid("patch", 0))
+	if err == nil && id == "" {
+		// Without its id the card cannot be patched: each update would
+		// post another.
+		err = missingField("send", "message_id")
+	}
 	if err != nil {
 		return err
 	}

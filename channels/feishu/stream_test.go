@@ -311,3 +311,45 @@ func TestLiveReplyDiscardRecallsTheCard(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLiveReplyAnswerWithoutIDIsARefusal: a card_create that succeeds
+// without its card_id, then a card post without its message_id, are
+// refusals of those methods: the reply moves on to the next mode (and
+// remembers it) and the answer is shown once, never a card updated or
+// patched without an id.
+func TestLiveReplyAnswerWithoutIDIsARefusal(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(_ *Config, o *Options) { o.CardUpdateInterval = time.Millisecond })
+	f.api.Fail(feishutest.OpCardCreate, feishutest.Failure{Status: 200, Code: 0, Msg: "success"})
+	if !streamAnswer(t, f, groupMsg(), liveAnswer, 9, nil) {
+		t.Fatal("Finish did not deliver")
+	}
+	onlyVisible(t, f.api, liveAnswer)
+	if v := fallbacks(f, modeCardKit, modePatch); v != 1 {
+		t.Errorf("cardkit→patch fallbacks = %v, want 1", v)
+	}
+	before := len(f.api.Calls())
+	streamAnswer(t, f, groupMsg(), "second answer", 100, nil)
+	for _, c := range f.api.Calls()[before:] {
+		if c.Op == feishutest.OpCardCreate {
+			t.Fatal("CardKit tried again right after answering without a card_id")
+		}
+	}
+}
+
+func TestLiveReplyCardPostWithoutMessageIDIsARefusal(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(_ *Config, o *Options) { o.CardUpdateInterval = time.Millisecond })
+	f.api.RefuseCardKit(true)
+	f.api.Fail("reply", feishutest.Failure{Status: 200, Code: 0, Msg: "success"})
+	streamAnswer(t, f, groupMsg(), liveAnswer, 9, nil)
+	onlyVisible(t, f.api, liveAnswer)
+	if v := fallbacks(f, modePatch, modePost); v != 1 {
+		t.Errorf("patch→post fallbacks = %v, want 1: a card without its message_id cannot be patched", v)
+	}
+	for _, c := range f.api.Calls() {
+		if c.Op == feishutest.OpPatch {
+			t.Fatalf("a card was patched after its post answered without a message_id: %+v", c)
+		}
+	}
+}

@@ -88,6 +88,9 @@ func (s *liveSink) startStream(ctx context.Context, piece string) (string, error
 	err := s.a.call(ctx, "chat.startStream", 2, func(ctx context.Context) error {
 		var err error
 		_, ts, err = s.a.api.StartStreamContext(ctx, s.m.Chat, opts...)
+		if err == nil && ts == "" {
+			err = missingField("ts")
+		}
 		return err
 	})
 	if err != nil {

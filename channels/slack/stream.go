@@ -101,7 +101,17 @@ var refusedForGood = map[string]bool{
 	"unknown_method": true, "not_allowed": true, "missing_scope": true, "not_allowed_token_type": true,
 	"method_deprecated": true, "no_permission": true, "feature_not_enabled": true, "access_denied": true,
 	"team_access_not_granted": true, "restricted_action": true, "cant_update_message": true,
-	"edit_window_closed": true, "cant_delete_message": true,
+	"edit_window_closed": true, "cant_delete_message": true, codeMissingField: true,
+}
+
+// codeMissingField is the code of an ok answer that lacks the field Parley
+// needs of it (a ts): a method that answers so cannot be used, and counts
+// as refused, so the reply takes the documented fallback.
+const codeMissingField = "missing_field"
+
+// missingField is the error of an ok answer without field.
+func missingField(field string) error {
+	return fmt.Errorf("answered ok without its %s: %w", field, slackapi.SlackErrorResponse{Err: codeMissingField})
 }
 
 // refused reports whether err is a refusal for good.
@@ -339,6 +349,11 @@ func (s *liveSink) edit(ctx context.Context, text string) error {
 		}
 		err = s.a.call(ctx, postMethod(s.m), 2, func(ctx context.Context) error {
 			ts, err := s.a.postText(ctx, s.m, text)
+			if err == nil && ts == "" {
+				// Without its ts the message cannot be edited: each edit
+				// would post it again.
+				err = missingField("ts")
+			}
 			s.ts = ts
 			return err
 		})

@@ -525,3 +525,46 @@ func TestUnshownSaysWhetherFinishLeavesThePost(t *testing.T) {
 		})
 	}
 }
+
+// TestLiveReplyAnswerWithoutTSIsARefusal: a chat.startStream (then a
+// chat.postMessage of the edited mode) answered ok but without its ts is a
+// refusal of that method: the reply moves to the next mode and the answer
+// is shown once, never a chat.stopStream with an empty ts.
+func TestLiveReplyAnswerWithoutTSIsARefusal(t *testing.T) {
+	t.Parallel()
+	f := liveFixture(t)
+	f.slack.Fail("chat.startStream", slacktest.Failure{Bare: true})
+	m := liveMsg(slacktest.TeamID)
+
+	answer(t, f.a, m, "first ", "second")
+	onlyVisible(t, f.slack, "first second")
+	for _, c := range f.slack.Log() {
+		if c.Method != "chat.startStream" && c.TS == "" {
+			t.Errorf("%s called with no ts: %+v", c.Method, c)
+		}
+	}
+	if f.fallbacks("stream", "update") != 1 {
+		t.Errorf("stream→update counted %v times, want 1", f.fallbacks("stream", "update"))
+	}
+	// Remembered like any refusal: the next reply does not ask again.
+	starts := f.slack.Count("chat.startStream")
+	f.slack.Fail("chat.postMessage", slacktest.Failure{Bare: true})
+	m2 := m
+	m2.Thread, m2.Meta = "1700000000.000300", map[string]string{MetaTS: "1700000000.000300", MetaThreadTS: "1700000000.000300"}
+	answer(t, f.a, m2, "one ", "two")
+	if n := f.slack.Count("chat.startStream"); n != starts {
+		t.Errorf("chat.startStream asked again (%d → %d) after answering without a ts", starts, n)
+	}
+	if f.fallbacks("update", "post") != 1 {
+		t.Errorf("update→post counted %v times, want 1: a post without its ts cannot be edited", f.fallbacks("update", "post"))
+	}
+	var inThread []string
+	for _, v := range f.slack.Visible() {
+		if v.ThreadTS == m2.Thread {
+			inThread = append(inThread, v.Text)
+		}
+	}
+	if len(inThread) != 1 || inThread[0] != "one two" {
+		t.Fatalf("thread shows %q; want the answer once", inThread)
+	}
+}

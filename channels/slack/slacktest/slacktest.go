@@ -76,6 +76,10 @@ type Failure struct {
 	// Pass lets the call through as if no failure were scripted, so that
 	// a failure can be scripted after some successes.
 	Pass bool
+	// Bare answers {"ok": true} and nothing else, doing nothing: an answer
+	// without the fields the method returns (a ts), as a broken proxy or
+	// a Slack-compatible API may give.
+	Bare bool
 }
 
 // Server is the fake Slack.
@@ -288,6 +292,10 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 	}
 	if token != want {
 		writeJSON(w, map[string]any{"ok": false, "error": "invalid_auth"})
+		return
+	}
+	if fail != nil && fail.Bare {
+		writeJSON(w, map[string]any{"ok": true})
 		return
 	}
 	if fail != nil {
