@@ -162,3 +162,42 @@ func TestNoPackageIsCompiledAgainForAnotherPackagesTests(t *testing.T) {
 		}
 	}
 }
+
+// TestScriptsTestSaysWhatItIsDoing: go test prints nothing until a
+// package's tests are done, so a cold run would look hung for minutes;
+// scripts/test says that it is compiling, and that a first run takes a
+// few minutes, before go test starts. A stand-in go on PATH records the
+// order (and makes the check cost nothing).
+func TestScriptsTestSaysWhatItIsDoing(t *testing.T) {
+	bin, cache := t.TempDir(), t.TempDir()
+	fakeGo := "#!/bin/sh\nif [ \"$1\" = env ]; then echo \"$FAKE_GOCACHE\"; exit 0; fi\necho \"go $1 ran\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "go"), []byte(fakeGo), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, want string
+		warm       bool
+	}{
+		{"cold", "a first run compiles for a few minutes", false},
+		{"warm", "compiling what changed", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.warm {
+				if err := os.WriteFile(filepath.Join(cache, "entry"), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cmd := exec.Command("bash", "test", "./nothing/")
+			cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "FAKE_GOCACHE="+cache,
+				"PARLEY_TEST_BINARY=/nonexistent", "REDIS_URL=", "PARLEY_TEST_REQUIRE_REDIS=")
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("scripts/test: %v\n%s", err, out)
+			}
+			said, ran := strings.Index(string(out), tt.want), strings.Index(string(out), "go test ran")
+			if said < 0 || ran < 0 || said > ran {
+				t.Fatalf("scripts/test did not say %q before go test ran:\n%s", tt.want, out)
+			}
+		})
+	}
+}
