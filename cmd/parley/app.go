@@ -73,12 +73,7 @@ func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
 
 // openStore connects to REDIS_URL, or starts the in-memory store.
 func (e *environment) openStore(cfg config.Config, log *slog.Logger) (*sessions.RedisStore, bool, error) {
-	opts := sessions.Options{
-		Prefix:      cfg.Redis.Prefix,
-		HistoryTTL:  cfg.Sessions.HistoryTTL,
-		MaxMessages: cfg.Sessions.MaxMessages,
-		LockTTL:     cfg.Sessions.LockTTL,
-	}
+	opts := sessions.FromConfig(cfg).Options(cfg.Redis.Prefix)
 	if cfg.Redis.URL == "" {
 		log.Warn("REDIS_URL is not set: using the in-memory store, which keeps conversations in this process only — run one replica, and expect a restart to forget everything")
 		s, err := sessions.NewMemory(opts)
@@ -87,7 +82,7 @@ func (e *environment) openStore(cfg config.Config, log *slog.Logger) (*sessions.
 	// A connection for each worker's command and one for what its turn
 	// starts beside it (the lock's renewal, the outbox), and one for each
 	// webhook being handled.
-	client, err := sessions.OpenRedis(e.ctx, cfg.Redis.URL.Reveal(), 2*cfg.Gateway.Workers+cfg.Server.MaxConcurrentBodies)
+	client, err := sessions.OpenRedis(e.ctx, cfg.Redis.URL.Reveal(), 2*gateway.SectionFrom(cfg).Workers+cfg.Server.MaxConcurrentBodies)
 	if err != nil {
 		return nil, false, err
 	}
@@ -224,7 +219,7 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 	a.tools = a.toolset.registry
 	// One pool for the model, as many connections as turns run at once;
 	// each attempt is bounded by the model timeout, not the client.
-	client := agent.NewClient(cfg.Model.BaseURL, cfg.Model.APIKey.Reveal(), outbound.Client(outbound.Options{Conns: cfg.Gateway.Workers}))
+	client := agent.NewClient(cfg.Model.BaseURL, cfg.Model.APIKey.Reveal(), outbound.Client(outbound.Options{Conns: gateway.SectionFrom(cfg).Workers}))
 	// Each further model has a pool of its own, so that a slow fallback
 	// cannot starve the default model of connections, and a retry budget
 	// of its own.
@@ -237,7 +232,7 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 		}
 		models = append(models, agent.ModelConfig{
 			Key: ep.Key, Name: ep.Name, Vision: ep.Vision, Timeout: ep.Timeout, MaxRetries: ep.MaxRetries, Fallbacks: ep.Fallbacks,
-			Client: agent.NewClient(ep.BaseURL, ep.APIKey.Reveal(), outbound.Client(outbound.Options{Conns: cfg.Gateway.Workers})),
+			Client: agent.NewClient(ep.BaseURL, ep.APIKey.Reveal(), outbound.Client(outbound.Options{Conns: gateway.SectionFrom(cfg).Workers})),
 		})
 	}
 	m.PrimeModels(chains)
@@ -267,29 +262,20 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 		a.watchers.Wait()
 		return nil
 	})
-	a.gateway = gateway.New(gateway.Config{
-		Workers:         cfg.Gateway.Workers,
-		QueueLimit:      cfg.Sessions.QueueLimit,
-		MaxMessageChars: cfg.Sessions.MaxMessageChars,
-		CompactTokens:   cfg.Sessions.CompactTokens,
-		KeepRounds:      cfg.Sessions.KeepRounds,
-		SkillBudget:     cfg.Skills.BodyBudget,
-		Policy:          a.policy,
-		Tools:           a.tools,
-		Skills:          &gateway.Skills{Registry: a.skills, State: a.state, Reload: a.reloadSkills},
-		// The store's Redis, embedded or shared: the limits hold over
-		// every replica that shares it.
-		Quotas: quota.New(a.store.Client(), cfg.Redis.Prefix),
-		Usage:  tokenusage.New(a.store.Client(), cfg.Redis.Prefix),
-		// Replies that could not be posted wait in the same Redis for
-		// whichever replica is alive.
-		Outbox: outbox.New(a.store.Client(), cfg.Redis.Prefix, outbox.Config{MaxAge: cfg.Outbox.MaxAge}, m, log),
-		// Approvals live under each conversation's keys, beside its lock.
-		Approvals:   approval.New(a.store.Client(), a.store.Key),
-		Tracer:      tracer,
-		Media:       media.New(cfg.Media),
-		TypingDelay: cfg.Gateway.TypingDelay,
-	}, a.store, a.agent, m, log)
+	gc := gateway.ConfigFrom(cfg)
+	gc.Policy, gc.Tools, gc.Tracer = a.policy, a.tools, tracer
+	gc.Skills = &gateway.Skills{Registry: a.skills, State: a.state, Reload: a.reloadSkills}
+	// The store's Redis, embedded or shared: the limits hold over every
+	// replica that shares it.
+	gc.Quotas = quota.New(a.store.Client(), cfg.Redis.Prefix)
+	gc.Usage = tokenusage.New(a.store.Client(), cfg.Redis.Prefix)
+	// Replies that could not be posted wait in the same Redis for
+	// whichever replica is alive.
+	gc.Outbox = outbox.New(a.store.Client(), cfg.Redis.Prefix, outbox.Config{MaxAge: cfg.Outbox.MaxAge}, m, log)
+	// Approvals live under each conversation's keys, beside its lock.
+	gc.Approvals = approval.New(a.store.Client(), a.store.Key)
+	gc.Media = media.New(media.FromConfig(cfg))
+	a.gateway = gateway.New(gc, a.store, a.agent, m, log)
 	// Shutdown drains running turns until its context ends, then cancels
 	// the rest; queued messages stay for the next replica.
 	a.onStop("gateway", a.gateway.Shutdown)

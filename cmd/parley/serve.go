@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/gateway"
 	"github.com/parleyhq/parley/internal/logthrottle"
 )
 
@@ -37,7 +38,7 @@ func (e *environment) serve(args []string) (err error) {
 	// the channel connections, the gateway (draining running turns until
 	// the deadline), the background work, the store.
 	defer func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), cfg.Gateway.ShutdownTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), gateway.SectionFrom(cfg).ShutdownTimeout)
 		defer cancel()
 		if stopErr := a.close(ctx); stopErr != nil && err == nil {
 			err = fmt.Errorf("shutdown: %w", stopErr)
@@ -85,7 +86,7 @@ func (e *environment) serve(args []string) (err error) {
 	// Stop intake first: readiness fails, so no new requests are routed
 	// here while running turns finish.
 	a.onStop("readiness", func(context.Context) error {
-		log.Info("shutting down: draining running turns", "deadline", cfg.Gateway.ShutdownTimeout)
+		log.Info("shutting down: draining running turns", "deadline", gateway.SectionFrom(cfg).ShutdownTimeout)
 		draining.Store(true)
 		return nil
 	})
