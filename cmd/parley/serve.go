@@ -49,7 +49,7 @@ func (e *environment) serve(args []string) (err error) {
 	}()
 	a.gateway.Start()
 	a.watchRedis(5 * time.Second)
-	a.logSkillsLoaded(e.ctx)
+	a.skills.LogLoaded(e.ctx)
 
 	var draining atomic.Bool
 	mux := a.routes(&draining)
@@ -127,12 +127,13 @@ func (a *app) routes(draining *atomic.Bool) *http.ServeMux {
 			http.Error(w, "degraded: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		// A down MCP server takes only its own tools away (they are not
-		// offered meanwhile), so the replica stays ready and says which
-		// server is down; why is in the log and in parley tools list.
+		// A down part of a tool source (an MCP server) takes only its own
+		// tools away (they are not offered meanwhile), so the replica stays
+		// ready and says which is down; why is in the log and in parley
+		// tools list.
 		w.Write([]byte("ready\n"))
-		for _, name := range a.toolset.down() {
-			fmt.Fprintf(w, "degraded: MCP server %s is down\n", name)
+		for _, part := range a.toolset.downParts() {
+			fmt.Fprintf(w, "degraded: %s is down\n", part)
 		}
 	})
 	// OpenMetrics when the scraper asks for it: the exemplars (trace ids on
