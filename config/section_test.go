@@ -74,7 +74,7 @@ func TestRegisteredSectionProblemsNameTheirKeyAndLine(t *testing.T) {
 		name, file, want string
 	}{
 		{"its own Validate", "listen: ':1'\ntestqueue:\n  depth: -1\n", "line 3: testqueue.depth: must not be negative"},
-		{"an unknown key", "testqueue:\n  deep: 1\n", `line 2: unknown key "deep" in testqueue (did you mean "depth"?)`},
+		{"an unknown key", "testqueue:\n  dpth: 1\n", `line 2: unknown key "dpth" in testqueue (did you mean "depth"?)`},
 		{"its Check, reading gateway:", "gateway:\n  workers: 1\ntestqueue:\n  depth: 101\n", "line 4: testqueue.depth: 101 is more than 100 a worker (gateway.workers: 1)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
