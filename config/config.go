@@ -37,13 +37,12 @@ type Config struct {
 	Model Model `yaml:"model"`
 	// Models are further models by name, for fallbacks and for policies
 	// that choose another model (see NamedModel).
-	Models   map[string]*NamedModel `yaml:"models"`
-	Redis    Redis                  `yaml:"redis"`
-	Outbox   Outbox                 `yaml:"outbox"`
-	Server   Server                 `yaml:"server"`
-	Skills   Skills                 `yaml:"skills"`
-	Policies Policies               `yaml:"policies"`
-	Admin    Admin                  `yaml:"admin"`
+	Models map[string]*NamedModel `yaml:"models"`
+	Redis  Redis                  `yaml:"redis"`
+	Outbox Outbox                 `yaml:"outbox"`
+	Server Server                 `yaml:"server"`
+	Skills Skills                 `yaml:"skills"`
+	Admin  Admin                  `yaml:"admin"`
 
 	// Sections holds every registered top-level section (sessions:,
 	// media:, gateway:, …) by name (see SectionOf and RegisterSection).
@@ -417,7 +416,6 @@ func (c Config) problems() []string {
 		bad("redis.prefix", "must not be empty")
 	}
 	errs = append(errs, c.validateModels()...)
-	errs = append(errs, c.Policies.validate(c.HasModel, c.modelChoices())...)
 	errs = append(errs, c.Admin.validate()...)
 	errs = append(errs, c.validateSections()...)
 	errs = append(errs, c.validateTools()...)

@@ -180,7 +180,7 @@ func (c Config) withDefaults() Config {
 		c.SkillBudget = config.DefaultSkillBodyBudget
 	}
 	if c.Policy == nil {
-		c.Policy = policy.New(config.Policies{})
+		c.Policy = policy.New(policy.Config{})
 	}
 	return c
 }

@@ -171,7 +171,7 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 	a.onStop("tool sources", func(context.Context) error { return a.toolset.close() })
 	a.tools = a.toolset.registry
 	a.agent = agent.FromConfig(cfg, gateway.SectionFrom(cfg).Workers, tracer, a.tools, m, log)
-	a.policy = policy.New(cfg.Policies).WithModels(cfg.ModelDescriptions())
+	a.policy = policy.New(*policy.FromConfig(cfg)).WithModels(cfg.ModelDescriptions())
 
 	var stopBg context.CancelFunc
 	a.bg, stopBg = context.WithCancel(context.Background())
