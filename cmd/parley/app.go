@@ -180,28 +180,33 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 		a.watchers.Wait()
 		return nil
 	})
-	gc := gateway.ConfigFrom(cfg)
-	gc.Policy, gc.Tools, gc.Tracer = a.policy, a.tools, tracer
-	gc.Skills = &gateway.Skills{Registry: a.skills.Registry, State: a.skills.State, Reload: a.skills.Reload}
-	// The store's Redis, embedded or shared: the limits hold over every
-	// replica that shares it.
-	gc.Quotas = quota.New(a.store.Client(), cfg.Redis.Prefix)
-	gc.Usage = tokenusage.New(a.store.Client(), cfg.Redis.Prefix)
-	// Replies that could not be posted wait in the same Redis for
-	// whichever replica is alive.
-	gc.Outbox = outbox.New(a.store.Client(), cfg.Redis.Prefix, outbox.Config{MaxAge: cfg.Outbox.MaxAge}, m, log)
-	// Approvals live under each conversation's keys, beside its lock.
-	gc.Approvals = approval.New(a.store.Client(), a.store.Key)
-	gc.Media = media.New(media.FromConfig(cfg))
-	a.gateway = gateway.New(gc, a.store, a.agent, m, log)
-	// Shutdown drains running turns until its context ends, then cancels
-	// the rest; queued messages stay for the next replica.
-	a.onStop("gateway", a.gateway.Shutdown)
 	// The skill watchers stop after the gateway's drain (stop runs in
 	// reverse), so turns still running see reloads from other replicas.
 	a.skills.Start(e.ctx)
 	a.onStop("skill watchers", func(context.Context) error { a.skills.Stop(); return nil })
+	a.gateway = a.newGateway(cfg, tracer)
+	// Shutdown drains running turns until its context ends, then cancels
+	// the rest; queued messages stay for the next replica.
+	a.onStop("gateway", a.gateway.Shutdown)
 	return a, nil
+}
+
+// newGateway builds the gateway of cfg's sections over the parts built so
+// far: the store's Redis, embedded or shared, holds the limits, the usage,
+// the outbox and the approvals of every replica that shares it.
+func (a *app) newGateway(cfg config.Config, tracer tracing.Tracer) *gateway.Gateway {
+	gc := gateway.ConfigFrom(cfg)
+	gc.Policy, gc.Tools, gc.Tracer = a.policy, a.tools, tracer
+	gc.Skills = &gateway.Skills{Registry: a.skills.Registry, State: a.skills.State, Reload: a.skills.Reload}
+	gc.Quotas = quota.New(a.store.Client(), cfg.Redis.Prefix)
+	gc.Usage = tokenusage.New(a.store.Client(), cfg.Redis.Prefix)
+	// Replies that could not be posted wait in Redis for whichever
+	// replica is alive.
+	gc.Outbox = outbox.New(a.store.Client(), cfg.Redis.Prefix, outbox.Config{MaxAge: cfg.Outbox.MaxAge}, a.metrics, a.log)
+	// Approvals live under each conversation's keys, beside its lock.
+	gc.Approvals = approval.New(a.store.Client(), a.store.Key)
+	gc.Media = media.New(media.FromConfig(cfg))
+	return gateway.New(gc, a.store, a.agent, a.metrics, a.log)
 }
 
 // watchRedis keeps parley_redis_up current without waiting for a
