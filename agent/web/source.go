@@ -27,7 +27,10 @@ func openSource(_ context.Context, c config.Config, deps toolsource.Deps) (tools
 	return source{}, nil
 }
 
-// source is the web tools, which need nothing beyond their registration.
+// source is the web tools, which need nothing beyond their registration:
+// they run in the process, so nothing of theirs is ever down, and they
+// show nothing beside their rows. Each method implements
+// toolsource.Opened.
 type source struct{}
 
 func (source) Close() error                                   { return nil }
