@@ -139,7 +139,7 @@ func (w *world) replica(t *testing.T, id string, opts options) *replica {
 	ag := agent.New(agent.Config{Model: "test-model"}, agent.NewClient(w.model.URL(), "sk-test", nil), reg, r.metrics, log)
 	r.gw = gateway.New(gateway.Config{
 		Workers: 2, KeepRounds: 1, SkillBudget: config.DefaultSkillBodyBudget,
-		Policy: policy.New(config.Policies{}), Tools: reg,
+		Policy: policy.New(policy.Config{}), Tools: reg,
 		Skills: &gateway.Skills{Registry: r.reg, State: r.state},
 	}, r.store, ag, r.metrics, log)
 	r.ch = newRecorder("slack")
@@ -158,7 +158,7 @@ func (w *world) replica(t *testing.T, id string, opts options) *replica {
 	r.console, err = admin.New(admin.Config{
 		Admin: ac, Redis: w.redis.Client, Prefix: w.redis.Prefix, Store: r.store,
 		Skills:        admin.Skills{Registry: r.reg, State: r.state, Home: w.home},
-		Policy:        policy.New(config.Policies{Platforms: map[string]config.PlatformPolicy{"slack": {Level: config.Level{Tools: config.ToolRules{Deny: []string{"save_*"}}}}}}),
+		Policy:        policy.New(policy.Config{Platforms: map[string]policy.PlatformPolicy{"slack": {Level: config.Level{Tools: config.ToolRules{Deny: []string{"save_*"}}}}}}),
 		Tools:         registryTools{reg},
 		Conversations: r.gw,
 		Replica:       id,

@@ -102,24 +102,24 @@ func TestPrintedConfigReadsBackTheSame(t *testing.T) {
 	if string(reprinted) != string(printed) {
 		t.Errorf("print is not a fixed point:\n--- first\n%s\n--- again\n%s", printed, reprinted)
 	}
-	if !reflect.DeepEqual(first.Policies, again.Policies) {
-		t.Errorf("policies differ after the round trip:\n%#v\n%#v", first.Policies, again.Policies)
+	if !reflect.DeepEqual(policy.FromConfig(first), policy.FromConfig(again)) {
+		t.Errorf("policies differ after the round trip:\n%#v\n%#v", policy.FromConfig(first), policy.FromConfig(again))
 	}
 	for _, tc := range []struct {
 		name string
 		l    config.Names
 		nil_ bool
 	}{
-		{"default tools.allow (unset)", again.Policies.Default.Tools.Allow, true},
-		{"default access.users: []", again.Policies.Default.Access.Users, false},
-		{"slack tools.allow: []", again.Policies.Platforms["slack"].Tools.Allow, false},
-		{"slack access.users (unset)", again.Policies.Platforms["slack"].Access.Users, true},
-		{"C1 access.chats: []", again.Policies.Platforms["slack"].Workspaces["T1"].Chats["C1"].Access.Chats, false},
+		{"default tools.allow (unset)", policy.FromConfig(again).Default.Tools.Allow, true},
+		{"default access.users: []", policy.FromConfig(again).Default.Access.Users, false},
+		{"slack tools.allow: []", policy.FromConfig(again).Platforms["slack"].Tools.Allow, false},
+		{"slack access.users (unset)", policy.FromConfig(again).Platforms["slack"].Access.Users, true},
+		{"C1 access.chats: []", policy.FromConfig(again).Platforms["slack"].Workspaces["T1"].Chats["C1"].Access.Chats, false},
 		{"gh tools.allow: []", mcp.FromConfig(again).Servers["gh"].Tools.Allow, false},
 		{"files tools.allow (unset)", mcp.FromConfig(again).Servers["files"].Tools.Allow, true},
-		{"slack approvers.users: []", again.Policies.Platforms["slack"].Approvers.Users, false},
-		{"T1 tools.approve: []", again.Policies.Platforms["slack"].Workspaces["T1"].Tools.Approve, false},
-		{"default approvers.users (unset)", again.Policies.Default.Approvers.Users, true},
+		{"slack approvers.users: []", policy.FromConfig(again).Platforms["slack"].Approvers.Users, false},
+		{"T1 tools.approve: []", policy.FromConfig(again).Platforms["slack"].Workspaces["T1"].Tools.Approve, false},
+		{"default approvers.users (unset)", policy.FromConfig(again).Default.Approvers.Users, true},
 	} {
 		if (tc.l == nil) != tc.nil_ || len(tc.l) != 0 {
 			t.Errorf("%s = %#v after the round trip; want nil %v and empty", tc.name, tc.l, tc.nil_)
@@ -129,7 +129,7 @@ func TestPrintedConfigReadsBackTheSame(t *testing.T) {
 	scopes := []policy.Scope{{Channel: "console"}, {Channel: "slack"}, {Channel: "slack", Workspace: "T1"}, {Channel: "slack", Workspace: "T1", Chat: "C1"},
 		{Channel: "slack", Workspace: "T2", Chat: "C9"}, {Channel: "feishu"}, {Channel: "wechat"}}
 	for _, s := range scopes {
-		a, b := policy.New(first.Policies).Resolve(s), policy.New(again.Policies).Resolve(s)
+		a, b := policy.New(*policy.FromConfig(first)).Resolve(s), policy.New(*policy.FromConfig(again)).Resolve(s)
 		for _, tool := range []string{"shell", "load_skill", "web_fetch", "gh__x"} {
 			for _, writes := range []bool{false, true} {
 				if da, db := a.Tool(tool, writes), b.Tool(tool, writes); da != db {
@@ -160,7 +160,7 @@ func TestPrintedConfigReadsBackTheSame(t *testing.T) {
 		}
 	}
 	// The case that broke: nothing at the default level may deny a tool.
-	if d := policy.New(again.Policies).Resolve(policy.Scope{Channel: "console"}).Tool("load_skill", false); !d.Allowed {
+	if d := policy.New(*policy.FromConfig(again)).Resolve(policy.Scope{Channel: "console"}).Tool("load_skill", false); !d.Allowed {
 		t.Errorf("load_skill on the console after the round trip: %+v", d)
 	}
 }

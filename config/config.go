@@ -2,13 +2,14 @@
 // overrides, and validates the result. Every error names the key it is
 // about, so an operator can fix a file without reading code.
 //
-// The core keys are defined here. Each chat platform's section (slack:,
-// feishu:, wechat:) is defined by its adapter package, which registers it
-// with RegisterPlatform, and each section under tools: (tools.mcp,
-// tools.web_fetch, …) by the package of those tools, with
-// RegisterToolSection; Load decodes, overrides, validates and prints
-// those sections like the rest. Defaults are the exported Default*
-// constants, which the packages that use a value fall back to as well.
+// The keys of the file itself (listen, home, workspace, log, redis,
+// server, …) are defined here. Each other section is defined by the
+// package that uses it and registered from its init function: a top-level
+// section (sessions:, media:, gateway:) with RegisterSection, a chat
+// platform's (slack:, feishu:, wechat:) with RegisterPlatform, one under
+// tools: (tools.mcp, tools.web_fetch, …) with RegisterToolSection. Load
+// decodes, overrides, validates and prints those sections like the rest;
+// each section's defaults are set in one place, its package's.
 package config
 
 import (
@@ -36,16 +37,17 @@ type Config struct {
 	Model Model `yaml:"model"`
 	// Models are further models by name, for fallbacks and for policies
 	// that choose another model (see NamedModel).
-	Models   map[string]*NamedModel `yaml:"models"`
-	Redis    Redis                  `yaml:"redis"`
-	Sessions Sessions               `yaml:"sessions"`
-	Gateway  Gateway                `yaml:"gateway"`
-	Outbox   Outbox                 `yaml:"outbox"`
-	Server   Server                 `yaml:"server"`
-	Skills   Skills                 `yaml:"skills"`
-	Policies Policies               `yaml:"policies"`
-	Admin    Admin                  `yaml:"admin"`
-	Media    Media                  `yaml:"media"`
+	Models map[string]*NamedModel `yaml:"models"`
+	Redis  Redis                  `yaml:"redis"`
+	Outbox Outbox                 `yaml:"outbox"`
+	Server Server                 `yaml:"server"`
+	Skills Skills                 `yaml:"skills"`
+	Admin  Admin                  `yaml:"admin"`
+
+	// Sections holds every registered top-level section (sessions:,
+	// media:, gateway:, …) by name (see SectionOf and RegisterSection).
+	// Sections are pointers: copies of a Config share them.
+	Sections map[string]SectionConfig `yaml:"-"`
 
 	// Tools holds the section of every registered tool section, by name
 	// (see Tool and RegisterToolSection). In the file each is a key under
@@ -103,17 +105,6 @@ type Redis struct {
 	Prefix string    `yaml:"prefix"`
 }
 
-// Sessions bounds what one conversation may hold.
-type Sessions struct {
-	HistoryTTL      time.Duration `yaml:"history_ttl"`
-	MaxMessages     int           `yaml:"max_messages"`
-	MaxMessageChars int           `yaml:"max_message_chars"`
-	LockTTL         time.Duration `yaml:"lock_ttl"`
-	QueueLimit      int           `yaml:"queue_limit"`
-	CompactTokens   int           `yaml:"compact_tokens"`
-	KeepRounds      int           `yaml:"keep_rounds"`
-}
-
 // Server bounds what a client of the HTTP listener (webhooks, probes,
 // metrics) may hold: every phase of a request has a deadline, and only
 // MaxConcurrentBodies requests may be reading a body at once, so slow or
@@ -130,17 +121,6 @@ type Server struct {
 	// MetricsListen, when set, serves /metrics on this address alone and
 	// no longer on Listen (PARLEY_METRICS_LISTEN).
 	MetricsListen string `yaml:"metrics_listen"`
-}
-
-// Gateway sizes the worker pool and the shutdown drain, and says when a
-// turn shows that it is running.
-type Gateway struct {
-	Workers         int           `yaml:"workers"`
-	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
-	// TypingDelay is how long a turn runs before the channel's typing
-	// indicator (Slack's :eyes: reaction, Feishu's, WeChat's "typing…")
-	// is shown; a faster answer shows none. 0 shows it at once.
-	TypingDelay time.Duration `yaml:"typing_delay"`
 }
 
 // Outbox bounds how long a reply that could not be delivered is tried
@@ -171,16 +151,6 @@ const (
 	DefaultMaxRetries        = 3
 	DefaultMaxToolIterations = 8
 	DefaultRedisPrefix       = "parley:"
-	DefaultHistoryTTL        = 7 * 24 * time.Hour
-	DefaultMaxMessages       = 200
-	DefaultMaxMessageChars   = 8000
-	DefaultLockTTL           = 15 * time.Second
-	DefaultQueueLimit        = 50
-	DefaultCompactTokens     = 24000
-	DefaultKeepRounds        = 4
-	DefaultWorkers           = 16
-	DefaultShutdownTimeout   = 30 * time.Second
-	DefaultTypingDelay       = 500 * time.Millisecond
 	DefaultOutboxMaxAge      = 10 * time.Minute
 	DefaultSkillBodyBudget   = 16 * 1024
 )
@@ -240,22 +210,15 @@ func Default() Config {
 			IdleTimeout:         DefaultIdleTimeout,
 			MaxConcurrentBodies: DefaultMaxConcurrentBodies,
 		},
-		Media: DefaultMedia(),
-		Sessions: Sessions{
-			HistoryTTL:      DefaultHistoryTTL,
-			MaxMessages:     DefaultMaxMessages,
-			MaxMessageChars: DefaultMaxMessageChars,
-			LockTTL:         DefaultLockTTL,
-			QueueLimit:      DefaultQueueLimit,
-			CompactTokens:   DefaultCompactTokens,
-			KeepRounds:      DefaultKeepRounds,
-		},
-		Gateway:   Gateway{Workers: DefaultWorkers, ShutdownTimeout: DefaultShutdownTimeout, TypingDelay: DefaultTypingDelay},
 		Outbox:    Outbox{MaxAge: DefaultOutboxMaxAge},
 		Skills:    Skills{BodyBudget: DefaultSkillBodyBudget},
 		Admin:     Admin{Listen: DefaultAdminListen, SessionTTL: DefaultAdminSessionTTL},
+		Sections:  map[string]SectionConfig{},
 		Tools:     map[string]SectionConfig{},
 		Platforms: map[string]PlatformConfig{},
+	}
+	for _, s := range Sections() {
+		c.Sections[s.Name] = s.NewConfig()
 	}
 	for _, s := range ToolSections() {
 		c.Tools[s.Name] = s.NewConfig()
@@ -318,6 +281,11 @@ func (c *Config) env() []EnvVar {
 // envVars is every binding of c: the core keys', then each section's.
 func (c *Config) envVars() []EnvVar {
 	vars := append(c.env(), c.modelEnv()...)
+	for _, s := range Sections() {
+		if sec, ok := c.Sections[s.Name]; ok && sec != nil {
+			vars = append(vars, sec.Env()...)
+		}
+	}
 	for _, s := range ToolSections() {
 		if sec, ok := c.Tools[s.Name]; ok && sec != nil {
 			vars = append(vars, sec.Env()...)
@@ -416,17 +384,7 @@ func (c Config) problems() []string {
 		{"model.max_tool_calls_per_answer", c.Model.MaxToolCallsPerAnswer},
 		{"model.max_tool_calls_per_turn", c.Model.MaxToolCallsPerTurn},
 		{"model.max_tokens", c.Model.MaxTokens},
-		{"sessions.max_messages", c.Sessions.MaxMessages},
-		{"sessions.max_message_chars", c.Sessions.MaxMessageChars},
-		{"sessions.queue_limit", c.Sessions.QueueLimit},
-		{"sessions.compact_tokens", c.Sessions.CompactTokens},
-		{"sessions.keep_rounds", c.Sessions.KeepRounds},
-		{"gateway.workers", c.Gateway.Workers},
 		{"skills.body_budget", c.Skills.BodyBudget},
-		{"media.max_image_pixels", int(min(c.Media.MaxImagePixels, 1<<30))},
-		{"media.max_image_bytes", int(min(c.Media.MaxImageBytes, 1<<40))},
-		{"media.max_download_bytes", int(min(c.Media.MaxDownloadBytes, 1<<40))},
-		{"media.max_text_bytes", int(min(c.Media.MaxTextBytes, 1<<40))},
 	}
 	for _, p := range positive {
 		if p.v <= 0 {
@@ -436,33 +394,18 @@ func (c Config) problems() []string {
 	if c.Model.MaxRetries < 0 {
 		bad("model.max_retries", "must not be negative")
 	}
-	if c.Media.MaxImages < 0 {
-		bad("media.max_images", "must not be negative")
-	}
-	if c.Media.ResendRounds < 0 {
-		bad("media.resend_rounds", "must not be negative")
-	}
-	if c.Gateway.TypingDelay < 0 {
-		bad("gateway.typing_delay", "must not be negative")
-	}
 	durations := []struct {
 		key string
 		v   time.Duration
 	}{
 		{"model.timeout", c.Model.Timeout},
 		{"model.turn_timeout", c.Model.TurnTimeout},
-		{"sessions.history_ttl", c.Sessions.HistoryTTL},
-		{"sessions.lock_ttl", c.Sessions.LockTTL},
-		{"gateway.shutdown_timeout", c.Gateway.ShutdownTimeout},
 		{"outbox.max_age", c.Outbox.MaxAge},
 	}
 	for _, d := range durations {
 		if d.v <= 0 {
 			bad(d.key, "must be a positive duration such as 30s")
 		}
-	}
-	if c.Sessions.LockTTL > 0 && c.Sessions.LockTTL < time.Second {
-		bad("sessions.lock_ttl", "must be at least 1s so renewals can keep up")
 	}
 	if c.Redis.URL != "" {
 		if u, err := url.Parse(c.Redis.URL.Reveal()); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
@@ -473,8 +416,8 @@ func (c Config) problems() []string {
 		bad("redis.prefix", "must not be empty")
 	}
 	errs = append(errs, c.validateModels()...)
-	errs = append(errs, c.Policies.validate(c.HasModel, c.modelChoices())...)
 	errs = append(errs, c.Admin.validate()...)
+	errs = append(errs, c.validateSections()...)
 	errs = append(errs, c.validateTools()...)
 	errs = append(errs, c.validatePlatforms()...)
 	return errs

@@ -57,6 +57,11 @@ func idOf(ptr any) fieldID {
 func (c *Config) fieldPaths() map[fieldID]string {
 	out := map[fieldID]string{}
 	walkFields(reflect.ValueOf(c).Elem(), "", out)
+	for name, sec := range c.Sections {
+		if sec != nil {
+			walkFields(reflect.ValueOf(sec), name, out)
+		}
+	}
 	for name, sec := range c.Tools {
 		if sec != nil {
 			walkFields(reflect.ValueOf(sec), ToolsKey+"."+name, out)

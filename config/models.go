@@ -204,7 +204,7 @@ func (c Config) validateModels() []string {
 			case f == k:
 				bad(key, "%q is this model itself", f)
 			case !c.HasModel(f):
-				bad(key, "unknown model %q (want %s)", f, c.modelChoices())
+				bad(key, "unknown model %q (want %s)", f, c.ModelChoices())
 			case seen[f]:
 				bad(key, "%q is listed twice", f)
 			}
@@ -217,8 +217,9 @@ func (c Config) validateModels() []string {
 	return errs
 }
 
-// modelChoices names the models a reference may name, for errors.
-func (c Config) modelChoices() string {
+// ModelChoices names the models a reference may name, for errors: "default
+// (the model: section), or a model added under models:", or the keys.
+func (c Config) ModelChoices() string {
 	keys := c.ModelKeys()
 	if len(keys) == 1 {
 		return DefaultModelKey + " (the model: section), or a model added under models:"

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -91,6 +90,9 @@ func RegisterPlatform(p Platform) {
 	if coreKeys()[p.Name] {
 		panic(fmt.Sprintf("config: platform name %q is a top-level key of the file already", p.Name))
 	}
+	if _, ok := sections.get(p.Name); ok {
+		panic(fmt.Sprintf("config: platform name %q is a registered section's", p.Name))
+	}
 	if p.NewConfig != nil {
 		checkSection("platform", p.Name, p.NewConfig)
 	}
@@ -168,50 +170,52 @@ func keyed(prefix string, err error) []string {
 // under prefix: PrefixKeys("tools.mcp", err) turns "servers.x.url: …" into
 // "tools.mcp.servers.x.url: …". Nil stays nil.
 func PrefixKeys(prefix string, err error) error {
-	problems := keyed(prefix, err)
-	if len(problems) == 0 {
-		return nil
-	}
-	errs := make([]error, len(problems))
-	for i, p := range problems {
-		errs[i] = errors.New(p)
-	}
-	return errors.Join(errs...)
+	return Problems(keyed(prefix, err))
 }
 
-// document is the file as yaml sees it: the core keys inline, the tool
-// sections under tools:, then one field per registered platform holding
-// that platform's section. It is built at run time because the sections
-// are only known then; decoding into it keeps yaml's strictness (unknown
-// keys inside a section are errors with their line) and marshalling it
-// prints the sections in place.
+// document is the file as yaml sees it: the core keys and the registered
+// sections in their printed order (see keyOrder), the tool sections under
+// tools:, then one field per registered platform holding that platform's
+// section. It is built at run time because the sections are only known
+// then; decoding into it keeps yaml's strictness (unknown keys inside a
+// section are errors with their line) and marshalling it prints the
+// sections in place.
 func (c *Config) document() reflect.Value {
-	platforms := Platforms()
-	fields := []reflect.StructField{{Name: "Core", Type: reflect.TypeOf(core{}), Tag: `yaml:",inline"`}}
-	tools := c.toolsDocument()
-	if tools.IsValid() {
-		fields = append(fields, reflect.StructField{Name: "Tools", Type: tools.Type(), Tag: reflect.StructTag(fmt.Sprintf(`yaml:%q`, ToolsKey))})
+	var fields []reflect.StructField
+	var values []reflect.Value
+	cv := reflect.ValueOf(core(*c))
+	for _, l := range c.topLevels() {
+		if l.core >= 0 {
+			f := cv.Type().Field(l.core)
+			fields = append(fields, reflect.StructField{Name: f.Name, Type: f.Type, Tag: f.Tag})
+			values = append(values, cv.Field(l.core))
+			continue
+		}
+		sec := c.Sections[l.key]
+		fields = append(fields, reflect.StructField{
+			Name: fmt.Sprintf("Section%d", len(fields)),
+			Type: reflect.TypeOf(sec),
+			Tag:  reflect.StructTag(fmt.Sprintf(`yaml:%q`, l.key)),
+		})
+		values = append(values, reflect.ValueOf(sec))
 	}
-	var named []Platform
-	for _, p := range platforms {
+	if tools := c.toolsDocument(); tools.IsValid() {
+		fields = append(fields, reflect.StructField{Name: "Tools", Type: tools.Type(), Tag: reflect.StructTag(fmt.Sprintf(`yaml:%q`, ToolsKey))})
+		values = append(values, tools)
+	}
+	for _, p := range Platforms() {
 		if sec, ok := c.Platforms[p.Name]; ok && sec != nil {
 			fields = append(fields, reflect.StructField{
-				Name: fmt.Sprintf("Platform%d", len(named)),
+				Name: fmt.Sprintf("Platform%d", len(fields)),
 				Type: reflect.TypeOf(sec),
 				Tag:  reflect.StructTag(fmt.Sprintf(`yaml:%q`, p.Name)),
 			})
-			named = append(named, p)
+			values = append(values, reflect.ValueOf(sec))
 		}
 	}
 	doc := reflect.New(reflect.StructOf(fields)).Elem()
-	doc.Field(0).Set(reflect.ValueOf(core(*c)))
-	first := 1
-	if tools.IsValid() {
-		doc.Field(1).Set(tools)
-		first = 2
-	}
-	for i, p := range named {
-		doc.Field(first + i).Set(reflect.ValueOf(c.Platforms[p.Name]))
+	for i, v := range values {
+		doc.Field(i).Set(v)
 	}
 	return doc
 }
@@ -219,17 +223,30 @@ func (c *Config) document() reflect.Value {
 // fromDocument copies a decoded document back into c. A section written
 // as null in the file keeps its defaults.
 func (c *Config) fromDocument(doc reflect.Value) {
-	platforms, tools := c.Platforms, c.Tools
-	*c = Config(doc.Field(0).Interface().(core))
-	c.Platforms, c.Tools = platforms, tools
-	for i := 1; i < doc.NumField(); i++ {
-		name := doc.Type().Field(i).Tag.Get("yaml")
+	cc := core(*c)
+	cv := reflect.ValueOf(&cc).Elem()
+	for i := range doc.NumField() {
+		f := doc.Type().Field(i)
+		name := f.Tag.Get("yaml")
+		if cf, ok := cv.Type().FieldByName(f.Name); ok && cf.Type == f.Type {
+			cv.FieldByIndex(cf.Index).Set(doc.Field(i))
+			continue
+		}
 		if name == ToolsKey {
 			c.fromToolsDocument(doc.Field(i))
 			continue
 		}
-		if sec, ok := doc.Field(i).Interface().(PlatformConfig); ok && !reflect.ValueOf(sec).IsNil() {
-			c.Platforms[name] = sec
+		sec, ok := doc.Field(i).Interface().(SectionConfig)
+		if !ok || reflect.ValueOf(sec).IsNil() {
+			continue
+		}
+		if p, isPlatform := sec.(PlatformConfig); isPlatform && strings.HasPrefix(f.Name, "Platform") {
+			c.Platforms[name] = p
+		} else {
+			c.Sections[name] = sec
 		}
 	}
+	platforms, tools, secs := c.Platforms, c.Tools, c.Sections
+	*c = Config(cc)
+	c.Platforms, c.Tools, c.Sections = platforms, tools, secs
 }

@@ -91,7 +91,7 @@ func TestANewPlatformNeedsOnlyItsRegistration(t *testing.T) {
 		t.Errorf("Load = %v; want the section's own problem, keyed", err)
 	}
 	// Its builtin policy level applies above policies.default.
-	d := policy.New(cfg.Policies).Resolve(policy.Scope{Channel: "testchat"}).Access("u", "c", true)
+	d := policy.New(*policy.FromConfig(cfg)).Resolve(policy.Scope{Channel: "testchat"}).Access("u", "c", true)
 	if d.Allowed || d.Level != "builtin testchat default" {
 		t.Errorf("DM on testchat = %+v; want refused by the builtin level", d)
 	}
@@ -492,7 +492,7 @@ func TestApprovalKeysLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := cfg.Policies.Platforms["slack"].Level
+	l := policy.FromConfig(cfg).Platforms["slack"].Level
 	if l.Tools.Approve[0] != "deploy_*" || !*l.Tools.ApproveWrites || l.Approvers.Users[0] != "UOPS" || *l.Approvers.Requester || *l.ApprovalTimeout != 90*time.Second {
 		t.Fatalf("decoded %+v", l)
 	}

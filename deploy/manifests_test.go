@@ -19,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/gateway"
 	"github.com/parleyhq/parley/internal/parleybin"
 	"github.com/parleyhq/parley/skills"
 )
@@ -237,8 +238,8 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Errorf("container port %s and the config map's listen %q disagree with %s", port, cfg.Listen, listenPort)
 	}
 	grace := time.Duration(dig(dep, "spec", "template", "spec", "terminationGracePeriodSeconds").(int)) * time.Second
-	if grace <= cfg.Gateway.ShutdownTimeout {
-		t.Errorf("terminationGracePeriodSeconds %v does not exceed gateway.shutdown_timeout %v", grace, cfg.Gateway.ShutdownTimeout)
+	if grace <= gateway.SectionFrom(cfg).ShutdownTimeout {
+		t.Errorf("terminationGracePeriodSeconds %v does not exceed gateway.shutdown_timeout %v", grace, gateway.SectionFrom(cfg).ShutdownTimeout)
 	}
 	// Workspace skills, mounted as the kubelet mounts them, load and lint
 	// clean.

@@ -26,7 +26,7 @@ import (
 // a stranger gets nothing at all, not the note and not the refusal.
 func TestAccessBeforeUnsupportedNote(t *testing.T) {
 	t.Parallel()
-	pol := config.Policies{Platforms: map[string]config.PlatformPolicy{
+	pol := policy.Config{Platforms: map[string]policy.PlatformPolicy{
 		"slack": {Level: config.Level{Access: config.Access{Users: []string{"U-ok"}}, Admins: []string{"U-admin"}}},
 	}}
 	s := newSkillRig(t, pol, gateway.Config{})
@@ -74,7 +74,7 @@ func TestAccessBeforeUnsupportedNote(t *testing.T) {
 // hears nothing.
 func TestAccessBeforeQueueFullNote(t *testing.T) {
 	t.Parallel()
-	rg := newRig(t, gateway.Config{QueueLimit: 1, Policy: policy.New(config.Policies{Platforms: map[string]config.PlatformPolicy{
+	rg := newRig(t, gateway.Config{QueueLimit: 1, Policy: policy.New(policy.Config{Platforms: map[string]policy.PlatformPolicy{
 		"slack": {Level: config.Level{Access: config.Access{Users: []string{"U1"}}}},
 	}})})
 	conv := msg("t", "", "").ConversationKey()
@@ -125,7 +125,7 @@ func TestRefusedMessageLogsAreRateLimited(t *testing.T) {
 	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix, LockTTL: time.Second})
 	m := metrics.New()
 	logs := &syncBuffer{}
-	gw := gateway.New(gateway.Config{Policy: policy.New(config.Policies{Platforms: map[string]config.PlatformPolicy{
+	gw := gateway.New(gateway.Config{Policy: policy.New(policy.Config{Platforms: map[string]policy.PlatformPolicy{
 		"slack": {Level: config.Level{Access: config.Access{Users: []string{"U1"}}}},
 	}})}, store, nil, m, slog.New(slog.NewTextHandler(logs, nil)))
 	ch := newRecorder("slack")

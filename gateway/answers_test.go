@@ -27,7 +27,7 @@ var _ channels.Awaited = awaitedRecorder{}
 // alone), and nothing reaches the model.
 func TestAwaitedSenderIsAlwaysAnswered(t *testing.T) {
 	t.Parallel()
-	pol := config.Policies{Platforms: map[string]config.PlatformPolicy{
+	pol := policy.Config{Platforms: map[string]policy.PlatformPolicy{
 		"console": {Level: config.Level{Access: config.Access{Users: []string{"alice"}}}},
 	}}
 	rg := newRig(t, gateway.Config{Policy: policy.New(pol)})

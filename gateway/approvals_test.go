@@ -87,7 +87,7 @@ func newApprovalReplicaWith(t *testing.T, r *redistest.Redis, mcpURL string, mod
 		// USTRANGER is kept out by the access rules.
 		own.Access.Users = []string{"U1", "U2", "UADMIN"}
 	}
-	pol := policy.New(config.Policies{Platforms: map[string]config.PlatformPolicy{platform: {Level: own}, "console": {Level: level}}})
+	pol := policy.New(policy.Config{Platforms: map[string]policy.PlatformPolicy{platform: {Level: own}, "console": {Level: level}}})
 	acfg := agent.Config{Model: "test", Timeout: 10 * time.Second}
 	gcfg := gateway.Config{Tools: tools, Policy: pol, SweepEvery: sweep, Approvals: approval.New(r.Client, store.Key)}
 	for _, f := range tune {

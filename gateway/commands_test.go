@@ -8,6 +8,7 @@ import (
 
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway"
+	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/skills"
 )
 
@@ -16,7 +17,7 @@ import (
 // model; text that merely starts with a slash still goes to the model.
 func TestCommandsThatAreNotForTheModel(t *testing.T) {
 	t.Parallel()
-	s := newSkillRig(t, config.Policies{}, gateway.Config{})
+	s := newSkillRig(t, policy.Config{}, gateway.Config{})
 	tests := []struct{ text, want string }{
 		{"/frobnicate", "Unknown command `/frobnicate`"},
 		{"/Reset-All now please", "Unknown command `/reset-all`"},
@@ -46,7 +47,7 @@ func TestCommandsThatAreNotForTheModel(t *testing.T) {
 // each page saying how to get the next.
 func TestSkillListPages(t *testing.T) {
 	t.Parallel()
-	s := newSkillRig(t, config.Policies{Default: config.Level{Admins: []string{"console:boss"}}}, gateway.Config{})
+	s := newSkillRig(t, policy.Config{Default: config.Level{Admins: []string{"console:boss"}}}, gateway.Config{})
 	for i := range 30 {
 		name := fmt.Sprintf("extra-%02d", i)
 		writeSkillFile(t, filepath.Join(skills.UserSkillsDir(s.home), name), "---\nname: "+name+"\ndescription: An extra skill.\n---\nBody.\n")

@@ -142,7 +142,8 @@ type Gateway struct {
 }
 
 // Defaults of the Config fields that are not keys of the file (those
-// fall back to the config.Default* constants).
+// fall back to the sections' defaults: DefaultSection,
+// sessions.DefaultConfig).
 const (
 	DefaultRetryMin   = 50 * time.Millisecond
 	DefaultRetryMax   = time.Second
@@ -150,14 +151,15 @@ const (
 )
 
 func (c Config) withDefaults() Config {
+	gw, s := DefaultSection(), sessions.DefaultConfig()
 	if c.Workers <= 0 {
-		c.Workers = config.DefaultWorkers
+		c.Workers = gw.Workers
 	}
 	if c.QueueLimit <= 0 {
-		c.QueueLimit = config.DefaultQueueLimit
+		c.QueueLimit = s.QueueLimit
 	}
 	if c.MaxMessageChars <= 0 {
-		c.MaxMessageChars = config.DefaultMaxMessageChars
+		c.MaxMessageChars = s.MaxMessageChars
 	}
 	if c.RetryMin <= 0 {
 		c.RetryMin = DefaultRetryMin
@@ -169,16 +171,16 @@ func (c Config) withDefaults() Config {
 		c.SweepEvery = DefaultSweepEvery
 	}
 	if c.CompactTokens <= 0 {
-		c.CompactTokens = config.DefaultCompactTokens
+		c.CompactTokens = s.CompactTokens
 	}
 	if c.KeepRounds <= 0 {
-		c.KeepRounds = config.DefaultKeepRounds
+		c.KeepRounds = s.KeepRounds
 	}
 	if c.SkillBudget <= 0 {
 		c.SkillBudget = config.DefaultSkillBodyBudget
 	}
 	if c.Policy == nil {
-		c.Policy = policy.New(config.Policies{})
+		c.Policy = policy.New(policy.Config{})
 	}
 	return c
 }
@@ -188,7 +190,7 @@ func (c Config) withDefaults() Config {
 func New(cfg Config, store sessions.Store, a Responder, m *metrics.Metrics, log *slog.Logger) *Gateway {
 	cfg = cfg.withDefaults()
 	if cfg.Media == nil {
-		cfg.Media = media.New(config.DefaultMedia())
+		cfg.Media = media.New(nil)
 	}
 	if m == nil {
 		m = metrics.New()

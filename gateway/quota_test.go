@@ -34,7 +34,7 @@ type replicas struct {
 	redis   *redistest.Redis
 }
 
-func newReplicas(t *testing.T, n int, pol config.Policies) *replicas {
+func newReplicas(t *testing.T, n int, pol policy.Config) *replicas {
 	t.Helper()
 	r := redistest.New(t)
 	rs := &replicas{model: openaitest.New(t), ch: newRecorder("slack"), redis: r}
@@ -118,7 +118,7 @@ func (r *recorder) snapshot() []sent {
 // Another user of the same workspace is not affected.
 func TestUserRateLimitHoldsAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	rs := newReplicas(t, 2, config.Policies{Default: config.Level{Limits: config.Limits{UserPerMinute: new(5)}}})
+	rs := newReplicas(t, 2, policy.Config{Default: config.Level{Limits: config.Limits{UserPerMinute: new(5)}}})
 	var msgs []channels.Message
 	for i := range 20 {
 		m := msg(fmt.Sprintf("t%d", i), fmt.Sprintf("E%d", i), fmt.Sprintf("question %d", i))
@@ -161,7 +161,7 @@ func TestUserRateLimitHoldsAcrossReplicas(t *testing.T) {
 // limits.workspace_per_minute answers; each refused user is told once.
 func TestWorkspaceRateLimitHoldsAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	rs := newReplicas(t, 2, config.Policies{Default: config.Level{Limits: config.Limits{UserPerMinute: new(10), WorkspacePerMinute: new(4)}}})
+	rs := newReplicas(t, 2, policy.Config{Default: config.Level{Limits: config.Limits{UserPerMinute: new(10), WorkspacePerMinute: new(4)}}})
 	var msgs []channels.Message
 	for i := range 12 {
 		m := msg(fmt.Sprintf("t%d", i), fmt.Sprintf("E%d", i), "hello")
@@ -203,7 +203,7 @@ func TestWorkspaceRateLimitHoldsAcrossReplicas(t *testing.T) {
 // the budget histogram.
 func TestTokenBudgetHoldsAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	rs := newReplicas(t, 2, config.Policies{Default: config.Level{Budget: config.Budget{TokensPerUserDay: new(int64(100))}}})
+	rs := newReplicas(t, 2, policy.Config{Default: config.Level{Budget: config.Budget{TokensPerUserDay: new(int64(100))}}})
 	rs.model.Script(
 		openaitest.Text("first answer").WithUsage(openai.Usage{PromptTokens: 40, CompletionTokens: 20, TotalTokens: 60}),
 		openaitest.Text("second answer").WithUsage(openai.Usage{PromptTokens: 50, CompletionTokens: 10, TotalTokens: 60}),

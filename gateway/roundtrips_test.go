@@ -203,7 +203,7 @@ func TestAPlainTurnIsTwoRoundTrips(t *testing.T) {
 		{"usage report", func(*redistest.Redis) gateway.Config { return gateway.Config{} }, plain, 2},
 		{"and a daily token budget", func(r *redistest.Redis) gateway.Config {
 			return gateway.Config{Quotas: quota.New(r.Client, r.Prefix),
-				Policy: policy.New(config.Policies{Default: config.Level{Budget: config.Budget{TokensPerUserDay: new(int64(1000))}}})}
+				Policy: policy.New(policy.Config{Default: config.Level{Budget: config.Budget{TokensPerUserDay: new(int64(1000))}}})}
 		}, plain, 3},
 		{"a live reply that showed nothing", func(*redistest.Redis) gateway.Config { return gateway.Config{} },
 			func(r *recorder) channels.Channel { return livePoster{poster{r}} }, 2},

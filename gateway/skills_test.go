@@ -42,7 +42,7 @@ func writeSkillFile(t *testing.T, dir, content string) {
 	}
 }
 
-func newSkillRig(t *testing.T, pol config.Policies, cfg gateway.Config) *skillRig {
+func newSkillRig(t *testing.T, pol policy.Config, cfg gateway.Config) *skillRig {
 	t.Helper()
 	home, ws := t.TempDir(), t.TempDir()
 	user := skills.UserSkillsDir(home)
@@ -104,7 +104,7 @@ func offeredTools(s *skillRig, i int) string {
 
 func TestPlatformDefaultsDecideTheWriteTool(t *testing.T) {
 	t.Parallel()
-	s := newSkillRig(t, config.Policies{}, gateway.Config{})
+	s := newSkillRig(t, policy.Config{}, gateway.Config{})
 	s.say(t, "slack", "U1", "hello")
 	s.say(t, "wechat", "U1", "hello")
 	if got := offeredTools(s, 0); !strings.Contains(got, "save_skill_reference") {
@@ -120,7 +120,7 @@ func TestPlatformDefaultsDecideTheWriteTool(t *testing.T) {
 // each channel's prompt stays the same from turn to turn.
 func TestSkillsNeedingUnavailableToolsAreHidden(t *testing.T) {
 	t.Parallel()
-	s := newSkillRig(t, config.Policies{Default: config.Level{Admins: []string{"wechat:boss"}}}, gateway.Config{})
+	s := newSkillRig(t, policy.Config{Default: config.Level{Admins: []string{"wechat:boss"}}}, gateway.Config{})
 	for _, ch := range []string{"slack", "wechat", "slack", "wechat"} {
 		s.say(t, ch, "U1", "hello")
 	}
@@ -142,7 +142,7 @@ func TestSkillsNeedingUnavailableToolsAreHidden(t *testing.T) {
 
 func TestForcedCallOfADeniedToolIsRefusedAndCounted(t *testing.T) {
 	t.Parallel()
-	s := newSkillRig(t, config.Policies{}, gateway.Config{})
+	s := newSkillRig(t, policy.Config{}, gateway.Config{})
 	s.model.Script(
 		openaitest.Tools(openaitest.Call("save_skill_reference", `{"name":"deploy","file":"references/x.md","content":"pwned"}`)),
 		openaitest.Text("ok"),
@@ -165,7 +165,7 @@ func TestForcedCallOfADeniedToolIsRefusedAndCounted(t *testing.T) {
 
 func TestAccessRefusalsNeverReachTheModel(t *testing.T) {
 	t.Parallel()
-	pol := config.Policies{Platforms: map[string]config.PlatformPolicy{
+	pol := policy.Config{Platforms: map[string]policy.PlatformPolicy{
 		"slack": {Level: config.Level{Access: config.Access{Users: []string{"U-ok"}}, Admins: []string{"U-admin"}}},
 	}}
 	s := newSkillRig(t, pol, gateway.Config{})
@@ -198,7 +198,7 @@ func TestAccessRefusalsNeverReachTheModel(t *testing.T) {
 
 func TestSkillAdminCommands(t *testing.T) {
 	t.Parallel()
-	pol := config.Policies{Default: config.Level{Admins: []string{"console:boss"}}}
+	pol := policy.Config{Default: config.Level{Admins: []string{"console:boss"}}}
 	s := newSkillRig(t, pol, gateway.Config{})
 	if r := s.say(t, "console", "intern", "/skill off deploy"); !strings.Contains(r.Text, "only an administrator") {
 		t.Fatalf("non-admin got %q", r.Text)
@@ -237,7 +237,7 @@ func TestSkillAdminCommands(t *testing.T) {
 
 func TestManualSkillInvocationInjectsIntoTheTurn(t *testing.T) {
 	t.Parallel()
-	s := newSkillRig(t, config.Policies{}, gateway.Config{})
+	s := newSkillRig(t, policy.Config{}, gateway.Config{})
 	r := s.say(t, "console", "u", "/skill:release-notes for v2.1")
 	if r.Text != "echo: for v2.1" {
 		t.Fatalf("reply = %q", r.Text)
@@ -264,7 +264,7 @@ func TestManualSkillInvocationInjectsIntoTheTurn(t *testing.T) {
 
 func TestConsoleTurnLoadsASkillExactlyOnce(t *testing.T) {
 	t.Parallel()
-	s := newSkillRig(t, config.Policies{}, gateway.Config{})
+	s := newSkillRig(t, policy.Config{}, gateway.Config{})
 	for i := 0; i < 2; i++ {
 		s.model.Script(openaitest.Tools(openaitest.Call("load_skill", `{"name":"deploy"}`)), openaitest.Text("done"))
 		s.say(t, "console", "u", "deploy please")
@@ -286,7 +286,7 @@ func TestConsoleTurnLoadsASkillExactlyOnce(t *testing.T) {
 
 func TestCompactCommandDropsInjections(t *testing.T) {
 	t.Parallel()
-	s := newSkillRig(t, config.Policies{}, gateway.Config{KeepRounds: 1})
+	s := newSkillRig(t, policy.Config{}, gateway.Config{KeepRounds: 1})
 	s.model.Script(openaitest.Tools(openaitest.Call("load_skill", `{"name":"deploy"}`)), openaitest.Text("deployed"))
 	s.say(t, "console", "u", "deploy please")
 	s.say(t, "console", "u", "thanks")
@@ -310,7 +310,7 @@ func TestCompactCommandDropsInjections(t *testing.T) {
 
 func TestAutomaticCompactionWhenTheHistoryOutgrowsItsBudget(t *testing.T) {
 	t.Parallel()
-	s := newSkillRig(t, config.Policies{}, gateway.Config{CompactTokens: 60, KeepRounds: 1})
+	s := newSkillRig(t, policy.Config{}, gateway.Config{CompactTokens: 60, KeepRounds: 1})
 	s.say(t, "console", "u", strings.Repeat("long words ", 20))
 	s.say(t, "console", "u", strings.Repeat("more words ", 20)) // one round: nothing to compact yet
 	s.model.Script(openaitest.Text("summary of the long message"), openaitest.Text("answer"))
@@ -329,7 +329,7 @@ func TestAutomaticCompactionWhenTheHistoryOutgrowsItsBudget(t *testing.T) {
 // commands included; none reaches the model or the history.
 func TestEveryMessageObeysTheSizeLimit(t *testing.T) {
 	t.Parallel()
-	s := newSkillRig(t, config.Policies{}, gateway.Config{MaxMessageChars: 40})
+	s := newSkillRig(t, policy.Config{}, gateway.Config{MaxMessageChars: 40})
 	long := strings.Repeat("部署", 30)
 	for _, text := range []string{
 		long,
@@ -364,10 +364,10 @@ func TestEveryMessageObeysTheSizeLimit(t *testing.T) {
 // another.
 func TestAdminScopeMatchesBlastRadius(t *testing.T) {
 	t.Parallel()
-	pol := config.Policies{
+	pol := policy.Config{
 		Default: config.Level{Admins: []string{"slack:U-GLOBAL", "U-BARE"}},
-		Platforms: map[string]config.PlatformPolicy{
-			"slack": {Workspaces: map[string]config.WorkspacePolicy{
+		Platforms: map[string]policy.PlatformPolicy{
+			"slack": {Workspaces: map[string]policy.WorkspacePolicy{
 				"W": {Chats: map[string]config.Level{"C": {Admins: []string{"U-CHAT"}}}},
 			}},
 			// The WeChat list names a Slack user, bare and qualified.

@@ -12,12 +12,12 @@ import (
 // approvers and approval_timeout are fields like the others: the most
 // specific level that sets one decides it.
 func TestApprovalResolvesPerLevel(t *testing.T) {
-	pol := config.Policies{
+	pol := Config{
 		Default: config.Level{Tools: config.ToolRules{Approve: []string{"deploy_*"}}},
-		Platforms: map[string]config.PlatformPolicy{
+		Platforms: map[string]PlatformPolicy{
 			"slack": {
 				Level: config.Level{Tools: config.ToolRules{ApproveWrites: new(true)}, Admins: []string{"UADMIN"}, ApprovalTimeout: new(2 * time.Minute)},
-				Workspaces: map[string]config.WorkspacePolicy{"T1": {
+				Workspaces: map[string]WorkspacePolicy{"T1": {
 					Level: config.Level{Approvers: config.Approvers{Users: []string{"UOPS"}, Requester: new(false)}},
 					Chats: map[string]config.Level{"C1": {Tools: config.ToolRules{Approve: []string{}, ApproveWrites: new(false)}}},
 				}},
@@ -47,8 +47,8 @@ func TestApprovalResolvesPerLevel(t *testing.T) {
 		}
 	}
 
-	if got := r.Resolve(Scope{Channel: "feishu"}).ApprovalTimeout(); got != config.DefaultApprovalTimeout {
-		t.Errorf("default timeout %s, want %s", got, config.DefaultApprovalTimeout)
+	if got := r.Resolve(Scope{Channel: "feishu"}).ApprovalTimeout(); got != DefaultApprovalTimeout {
+		t.Errorf("default timeout %s, want %s", got, DefaultApprovalTimeout)
 	}
 	if got := r.Resolve(Scope{Channel: "slack", Workspace: "T1"}).ApprovalTimeout(); got != 2*time.Minute {
 		t.Errorf("slack timeout %s, want 2m", got)
@@ -102,8 +102,8 @@ func TestApprovalResolvesPerLevel(t *testing.T) {
 // name the key.
 func TestApprovalConfigIsValidated(t *testing.T) {
 	cfg := config.Default()
-	cfg.Policies.Default.Approvers.Users = []string{"U1"}
-	cfg.Policies.Platforms = map[string]config.PlatformPolicy{"slack": {Level: config.Level{
+	FromConfig(cfg).Default.Approvers.Users = []string{"U1"}
+	FromConfig(cfg).Platforms = map[string]PlatformPolicy{"slack": {Level: config.Level{
 		ApprovalTimeout: new(time.Duration(0)),
 		Tools:           config.ToolRules{Approve: []string{"[bad"}},
 		Approvers:       config.Approvers{Users: []string{"feishu:ou_1"}},

@@ -174,7 +174,7 @@ func matchAdmin(entries []string, bare bool, channel, user string) bool {
 		return false
 	}
 	for _, entry := range entries {
-		platform, id := config.SplitAdmin(entry)
+		platform, id := SplitAdmin(entry)
 		if id != user {
 			continue
 		}
@@ -204,18 +204,18 @@ func keySegment(k string) string {
 	return k
 }
 
-func clonePolicies(p config.Policies) config.Policies {
-	out := config.Policies{Default: cloneLevel(p.Default)}
+func clonePolicies(p Config) Config {
+	out := Config{Default: cloneLevel(p.Default)}
 	if p.Platforms == nil {
 		return out
 	}
-	out.Platforms = make(map[string]config.PlatformPolicy, len(p.Platforms))
+	out.Platforms = make(map[string]PlatformPolicy, len(p.Platforms))
 	for name, pp := range p.Platforms {
-		cp := config.PlatformPolicy{Level: cloneLevel(pp.Level)}
+		cp := PlatformPolicy{Level: cloneLevel(pp.Level)}
 		if pp.Workspaces != nil {
-			cp.Workspaces = make(map[string]config.WorkspacePolicy, len(pp.Workspaces))
+			cp.Workspaces = make(map[string]WorkspacePolicy, len(pp.Workspaces))
 			for ws, wp := range pp.Workspaces {
-				cw := config.WorkspacePolicy{Level: cloneLevel(wp.Level)}
+				cw := WorkspacePolicy{Level: cloneLevel(wp.Level)}
 				if wp.Chats != nil {
 					cw.Chats = make(map[string]config.Level, len(wp.Chats))
 					for chat, cl := range wp.Chats {

@@ -3,7 +3,6 @@ package policy
 import (
 	"cmp"
 	"fmt"
-	"github.com/parleyhq/parley/config"
 	"io"
 	"slices"
 	"strings"
@@ -86,7 +85,7 @@ func (r *Resolver) Explain(w io.Writer, s Scope, tools []ToolInfo, skills []stri
 	// The global admins of this platform: those IsGlobalAdmin accepts.
 	var global []string
 	for _, a := range e.global {
-		if platform, id := config.SplitAdmin(a); platform == e.channel && id != "" {
+		if platform, id := SplitAdmin(a); platform == e.channel && id != "" {
 			global = append(global, id)
 		}
 	}

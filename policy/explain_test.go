@@ -17,7 +17,7 @@ var skillTools = []ToolInfo{
 	{Name: "find_skills"},
 }
 
-func explain(t *testing.T, pol config.Policies, s Scope, tools []ToolInfo, skills []string) string {
+func explain(t *testing.T, pol Config, s Scope, tools []ToolInfo, skills []string) string {
 	t.Helper()
 	var b bytes.Buffer
 	if err := New(pol).Explain(&b, s, tools, skills); err != nil {
@@ -49,7 +49,7 @@ func wantAll(t *testing.T, text string, subs ...string) {
 }
 
 func TestExplainWechatDefault(t *testing.T) {
-	out := explain(t, config.Policies{}, Scope{Channel: "wechat", Workspace: "acct", Chat: "u1"}, skillTools, []string{"pdf"})
+	out := explain(t, Config{}, Scope{Channel: "wechat", Workspace: "acct", Chat: "u1"}, skillTools, []string{"pdf"})
 
 	wantAll(t, line(t, out, "Policy"), `channel "wechat"`, `workspace "acct"`, `chat "u1"`)
 	wantAll(t, line(t, out, "Levels"), "builtin default < policies.default < builtin wechat default")
@@ -85,15 +85,15 @@ func TestExplainWechatDefault(t *testing.T) {
 }
 
 func TestExplainOperatorLevels(t *testing.T) {
-	pol := config.Policies{
+	pol := Config{
 		Default: config.Level{Admins: []string{"wechat:root", "slack:U1"}, Skills: config.SkillRules{Deny: []string{"danger-*"}}},
-		Platforms: map[string]config.PlatformPolicy{
+		Platforms: map[string]PlatformPolicy{
 			"wechat": {
 				Level: config.Level{
 					Tools:  config.ToolRules{Write: new(false)},
 					Access: config.Access{Users: []string{"wx1", "wx2"}, DMs: new(true)},
 				},
-				Workspaces: map[string]config.WorkspacePolicy{
+				Workspaces: map[string]WorkspacePolicy{
 					"acct": {Chats: map[string]config.Level{
 						"vip": {Tools: config.ToolRules{Write: new(true), Deny: []string{"find_*"}}, Admins: []string{"wx1"}},
 					}},
@@ -128,7 +128,7 @@ func TestExplainOperatorLevels(t *testing.T) {
 }
 
 func TestExplainUnknownPlatform(t *testing.T) {
-	out := explain(t, config.Policies{}, Scope{Channel: "irc"}, skillTools, nil)
+	out := explain(t, Config{}, Scope{Channel: "irc"}, skillTools, nil)
 	wantAll(t, out, `Channel "irc" is not a known platform`, "builtin default < policies.default\n")
 	wantAll(t, line(t, out, "save_skill_reference"), "allowed")
 }
@@ -136,7 +136,7 @@ func TestExplainUnknownPlatform(t *testing.T) {
 func TestExplainDoesNotModifyInputs(t *testing.T) {
 	tools := slices.Clone(skillTools)
 	skills := []string{"b", "a"}
-	explain(t, config.Policies{}, Scope{Channel: "slack"}, tools, skills)
+	explain(t, Config{}, Scope{Channel: "slack"}, tools, skills)
 	if !slices.Equal(tools, skillTools) || !slices.Equal(skills, []string{"b", "a"}) {
 		t.Errorf("Explain reordered its inputs: %v %v", tools, skills)
 	}
@@ -148,7 +148,7 @@ func (f failWriter) Write([]byte) (int, error) { return 0, f.err }
 
 func TestExplainWriteError(t *testing.T) {
 	boom := errors.New("disk full")
-	err := New(config.Policies{}).Explain(failWriter{boom}, Scope{Channel: "slack"}, skillTools, nil)
+	err := New(Config{}).Explain(failWriter{boom}, Scope{Channel: "slack"}, skillTools, nil)
 	if !errors.Is(err, boom) {
 		t.Errorf("Explain error = %v, want one wrapping %v", err, boom)
 	}
@@ -164,7 +164,7 @@ func TestExplainMCPTools(t *testing.T) {
 		{Name: "files__*", Writes: true, Source: "mcp:files"},
 		{Name: "files__*", Source: "mcp:files"},
 	}, skillTools...)
-	out := explain(t, config.Policies{}, Scope{Channel: "wechat"}, tools, nil)
+	out := explain(t, Config{}, Scope{Channel: "wechat"}, tools, nil)
 	wantAll(t, line(t, out, "github__create_issue"), "mcp:github", "write", "DENIED", "tools.write: false", "builtin wechat default")
 	wantAll(t, line(t, out, "github__get_issue"), "mcp:github", "read", "allowed", "default: allowed")
 	read := regexp.MustCompile(`files__\* +mcp:files +read +allowed`).FindStringIndex(out)
@@ -172,7 +172,7 @@ func TestExplainMCPTools(t *testing.T) {
 	if read == nil || write == nil || write[0] < read[0] {
 		t.Errorf("placeholder rows missing or not read first:\n%s", out)
 	}
-	pol := config.Policies{Default: config.Level{Tools: config.ToolRules{Deny: []string{"github__*"}}}}
+	pol := Config{Default: config.Level{Tools: config.ToolRules{Deny: []string{"github__*"}}}}
 	out = explain(t, pol, Scope{Channel: "slack"}, tools, nil)
 	wantAll(t, line(t, out, "github__get_issue"), "DENIED", `tools.deny "github__*"`, "policies.default")
 }

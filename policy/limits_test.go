@@ -11,15 +11,15 @@ import (
 // others: the most specific level that sets one decides it, zero lifts a
 // limit set above, and Explain names the deciding level.
 func TestLimitsResolvePerLevel(t *testing.T) {
-	pol := config.Policies{
+	pol := Config{
 		Default: config.Level{
 			Limits: config.Limits{UserPerMinute: new(20), WorkspacePerMinute: new(600)},
 			Budget: config.Budget{TokensPerUserDay: new(int64(200000))},
 		},
-		Platforms: map[string]config.PlatformPolicy{
+		Platforms: map[string]PlatformPolicy{
 			"slack": {
 				Level: config.Level{Limits: config.Limits{UserPerMinute: new(5), ReplyPosts: new(3)}},
-				Workspaces: map[string]config.WorkspacePolicy{"T1": {
+				Workspaces: map[string]WorkspacePolicy{"T1": {
 					Level: config.Level{Budget: config.Budget{TokensPerUserDay: new(int64(0))}},
 					Chats: map[string]config.Level{"C1": {Limits: config.Limits{UserPerMinute: new(0), WorkspacePerMinute: new(30), ReplyChars: new(0)}}},
 				}},
@@ -33,10 +33,10 @@ func TestLimitsResolvePerLevel(t *testing.T) {
 		want  Limits
 		rules map[string]Decision
 	}{
-		{Scope{Channel: "feishu", Workspace: "t", Chat: "c"}, Limits{20, 600, 200000, config.DefaultReplyChars, config.DefaultReplyPosts}, map[string]Decision{
+		{Scope{Channel: "feishu", Workspace: "t", Chat: "c"}, Limits{20, 600, 200000, DefaultReplyChars, DefaultReplyPosts}, map[string]Decision{
 			"user": {Rule: "limits.user_per_minute: 20", Level: "policies.default"},
 		}},
-		{Scope{Channel: "slack", Workspace: "T2", Chat: "C9"}, Limits{5, 600, 200000, config.DefaultReplyChars, 3}, map[string]Decision{
+		{Scope{Channel: "slack", Workspace: "T2", Chat: "C9"}, Limits{5, 600, 200000, DefaultReplyChars, 3}, map[string]Decision{
 			"user":      {Rule: "limits.user_per_minute: 5", Level: "policies.platforms.slack"},
 			"workspace": {Rule: "limits.workspace_per_minute: 600", Level: "policies.default"},
 		}},
@@ -71,7 +71,7 @@ func TestLimitsResolvePerLevel(t *testing.T) {
 			t.Errorf("explain line %v, want %s %s %s", got, l.key, l.value, l.level)
 		}
 	}
-	out = explain(t, config.Policies{}, Scope{Channel: "slack"}, nil, nil)
+	out = explain(t, Config{}, Scope{Channel: "slack"}, nil, nil)
 	if got := strings.Fields(line(t, out, "limits.user_per_minute")); got[1] != "none" || got[2]+" "+got[3] != LevelBuiltin {
 		t.Errorf("no limit set: explain line %v", got)
 	}
@@ -84,7 +84,7 @@ func TestLimitsResolvePerLevel(t *testing.T) {
 // names the key.
 func TestLimitsMustNotBeNegative(t *testing.T) {
 	cfg := config.Default()
-	cfg.Policies.Platforms = map[string]config.PlatformPolicy{"slack": {Level: config.Level{
+	FromConfig(cfg).Platforms = map[string]PlatformPolicy{"slack": {Level: config.Level{
 		Limits: config.Limits{WorkspacePerMinute: new(-1), ReplyPosts: new(-2)},
 		Budget: config.Budget{TokensPerUserDay: new(int64(-5))},
 	}}}

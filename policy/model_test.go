@@ -10,11 +10,11 @@ import (
 // TestModelResolvesPerLevel: model is a field like the others, and
 // Explain shows the model a chat uses with the level that chose it.
 func TestModelResolvesPerLevel(t *testing.T) {
-	pol := config.Policies{
-		Platforms: map[string]config.PlatformPolicy{
+	pol := Config{
+		Platforms: map[string]PlatformPolicy{
 			"feishu": {
 				Level: config.Level{Model: "backup"},
-				Workspaces: map[string]config.WorkspacePolicy{"t1": {
+				Workspaces: map[string]WorkspacePolicy{"t1": {
 					Chats: map[string]config.Level{"oc_vip": {Model: config.DefaultModelKey}},
 				}},
 			},

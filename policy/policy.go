@@ -1,5 +1,5 @@
 // Package policy resolves the per-channel policy tree of the configuration
-// (config.Policies) into the effective rules of one conversation scope and
+// (Config) into the effective rules of one conversation scope and
 // answers, with an explanation, whether a tool or skill may be used, whether a
 // user may talk to the bot there, and who administers it.
 //
@@ -83,7 +83,7 @@ type Decision struct {
 
 // Resolver resolves scopes against one policy tree.
 type Resolver struct {
-	p config.Policies
+	p Config
 	// platforms are the registered platforms' builtin levels (nil: none),
 	// by name; a name that is missing is not a platform.
 	platforms map[string]*config.Level
@@ -104,7 +104,7 @@ func (r *Resolver) WithModels(describe map[string]string) *Resolver {
 // later changes to the caller's maps and slices cannot change its
 // decisions. Patterns are expected to have passed config validation; a
 // malformed glob matches only its own exact text.
-func New(p config.Policies) *Resolver {
+func New(p Config) *Resolver {
 	r := &Resolver{p: clonePolicies(p), platforms: map[string]*config.Level{}}
 	for _, pl := range config.Platforms() {
 		var builtin *config.Level
@@ -254,12 +254,12 @@ func resolve(levels []level) *Effective {
 	e.toolWrite = setting[bool]{val: true, level: LevelBuiltin}
 	e.dms = setting[bool]{val: true, level: LevelBuiltin}
 	e.userRate.level, e.wsRate.level, e.tokensDay.level = LevelBuiltin, LevelBuiltin, LevelBuiltin
-	e.replyChars = setting[int]{val: config.DefaultReplyChars, level: LevelBuiltin}
-	e.replyPosts = setting[int]{val: config.DefaultReplyPosts, level: LevelBuiltin}
+	e.replyChars = setting[int]{val: DefaultReplyChars, level: LevelBuiltin}
+	e.replyPosts = setting[int]{val: DefaultReplyPosts, level: LevelBuiltin}
 	e.model = setting[string]{val: config.DefaultModelKey, level: LevelBuiltin}
 	e.approveWrites.level = LevelBuiltin
 	e.approverRequester = setting[bool]{val: true, level: LevelBuiltin}
-	e.approvalTimeout = setting[time.Duration]{val: config.DefaultApprovalTimeout, level: LevelBuiltin}
+	e.approvalTimeout = setting[time.Duration]{val: DefaultApprovalTimeout, level: LevelBuiltin}
 	for _, l := range levels {
 		c := l.cfg
 		fromList(&e.toolAllow, c.Tools.Allow, l.name)

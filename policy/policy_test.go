@@ -24,18 +24,18 @@ var (
 // tree builds a slack policy tree in which each of the config levels 0..depth
 // (default, platform, workspace, chat) is passed to set with its index, and
 // the more specific levels exist but set nothing.
-func tree(t *testing.T, depth int, set func(l *config.Level, i int)) config.Policies {
+func tree(t *testing.T, depth int, set func(l *config.Level, i int)) Config {
 	t.Helper()
 	var ls [4]config.Level
 	for i := 0; i <= depth; i++ {
 		set(&ls[i], i)
 	}
-	return config.Policies{
+	return Config{
 		Default: ls[0],
-		Platforms: map[string]config.PlatformPolicy{
+		Platforms: map[string]PlatformPolicy{
 			"slack": {
 				Level: ls[1],
-				Workspaces: map[string]config.WorkspacePolicy{
+				Workspaces: map[string]WorkspacePolicy{
 					"T1": {Level: ls[2], Chats: map[string]config.Level{"C1": ls[3]}},
 				},
 			},
@@ -201,16 +201,16 @@ func TestOverridePerField(t *testing.T) {
 }
 
 func TestToolDecisions(t *testing.T) {
-	wechatChat := func(l config.Level) config.Policies {
-		return config.Policies{Platforms: map[string]config.PlatformPolicy{
-			"wechat": {Workspaces: map[string]config.WorkspacePolicy{
+	wechatChat := func(l config.Level) Config {
+		return Config{Platforms: map[string]PlatformPolicy{
+			"wechat": {Workspaces: map[string]WorkspacePolicy{
 				"acct": {Chats: map[string]config.Level{"u42": l}},
 			}},
 		}}
 	}
 	tests := []struct {
 		name   string
-		pol    config.Policies
+		pol    Config
 		scope  Scope
 		tool   string
 		writes bool
@@ -224,7 +224,7 @@ func TestToolDecisions(t *testing.T) {
 		},
 		{
 			name: "deny beats allow at the same level",
-			pol: config.Policies{Default: config.Level{Tools: config.ToolRules{
+			pol: Config{Default: config.Level{Tools: config.ToolRules{
 				Allow: []string{"*"}, Deny: []string{"save_*"},
 			}}},
 			scope: Scope{Channel: "slack"},
@@ -261,14 +261,14 @@ func TestToolDecisions(t *testing.T) {
 		},
 		{
 			name:  "deny star denies every tool",
-			pol:   config.Policies{Default: config.Level{Tools: config.ToolRules{Deny: []string{"*"}}}},
+			pol:   Config{Default: config.Level{Tools: config.ToolRules{Deny: []string{"*"}}}},
 			scope: Scope{Channel: "feishu"},
 			tool:  "load_skill",
 			want:  Decision{Rule: `tools.deny "*"`, Level: "policies.default"},
 		},
 		{
 			name: "allow glob matches",
-			pol: config.Policies{Platforms: map[string]config.PlatformPolicy{
+			pol: Config{Platforms: map[string]PlatformPolicy{
 				"feishu": {Level: config.Level{Tools: config.ToolRules{Allow: []string{"find_*", "load_*"}}}},
 			}},
 			scope: Scope{Channel: "feishu"},
@@ -277,7 +277,7 @@ func TestToolDecisions(t *testing.T) {
 		},
 		{
 			name: "allow glob does not match",
-			pol: config.Policies{Platforms: map[string]config.PlatformPolicy{
+			pol: Config{Platforms: map[string]PlatformPolicy{
 				"feishu": {Level: config.Level{Tools: config.ToolRules{Allow: []string{"find_*", "load_*"}}}},
 			}},
 			scope: Scope{Channel: "feishu"},
@@ -286,7 +286,7 @@ func TestToolDecisions(t *testing.T) {
 		},
 		{
 			name:  "empty allow list allows nothing",
-			pol:   config.Policies{Default: config.Level{Tools: config.ToolRules{Allow: []string{}}}},
+			pol:   Config{Default: config.Level{Tools: config.ToolRules{Allow: []string{}}}},
 			scope: Scope{Channel: "console"},
 			tool:  "load_skill",
 			want:  Decision{Rule: "not in tools.allow", Level: "policies.default"},
@@ -352,7 +352,7 @@ func TestToolDecisions(t *testing.T) {
 		},
 		{
 			name: "operator write false on wechat names the config level",
-			pol: config.Policies{Platforms: map[string]config.PlatformPolicy{
+			pol: Config{Platforms: map[string]PlatformPolicy{
 				"wechat": {Level: config.Level{Tools: config.ToolRules{Write: new(false)}}},
 			}},
 			scope: Scope{Channel: "wechat"},
@@ -363,14 +363,14 @@ func TestToolDecisions(t *testing.T) {
 			// The builtin wechat default sits above policies.default: a
 			// global write: true does not reopen wechat.
 			name:  "global write true does not override the builtin wechat default",
-			pol:   config.Policies{Default: config.Level{Tools: config.ToolRules{Write: new(true)}}},
+			pol:   Config{Default: config.Level{Tools: config.ToolRules{Write: new(true)}}},
 			scope: Scope{Channel: "wechat"},
 			tool:  "save_skill_reference", writes: true,
 			want: Decision{Allowed: false, Rule: "tools.write: false", Level: "builtin wechat default"},
 		},
 		{
 			name: "write false beats an explicit allow",
-			pol: config.Policies{Platforms: map[string]config.PlatformPolicy{
+			pol: Config{Platforms: map[string]PlatformPolicy{
 				"wechat": {Level: config.Level{Tools: config.ToolRules{Allow: []string{"save_skill_reference"}}}},
 			}},
 			scope: Scope{Channel: "wechat"},
@@ -379,7 +379,7 @@ func TestToolDecisions(t *testing.T) {
 		},
 		{
 			name: "allow match is reported before write true",
-			pol: config.Policies{Default: config.Level{Tools: config.ToolRules{
+			pol: Config{Default: config.Level{Tools: config.ToolRules{
 				Allow: []string{"save_*"}, Write: new(true),
 			}}},
 			scope: Scope{Channel: "slack"},
@@ -388,10 +388,10 @@ func TestToolDecisions(t *testing.T) {
 		},
 		{
 			name: "unknown platform uses only the default levels",
-			pol: config.Policies{
+			pol: Config{
 				Default: config.Level{Tools: config.ToolRules{Deny: []string{"shell"}}},
 				// Not valid config, but a Resolver must not trust validation.
-				Platforms: map[string]config.PlatformPolicy{
+				Platforms: map[string]PlatformPolicy{
 					"irc": {Level: config.Level{Tools: config.ToolRules{Deny: []string{"load_skill"}}}},
 				},
 			},
@@ -407,7 +407,7 @@ func TestToolDecisions(t *testing.T) {
 		},
 		{
 			name:  "malformed glob matches only itself",
-			pol:   config.Policies{Default: config.Level{Tools: config.ToolRules{Deny: []string{"["}}}},
+			pol:   Config{Default: config.Level{Tools: config.ToolRules{Deny: []string{"["}}}},
 			scope: Scope{Channel: "slack"},
 			tool:  "load_skill",
 			want:  Decision{Allowed: true, Rule: RuleDefaultAllowed, Level: LevelBuiltin},
@@ -424,7 +424,7 @@ func TestToolDecisions(t *testing.T) {
 func TestSkillDecisions(t *testing.T) {
 	tests := []struct {
 		name  string
-		pol   config.Policies
+		pol   Config
 		skill string
 		want  Decision
 	}{
@@ -435,25 +435,25 @@ func TestSkillDecisions(t *testing.T) {
 		},
 		{
 			name:  "allow glob",
-			pol:   config.Policies{Default: config.Level{Skills: config.SkillRules{Allow: []string{"doc-*"}}}},
+			pol:   Config{Default: config.Level{Skills: config.SkillRules{Allow: []string{"doc-*"}}}},
 			skill: "doc-writer",
 			want:  Decision{Allowed: true, Rule: `skills.allow "doc-*"`, Level: "policies.default"},
 		},
 		{
 			name:  "not in allow list",
-			pol:   config.Policies{Default: config.Level{Skills: config.SkillRules{Allow: []string{"doc-*"}}}},
+			pol:   Config{Default: config.Level{Skills: config.SkillRules{Allow: []string{"doc-*"}}}},
 			skill: "pdf",
 			want:  Decision{Rule: "not in skills.allow", Level: "policies.default"},
 		},
 		{
 			name:  "empty allow list hides every skill",
-			pol:   config.Policies{Default: config.Level{Skills: config.SkillRules{Allow: []string{}}}},
+			pol:   Config{Default: config.Level{Skills: config.SkillRules{Allow: []string{}}}},
 			skill: "pdf",
 			want:  Decision{Rule: "not in skills.allow", Level: "policies.default"},
 		},
 		{
 			name: "deny beats allow at the same level",
-			pol: config.Policies{Default: config.Level{Skills: config.SkillRules{
+			pol: Config{Default: config.Level{Skills: config.SkillRules{
 				Allow: []string{"*"}, Deny: []string{"pdf"},
 			}}},
 			skill: "pdf",
@@ -482,13 +482,13 @@ func TestSkillDecisions(t *testing.T) {
 }
 
 func TestAccess(t *testing.T) {
-	access := func(a config.Access) config.Policies {
-		return config.Policies{Platforms: map[string]config.PlatformPolicy{"slack": {Level: config.Level{Access: a}}}}
+	access := func(a config.Access) Config {
+		return Config{Platforms: map[string]PlatformPolicy{"slack": {Level: config.Level{Access: a}}}}
 	}
 	const plat = "policies.platforms.slack"
 	tests := []struct {
 		name       string
-		pol        config.Policies
+		pol        Config
 		user, chat string
 		dm         bool
 		want       Decision
@@ -598,12 +598,12 @@ func TestAccess(t *testing.T) {
 }
 
 func TestAdmins(t *testing.T) {
-	pol := config.Policies{
+	pol := Config{
 		Default: config.Level{Admins: []string{"console:root", "root"}},
-		Platforms: map[string]config.PlatformPolicy{
+		Platforms: map[string]PlatformPolicy{
 			"slack": {
 				Level: config.Level{Admins: []string{"U_OPS", "U_LEAD", "feishu:ou_lead"}},
-				Workspaces: map[string]config.WorkspacePolicy{
+				Workspaces: map[string]WorkspacePolicy{
 					"T1": {Chats: map[string]config.Level{
 						"C_NOADMIN": {Admins: []string{}},
 						"C_OWN":     {Admins: []string{"U_OWNER"}},
@@ -653,14 +653,14 @@ func TestAdmins(t *testing.T) {
 // TestIsolation checks that neither the caller's config nor a caller
 // modifying Admins() can change later decisions.
 func TestIsolation(t *testing.T) {
-	pol := config.Policies{Default: config.Level{
+	pol := Config{Default: config.Level{
 		Admins: []string{"slack:root"},
 		Tools:  config.ToolRules{Deny: []string{"shell"}},
 	}}
 	r := New(pol)
 	pol.Default.Admins[0] = "slack:mallory"
 	pol.Default.Tools.Deny[0] = "other"
-	pol.Platforms = map[string]config.PlatformPolicy{"slack": {Level: config.Level{Admins: []string{"eve"}}}}
+	pol.Platforms = map[string]PlatformPolicy{"slack": {Level: config.Level{Admins: []string{"eve"}}}}
 
 	e := r.Resolve(Scope{Channel: "slack"})
 	e.Admins()[0] = "trudy"
@@ -694,15 +694,15 @@ func TestConcurrentResolve(t *testing.T) {
 // same answer for a direct message as for a chat message: then an adapter
 // may skip finding out which a message is.
 func TestDMMatters(t *testing.T) {
-	access := func(a config.Access) config.Policies {
-		return config.Policies{Platforms: map[string]config.PlatformPolicy{"slack": {Level: config.Level{Access: a}}}}
+	access := func(a config.Access) Config {
+		return Config{Platforms: map[string]PlatformPolicy{"slack": {Level: config.Level{Access: a}}}}
 	}
 	tests := []struct {
 		name string
-		pol  config.Policies
+		pol  Config
 		want bool
 	}{
-		{"unset", config.Policies{}, false},
+		{"unset", Config{}, false},
 		{"users only", access(config.Access{Users: []string{"U1"}}), false},
 		{"DMs on", access(config.Access{DMs: new(true)}), false},
 		{"empty chat list", access(config.Access{Chats: []string{}}), false},

@@ -218,8 +218,8 @@ type Store interface {
 // DefaultDedupeTTL is how long a platform's event id is remembered.
 const DefaultDedupeTTL = 24 * time.Hour
 
-// Options bound what a conversation may hold. Zero fields take the file's
-// defaults (config.Default*).
+// Options bound what a conversation may hold. Zero fields take the
+// defaults of the file (DefaultConfig, config.DefaultRedisPrefix).
 type Options struct {
 	Prefix      string        // key prefix, e.g. "parley:"
 	HistoryTTL  time.Duration // refreshed on every turn
@@ -229,17 +229,18 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
+	d := DefaultConfig()
 	if o.Prefix == "" {
 		o.Prefix = config.DefaultRedisPrefix
 	}
 	if o.HistoryTTL <= 0 {
-		o.HistoryTTL = config.DefaultHistoryTTL
+		o.HistoryTTL = d.HistoryTTL
 	}
 	if o.MaxMessages <= 0 {
-		o.MaxMessages = config.DefaultMaxMessages
+		o.MaxMessages = d.MaxMessages
 	}
 	if o.LockTTL <= 0 {
-		o.LockTTL = config.DefaultLockTTL
+		o.LockTTL = d.LockTTL
 	}
 	if o.DedupeTTL <= 0 {
 		o.DedupeTTL = DefaultDedupeTTL

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/parleyhq/parley/agent/openaitest"
-	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/policy"
 )
@@ -82,7 +81,7 @@ func TestAgentCallsToolsOfBothTransports(t *testing.T) {
 func TestWeChatGetsOnlyReadTools(t *testing.T) {
 	f := newFixture(t, bothServers(t), Options{})
 	f.start(t)
-	resolver := policy.New(config.Policies{})
+	resolver := policy.New(policy.Config{})
 	allow := func(channel string) func(string) bool {
 		eff := resolver.Resolve(policy.Scope{Channel: channel})
 		return func(name string) bool {

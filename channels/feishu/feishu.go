@@ -27,12 +27,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/parleyhq/parley/channels"
-	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/internal/chatpace"
 	"github.com/parleyhq/parley/internal/logthrottle"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/outbound"
 	"github.com/parleyhq/parley/retry"
+	"github.com/parleyhq/parley/sessions"
 )
 
 // Name is the platform name in conversation keys, policies and metrics.
@@ -59,7 +59,7 @@ type Options struct {
 	Redis  redis.UniversalClient
 	Prefix string
 	// ThreadTTL is how long an answered thread is followed (default
-	// config.DefaultHistoryTTL).
+	// sessions.history_ttl's, sessions.DefaultConfig).
 	ThreadTTL time.Duration
 	// HTTPClient is used for the Open API and the long-connection endpoint
 	// (default: a client with a 30 s timeout).
@@ -140,7 +140,7 @@ func (o Options) withDefaults() Options {
 		o.CardUpdateInterval = DefaultCardUpdateInterval
 	}
 	if o.ThreadTTL <= 0 {
-		o.ThreadTTL = config.DefaultHistoryTTL
+		o.ThreadTTL = sessions.DefaultConfig().HistoryTTL
 	}
 	return o
 }

@@ -55,7 +55,7 @@ func (a *app) serveAdmin(id string) (string, error) {
 		Redis:  a.store.Client(),
 		Prefix: a.cfg.Redis.Prefix,
 		Store:  a.store,
-		Skills: admin.Skills{Registry: a.skills, State: a.state, Reload: a.reloadSkills, Home: a.cfg.Home},
+		Skills: admin.Skills{Registry: a.skills.Registry, State: a.skills.State, Reload: a.skills.Reload, Home: a.cfg.Home},
 		Policy: a.policy,
 		Tools:  adminTools{a.toolset},
 		// The gateway resets and compacts as /reset and /compact do.

@@ -22,11 +22,10 @@ import (
 	"github.com/parleyhq/parley/gateway/quota"
 	tokenusage "github.com/parleyhq/parley/gateway/usage"
 	"github.com/parleyhq/parley/metrics"
-	"github.com/parleyhq/parley/outbound"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/sessions"
 	"github.com/parleyhq/parley/skills"
-	"github.com/parleyhq/parley/skills/builtin"
+	"github.com/parleyhq/parley/skills/live"
 	"github.com/parleyhq/parley/tracing"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
@@ -43,13 +42,12 @@ type app struct {
 	tools   *agent.Registry
 	toolset *toolset // the tools' registry and the MCP servers
 	policy  *policy.Resolver
-	skills  *skills.Registry
-	state   skills.State
+	skills  *live.Library
 	gateway *gateway.Gateway
 	redis   *redisHealth
 
-	// Background work (reload announcements, Redis health) runs under bg
-	// until the teardown cancels it and waits.
+	// Background work (Redis health) runs under bg until the teardown
+	// cancels it and waits.
 	bg       context.Context
 	watchers sync.WaitGroup
 
@@ -73,12 +71,7 @@ func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
 
 // openStore connects to REDIS_URL, or starts the in-memory store.
 func (e *environment) openStore(cfg config.Config, log *slog.Logger) (*sessions.RedisStore, bool, error) {
-	opts := sessions.Options{
-		Prefix:      cfg.Redis.Prefix,
-		HistoryTTL:  cfg.Sessions.HistoryTTL,
-		MaxMessages: cfg.Sessions.MaxMessages,
-		LockTTL:     cfg.Sessions.LockTTL,
-	}
+	opts := sessions.FromConfig(cfg).Options(cfg.Redis.Prefix)
 	if cfg.Redis.URL == "" {
 		log.Warn("REDIS_URL is not set: using the in-memory store, which keeps conversations in this process only — run one replica, and expect a restart to forget everything")
 		s, err := sessions.NewMemory(opts)
@@ -87,7 +80,7 @@ func (e *environment) openStore(cfg config.Config, log *slog.Logger) (*sessions.
 	// A connection for each worker's command and one for what its turn
 	// starts beside it (the lock's renewal, the outbox), and one for each
 	// webhook being handled.
-	client, err := sessions.OpenRedis(e.ctx, cfg.Redis.URL.Reveal(), 2*cfg.Gateway.Workers+cfg.Server.MaxConcurrentBodies)
+	client, err := sessions.OpenRedis(e.ctx, cfg.Redis.URL.Reveal(), 2*gateway.SectionFrom(cfg).Workers+cfg.Server.MaxConcurrentBodies)
 	if err != nil {
 		return nil, false, err
 	}
@@ -120,53 +113,6 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-// openSkills loads the three skill layers and the skill state: in Redis
-// when Redis is configured, else $PARLEY_HOME/skills.json.
-func openSkills(cfg config.Config, client redis.UniversalClient, log *slog.Logger) (*skills.Registry, skills.State, error) {
-	reg, err := skills.NewRegistry(skills.Layers{Builtin: builtin.FS, Home: cfg.Home, Workspace: cfg.Workspace})
-	if err != nil {
-		return nil, nil, fmt.Errorf("skills: %w", err)
-	}
-	for _, name := range cfg.Skills.Index {
-		if _, ok := reg.Catalog().Get(name); !ok {
-			log.Warn("skills.index names a skill no layer has", "skill", name)
-		}
-	}
-	if client != nil {
-		st := skills.NewRedisState(client, cfg.Redis.Prefix)
-		reg.SetIndexOrder(indexOrder(cfg, st, log))
-		return reg, st, nil
-	}
-	reg.SetIndexOrder(indexOrder(cfg, nil, log))
-	st, warns := skills.OpenFileState(cfg.Home)
-	for _, w := range warns {
-		log.Warn("skills state: " + w.String())
-	}
-	return reg, st, nil
-}
-
-// indexOrderWait bounds reading the load counts at a (re)load.
-const indexOrderWait = 2 * time.Second
-
-// indexOrder is what decides the index beyond the layers: skills.index,
-// and the load counts when the state keeps them (u may be nil).
-func indexOrder(cfg config.Config, u skills.Usage, log *slog.Logger) func() skills.IndexOrder {
-	return func() skills.IndexOrder {
-		o := skills.IndexOrder{Pinned: cfg.Skills.Index}
-		if u == nil {
-			return o
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), indexOrderWait)
-		defer cancel()
-		uses, err := u.Uses(ctx)
-		if err != nil {
-			log.Warn("skills: load counts unavailable; the index orders the rest by name", "err", err)
-		}
-		o.Uses = uses
-		return o
-	}
-}
-
 // newApp builds the store, skills, policy, agent and gateway for cfg and
 // registers their teardown. The caller closes it; when newApp fails it has
 // undone what it set up.
@@ -195,11 +141,13 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 	if a.shared {
 		sharedClient = a.store.Client()
 	}
-	a.skills, a.state, err = openSkills(cfg, sharedClient, log)
+	skillOpts := skillOptions(cfg, sharedClient, log)
+	skillOpts.Metrics = m
+	a.skills, err = live.Open(skillOpts)
 	if err != nil {
 		return nil, err
 	}
-	logSkillWarnings(log, a.skills.Catalog(), e.verbose)
+	logSkillWarnings(log, a.skills.Registry.Catalog(), e.verbose)
 
 	// Traces go out over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set;
 	// otherwise the tracer is off and costs nothing.
@@ -212,53 +160,18 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 
 	// Every platform's alerting series exist at zero from the start.
 	m.Prime(config.PlatformNames()...)
-	// The MCP servers start here, before any turn can run; their teardown
-	// comes after the gateway's (stop runs in reverse), so running turns
-	// keep their tools while they drain.
+	// The tool sources (the MCP servers) start here, before any turn can
+	// run; their teardown comes after the gateway's (stop runs in
+	// reverse), so running turns keep their tools while they drain.
 	skillTools := agent.NewSkillTools(agent.SkillToolsConfig{Home: cfg.Home, Budget: cfg.Skills.BodyBudget, Writer: skills.NewWriter(cfg.Home)}, m, log)
-	a.toolset, err = e.openTools(cfg, toolOptions{skill: skillTools.Tools(), metrics: m, channels: config.PlatformNames(), log: log, wait: mcpStartWait})
+	a.toolset, err = e.openTools(cfg, toolOptions{skill: skillTools.Tools(), metrics: m, channels: config.PlatformNames(), log: log, wait: startWait})
 	if err != nil {
 		return nil, err
 	}
-	a.onStop("mcp servers", func(context.Context) error { return a.toolset.close() })
+	a.onStop("tool sources", func(context.Context) error { return a.toolset.close() })
 	a.tools = a.toolset.registry
-	// One pool for the model, as many connections as turns run at once;
-	// each attempt is bounded by the model timeout, not the client.
-	client := agent.NewClient(cfg.Model.BaseURL, cfg.Model.APIKey.Reveal(), outbound.Client(outbound.Options{Conns: cfg.Gateway.Workers}))
-	// Each further model has a pool of its own, so that a slow fallback
-	// cannot starve the default model of connections, and a retry budget
-	// of its own.
-	var models []agent.ModelConfig
-	chains := map[string][]string{}
-	for _, ep := range cfg.Endpoints() {
-		chains[ep.Key] = ep.Fallbacks
-		if ep.Key == config.DefaultModelKey {
-			continue
-		}
-		models = append(models, agent.ModelConfig{
-			Key: ep.Key, Name: ep.Name, Vision: ep.Vision, Timeout: ep.Timeout, MaxRetries: ep.MaxRetries, Fallbacks: ep.Fallbacks,
-			Client: agent.NewClient(ep.BaseURL, ep.APIKey.Reveal(), outbound.Client(outbound.Options{Conns: cfg.Gateway.Workers})),
-		})
-	}
-	m.PrimeModels(chains)
-	primary, _ := cfg.Endpoint(config.DefaultModelKey)
-	a.agent = agent.New(agent.Config{
-		Model:             cfg.Model.Name,
-		Vision:            cfg.Model.Vision,
-		Fallbacks:         primary.Fallbacks,
-		Models:            models,
-		MaxToolIterations: cfg.Model.MaxToolIterations,
-		Timeout:           cfg.Model.Timeout,
-		TurnTimeout:       cfg.Model.TurnTimeout,
-		MaxRetries:        cfg.Model.MaxRetries, // 0 means no retries in both
-		MaxTokens:         cfg.Model.MaxTokens,
-		SystemPrompt:      cfg.Model.SystemPrompt,
-		Tracer:            tracer,
-
-		MaxToolCallsPerAnswer: cfg.Model.MaxToolCallsPerAnswer,
-		MaxToolCallsPerTurn:   cfg.Model.MaxToolCallsPerTurn,
-	}, client, a.tools, m, log)
-	a.policy = policy.New(cfg.Policies).WithModels(cfg.ModelDescriptions())
+	a.agent = agent.FromConfig(cfg, gateway.SectionFrom(cfg).Workers, tracer, a.tools, m, log)
+	a.policy = policy.New(*policy.FromConfig(cfg)).WithModels(cfg.ModelDescriptions())
 
 	var stopBg context.CancelFunc
 	a.bg, stopBg = context.WithCancel(context.Background())
@@ -267,96 +180,33 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 		a.watchers.Wait()
 		return nil
 	})
-	a.gateway = gateway.New(gateway.Config{
-		Workers:         cfg.Gateway.Workers,
-		QueueLimit:      cfg.Sessions.QueueLimit,
-		MaxMessageChars: cfg.Sessions.MaxMessageChars,
-		CompactTokens:   cfg.Sessions.CompactTokens,
-		KeepRounds:      cfg.Sessions.KeepRounds,
-		SkillBudget:     cfg.Skills.BodyBudget,
-		Policy:          a.policy,
-		Tools:           a.tools,
-		Skills:          &gateway.Skills{Registry: a.skills, State: a.state, Reload: a.reloadSkills},
-		// The store's Redis, embedded or shared: the limits hold over
-		// every replica that shares it.
-		Quotas: quota.New(a.store.Client(), cfg.Redis.Prefix),
-		Usage:  tokenusage.New(a.store.Client(), cfg.Redis.Prefix),
-		// Replies that could not be posted wait in the same Redis for
-		// whichever replica is alive.
-		Outbox: outbox.New(a.store.Client(), cfg.Redis.Prefix, outbox.Config{MaxAge: cfg.Outbox.MaxAge}, m, log),
-		// Approvals live under each conversation's keys, beside its lock.
-		Approvals:   approval.New(a.store.Client(), a.store.Key),
-		Tracer:      tracer,
-		Media:       media.New(cfg.Media),
-		TypingDelay: cfg.Gateway.TypingDelay,
-	}, a.store, a.agent, m, log)
+	// The skill watchers stop after the gateway's drain (stop runs in
+	// reverse), so turns still running see reloads from other replicas.
+	a.skills.Start(e.ctx)
+	a.onStop("skill watchers", func(context.Context) error { a.skills.Stop(); return nil })
+	a.gateway = a.newGateway(cfg, tracer)
 	// Shutdown drains running turns until its context ends, then cancels
 	// the rest; queued messages stay for the next replica.
 	a.onStop("gateway", a.gateway.Shutdown)
-	a.observeSkills(e.ctx)
-	a.watchReloads()
-	a.watchSkillState()
 	return a, nil
 }
 
-// reloadSkills reloads here, then announces it so every replica reloads.
-func (a *app) reloadSkills(ctx context.Context) (*skills.Catalog, error) {
-	c, err := a.skills.Reload()
-	if err != nil {
-		a.metrics.SkillReloads.WithLabelValues(metrics.OutcomeError).Inc()
-		return nil, err
-	}
-	a.metrics.SkillReloads.WithLabelValues(metrics.OutcomeOK).Inc()
-	a.observeSkills(ctx)
-	if a.shared {
-		if err := skills.AnnounceReload(ctx, a.store.Client(), a.cfg.Redis.Prefix); err != nil {
-			a.log.Warn("skills reloaded here, but the other replicas were not told", "err", err)
-		}
-	}
-	return c, nil
-}
-
-// watchReloads follows reloads announced by other replicas until close.
-func (a *app) watchReloads() {
-	if !a.shared {
-		return
-	}
-	ctx := a.bg
-	ready := make(chan struct{})
-	a.watchers.Go(func() {
-		err := skills.WatchReloads(ctx, a.store.Client(), a.cfg.Redis.Prefix, a.skills, a.log, ready, func(_ *skills.Catalog, err error) {
-			outcome := metrics.OutcomeOK
-			if err != nil {
-				outcome = metrics.OutcomeError
-			}
-			a.metrics.SkillReloads.WithLabelValues(outcome).Inc()
-			a.observeSkills(ctx)
-		})
-		if err != nil {
-			a.log.Warn("skills: not following reloads from other replicas", "err", err)
-		}
-	})
-	<-ready
-}
-
-// skillStateRefresh is how often a replica re-reads the skill state in
-// case it missed the announcement of a change.
-const skillStateRefresh = 10 * time.Second
-
-// watchSkillState serves the skill state of turns from memory, following
-// the changes other replicas and the CLI announce, until close.
-func (a *app) watchSkillState() {
-	rs, ok := a.state.(*skills.RedisState)
-	if !ok {
-		return
-	}
-	ready := make(chan struct{})
-	a.watchers.Go(func() {
-		if err := rs.Watch(a.bg, skillStateRefresh, a.log, ready); err != nil {
-			a.log.Warn("skills: reading the skill state from Redis on every turn", "err", err)
-		}
-	})
-	<-ready
+// newGateway builds the gateway of cfg's sections over the parts built so
+// far: the store's Redis, embedded or shared, holds the limits, the usage,
+// the outbox and the approvals of every replica that shares it.
+func (a *app) newGateway(cfg config.Config, tracer tracing.Tracer) *gateway.Gateway {
+	gc := gateway.ConfigFrom(cfg)
+	gc.Policy, gc.Tools, gc.Tracer = a.policy, a.tools, tracer
+	gc.Skills = &gateway.Skills{Registry: a.skills.Registry, State: a.skills.State, Reload: a.skills.Reload}
+	gc.Quotas = quota.New(a.store.Client(), cfg.Redis.Prefix)
+	gc.Usage = tokenusage.New(a.store.Client(), cfg.Redis.Prefix)
+	// Replies that could not be posted wait in Redis for whichever
+	// replica is alive.
+	gc.Outbox = outbox.New(a.store.Client(), cfg.Redis.Prefix, outbox.Config{MaxAge: cfg.Outbox.MaxAge}, a.metrics, a.log)
+	// Approvals live under each conversation's keys, beside its lock.
+	gc.Approvals = approval.New(a.store.Client(), a.store.Key)
+	gc.Media = media.New(media.FromConfig(cfg))
+	return gateway.New(gc, a.store, a.agent, a.metrics, a.log)
 }
 
 // watchRedis keeps parley_redis_up current without waiting for a
@@ -378,83 +228,14 @@ func (a *app) watchRedis(every time.Duration) {
 	})
 }
 
-// skillCounts is what the skill gauges and the start-up line report.
-type skillCounts struct {
-	known      map[[2]string]int // (source, state) → skills
-	total      int
-	enabled    int
-	indexed    int // skills listed in the bot-wide index
-	leftOut    int // enabled, model-invocable skills the index has no room for
-	indexBytes int
-}
-
-// countSkills reads the current catalog and state. The index counted is
-// the bot-wide one: every enabled skill, before channel policies and the
-// tools of a conversation narrow it (those only make it smaller).
-func (a *app) countSkills(ctx context.Context) skillCounts {
-	c := a.skills.Catalog()
-	disabled, err := a.state.Disabled(ctx)
-	if err != nil {
-		a.log.Debug("skills: cannot read the disabled list for the metrics", "err", err)
-	}
-	n := skillCounts{known: map[[2]string]int{}, total: c.Len()}
-	for _, s := range c.All() {
-		state := "enabled"
-		if disabled[s.Name] {
-			state = "disabled"
-		} else {
-			n.enabled++
-		}
-		n.known[[2]string{string(s.Source), state}]++
-	}
-	set := &agent.SkillSet{Catalog: c, Disabled: disabled}
-	index, _ := set.Index()
-	n.indexBytes = len(index)
-	listed, leftOut := c.IndexListing(set.Visible)
-	n.indexed, n.leftOut = len(listed), len(leftOut)
-	return n
-}
-
-// skillSources and skillStates bound the labels of parley_skills; every
-// pair is set, to 0 when no skill has it, so a series never lingers.
-var (
-	skillSources = []skills.Source{skills.SourceBuiltin, skills.SourceUser, skills.SourceWorkspace}
-	skillStates  = []string{"enabled", "disabled"}
-)
-
-// observeSkills sets the skill gauges from the current catalog and state.
-// It runs at start, after each reload and before each scrape, so the
-// gauges are right before the first turn and after `skills off` from
-// anywhere. Each series is set, never reset, so a scrape running at the
-// same time never sees a half-counted state.
-func (a *app) observeSkills(ctx context.Context) {
-	n := a.countSkills(ctx)
-	for _, src := range skillSources {
-		for _, state := range skillStates {
-			a.metrics.SkillsKnown.WithLabelValues(string(src), state).Set(float64(n.known[[2]string{string(src), state}]))
-		}
-	}
-	a.metrics.SkillIndexBytes.Set(float64(n.indexBytes))
-}
-
 // metricsHandler serves the registry, with the skill gauges brought up to
 // date before each scrape.
 func (a *app) metricsHandler() http.Handler {
 	h := promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{Registry: a.metrics.Registry, EnableOpenMetrics: true})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a.observeSkills(r.Context())
+		a.skills.Observe(r.Context())
 		h.ServeHTTP(w, r)
 	})
-}
-
-// logSkillsLoaded is the start-up report of the skills: one line of
-// counts, however large the library (`parley skills list` shows each).
-func (a *app) logSkillsLoaded(ctx context.Context) {
-	n := a.countSkills(ctx)
-	c := a.skills.Catalog()
-	a.log.Info("skills loaded", "skills", n.total, "enabled", n.enabled, "indexed", n.indexed,
-		"left_out_of_index", n.leftOut, "index_bytes", n.indexBytes,
-		"warnings", len(c.Warnings()), "skipped", len(c.Skipped()), "details", "parley skills list")
 }
 
 // close runs the teardown of everything set up, in reverse: the channel

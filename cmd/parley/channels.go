@@ -8,7 +8,9 @@ import (
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/gateway"
 	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/sessions"
 )
 
 // openChannels opens the channel of every registered platform whose
@@ -20,8 +22,8 @@ func (a *app) openChannels(ctx context.Context) ([]channels.Channel, error) {
 		Redis:      a.store.Client(),
 		Shared:     a.shared,
 		Prefix:     a.cfg.Redis.Prefix,
-		HistoryTTL: a.cfg.Sessions.HistoryTTL,
-		Conns:      a.cfg.Gateway.Workers,
+		HistoryTTL: sessions.FromConfig(a.cfg).HistoryTTL,
+		Conns:      gateway.SectionFrom(a.cfg).Workers,
 		Home:       a.cfg.Home,
 		Metrics:    a.metrics,
 		Log:        a.log,

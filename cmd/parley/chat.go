@@ -11,6 +11,7 @@ import (
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/console"
+	"github.com/parleyhq/parley/gateway"
 )
 
 func (e *environment) chat(args []string) error {
@@ -57,7 +58,7 @@ func (e *environment) chat(args []string) error {
 				log.Debug("turn cancelled", "err", err)
 			}
 		}
-		ctx, cancel := context.WithTimeout(shutdown, cfg.Gateway.ShutdownTimeout)
+		ctx, cancel := context.WithTimeout(shutdown, gateway.SectionFrom(cfg).ShutdownTimeout)
 		defer cancel()
 		if err := a.close(ctx); err != nil {
 			log.Warn("shutdown", "err", err)

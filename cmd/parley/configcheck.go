@@ -12,6 +12,7 @@ import (
 	"github.com/parleyhq/parley/agent/mcp"
 	"github.com/parleyhq/parley/agent/web"
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/skills"
 	"github.com/parleyhq/parley/skills/builtin"
 )
@@ -126,7 +127,7 @@ func policyNameWarnings(cfg config.Config) []string {
 	}
 	knownSkill := func(pat string) bool { return matchesAny(pat, skillNames) }
 	skillsKnown := fmt.Sprintf("%d skills are loaded; parley skills list shows them", len(skillNames))
-	for _, l := range policyLevels(cfg.Policies) {
+	for _, l := range policyLevels(*policy.FromConfig(cfg)) {
 		check(l.key+".tools.allow", l.level.Tools.Allow, knownTool, "tool", toolsKnown)
 		check(l.key+".tools.deny", l.level.Tools.Deny, knownTool, "tool", toolsKnown)
 		check(l.key+".tools.approve", l.level.Tools.Approve, knownTool, "tool", toolsKnown)
@@ -158,7 +159,7 @@ type keyedLevel struct {
 
 // policyLevels lists every level of the tree with its key, in a stable
 // order.
-func policyLevels(p config.Policies) []keyedLevel {
+func policyLevels(p policy.Config) []keyedLevel {
 	out := []keyedLevel{{"policies.default", p.Default}}
 	for _, name := range slices.Sorted(maps.Keys(p.Platforms)) {
 		pp := p.Platforms[name]

@@ -96,11 +96,15 @@ type codeKey struct {
 }
 
 // configKeys walks the configuration of this binary: the core keys, the
-// tool sections and the platforms' sections, with their defaults.
+// registered top-level sections, the tool sections and the platforms'
+// sections, with their defaults.
 func configKeys() []codeKey {
 	c := config.Default()
 	w := &keyWalker{}
 	w.walk(reflect.ValueOf(c), "", true)
+	for _, s := range config.Sections() {
+		w.walk(reflect.ValueOf(c.Sections[s.Name]), s.Name, true)
+	}
 	for _, s := range config.ToolSections() {
 		w.walk(reflect.ValueOf(c.Tools[s.Name]), config.ToolsKey+"."+s.Name, true)
 	}

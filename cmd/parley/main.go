@@ -17,6 +17,9 @@ import (
 	// Every chat platform Parley ships: config, policy and serve learn
 	// them from their registrations.
 	_ "github.com/parleyhq/parley/channels/install"
+	// Every tool source (the web tools, the MCP servers): config and
+	// serve learn them from their registrations too.
+	_ "github.com/parleyhq/parley/agent/toolsource/install"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=…".

@@ -8,6 +8,7 @@ import (
 
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/skills/live"
 )
 
 // policyCLI is `parley policy explain`: the effective tools, skills, access
@@ -48,15 +49,15 @@ func (e *environment) policy(args []string) error {
 	defer ts.close()
 	tools, notes := ts.policyTools()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sreg, _, err := openSkills(cfg, nil, log)
+	lib, err := live.Open(skillOptions(cfg, nil, log))
 	if err != nil {
 		return err
 	}
 	var names []string
-	for _, s := range sreg.Catalog().All() {
+	for _, s := range lib.Registry.Catalog().All() {
 		names = append(names, s.Name)
 	}
-	if err := policy.New(cfg.Policies).WithModels(cfg.ModelDescriptions()).Explain(e.stdout, policy.Scope{Channel: *channel, Workspace: *workspace, Chat: *chat}, tools, names); err != nil {
+	if err := policy.New(*policy.FromConfig(cfg)).WithModels(cfg.ModelDescriptions()).Explain(e.stdout, policy.Scope{Channel: *channel, Workspace: *workspace, Chat: *chat}, tools, names); err != nil {
 		return err
 	}
 	if len(notes) > 0 {

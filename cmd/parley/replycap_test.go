@@ -6,8 +6,8 @@ import (
 
 	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/channels/slack/slacktest"
-	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/internal/redistest"
+	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/sessions"
 )
 
@@ -42,12 +42,12 @@ func TestReplyCapCutsARunawayAnswer(t *testing.T) {
 		}
 		return len(posts) > 0 && strings.Contains(posts[len(posts)-1], "answer cut at")
 	})
-	if len(posts) > config.DefaultReplyPosts {
-		t.Fatalf("%d posts, want at most %d", len(posts), config.DefaultReplyPosts)
+	if len(posts) > policy.DefaultReplyPosts {
+		t.Fatalf("%d posts, want at most %d", len(posts), policy.DefaultReplyPosts)
 	}
 	shown := strings.Join(posts, "")
-	if n := strings.Count(shown, "runaway"); n == 0 || n*len("runaway ") > config.DefaultReplyChars {
-		t.Errorf("%d words shown, want some and within %d characters", n, config.DefaultReplyChars)
+	if n := strings.Count(shown, "runaway"); n == 0 || n*len("runaway ") > policy.DefaultReplyChars {
+		t.Errorf("%d words shown, want some and within %d characters", n, policy.DefaultReplyChars)
 	}
 
 	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/gateway"
 	"github.com/parleyhq/parley/internal/logthrottle"
 )
 
@@ -37,7 +38,7 @@ func (e *environment) serve(args []string) (err error) {
 	// the channel connections, the gateway (draining running turns until
 	// the deadline), the background work, the store.
 	defer func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), cfg.Gateway.ShutdownTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), gateway.SectionFrom(cfg).ShutdownTimeout)
 		defer cancel()
 		if stopErr := a.close(ctx); stopErr != nil && err == nil {
 			err = fmt.Errorf("shutdown: %w", stopErr)
@@ -48,7 +49,7 @@ func (e *environment) serve(args []string) (err error) {
 	}()
 	a.gateway.Start()
 	a.watchRedis(5 * time.Second)
-	a.logSkillsLoaded(e.ctx)
+	a.skills.LogLoaded(e.ctx)
 
 	var draining atomic.Bool
 	mux := a.routes(&draining)
@@ -85,7 +86,7 @@ func (e *environment) serve(args []string) (err error) {
 	// Stop intake first: readiness fails, so no new requests are routed
 	// here while running turns finish.
 	a.onStop("readiness", func(context.Context) error {
-		log.Info("shutting down: draining running turns", "deadline", cfg.Gateway.ShutdownTimeout)
+		log.Info("shutting down: draining running turns", "deadline", gateway.SectionFrom(cfg).ShutdownTimeout)
 		draining.Store(true)
 		return nil
 	})
@@ -126,12 +127,13 @@ func (a *app) routes(draining *atomic.Bool) *http.ServeMux {
 			http.Error(w, "degraded: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		// A down MCP server takes only its own tools away (they are not
-		// offered meanwhile), so the replica stays ready and says which
-		// server is down; why is in the log and in parley tools list.
+		// A down part of a tool source (an MCP server) takes only its own
+		// tools away (they are not offered meanwhile), so the replica stays
+		// ready and says which is down; why is in the log and in parley
+		// tools list.
 		w.Write([]byte("ready\n"))
-		for _, name := range a.toolset.down() {
-			fmt.Fprintf(w, "degraded: MCP server %s is down\n", name)
+		for _, part := range a.toolset.downParts() {
+			fmt.Fprintf(w, "degraded: %s is down\n", part)
 		}
 	})
 	// OpenMetrics when the scraper asks for it: the exemplars (trace ids on

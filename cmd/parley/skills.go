@@ -13,6 +13,7 @@ import (
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/sessions"
 	"github.com/parleyhq/parley/skills"
+	"github.com/parleyhq/parley/skills/live"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -46,10 +47,11 @@ func (e *environment) skills(args []string) error {
 		}
 		defer client.Close()
 	}
-	reg, state, err := openSkills(cfg, client, log)
+	lib, err := live.Open(skillOptions(cfg, client, log))
 	if err != nil {
 		return err
 	}
+	reg, state := lib.Registry, lib.State
 	c := reg.Catalog()
 	name := fs.Arg(0)
 	needName := func() (*skills.Skill, error) {
@@ -230,4 +232,10 @@ func writeSkillsJSON(w io.Writer, c *skills.Catalog, disabled map[string]bool, t
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// skillOptions says where cfg's skill library is: its layers, and its
+// state in client's Redis (nil: in the home folder).
+func skillOptions(cfg config.Config, client redis.UniversalClient, log *slog.Logger) live.Options {
+	return live.Options{Home: cfg.Home, Workspace: cfg.Workspace, Index: cfg.Skills.Index, Redis: client, Prefix: cfg.Redis.Prefix, Log: log}
 }

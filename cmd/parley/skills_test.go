@@ -377,7 +377,7 @@ func TestSkillMetricsRightFromStartAndAfterSkillsOff(t *testing.T) {
 			srv := httptest.NewServer(a.routes(new(atomic.Bool)))
 			defer srv.Close()
 			indexOf := func(disabled map[string]bool) float64 {
-				text, _ := a.skills.Catalog().Index(func(s *skills.Skill) bool { return !disabled[s.Name] })
+				text, _ := a.skills.Registry.Catalog().Index(func(s *skills.Skill) bool { return !disabled[s.Name] })
 				return float64(len(text))
 			}
 			// Before any turn.
@@ -435,7 +435,7 @@ func TestIndexListsPinnedAndMostLoadedSkills(t *testing.T) {
 	t.Cleanup(func() { a.close(context.Background()) })
 	ch := console.New("index-rule", "tester", console.Options{})
 	a.gateway.Register(ch)
-	listed, _ := a.skills.Catalog().IndexListing(nil)
+	listed, _ := a.skills.Registry.Catalog().IndexListing(nil)
 	if want := []string{"skill-authoring", "web-access", "a20", "a00"}; !slices.Equal(listed[:4], want) {
 		t.Fatalf("index starts %v, want %v", listed[:4], want)
 	}
@@ -459,10 +459,10 @@ func TestIndexListsPinnedAndMostLoadedSkills(t *testing.T) {
 	if !strings.Contains(first, "7 more skills are not listed here; find_skills(query) searches every skill.") {
 		t.Errorf("the prompt does not say what the index left out:\n%s", first)
 	}
-	if _, err := a.reloadSkills(context.Background()); err != nil {
+	if _, err := a.skills.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	listed, _ = a.skills.Catalog().IndexListing(nil)
+	listed, _ = a.skills.Registry.Catalog().IndexListing(nil)
 	if want := []string{"skill-authoring", "web-access", "a20", "a24", "a00"}; !slices.Equal(listed[:5], want) {
 		t.Errorf("after a reload the index starts %v, want %v", listed[:5], want)
 	}

@@ -1,121 +1,109 @@
 package main
 
 import (
-	"context"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/parleyhq/parley/agent"
-	"github.com/parleyhq/parley/agent/mcp"
-	"github.com/parleyhq/parley/agent/web"
+	"github.com/parleyhq/parley/agent/toolsource"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/policy"
 )
 
-// mcpStartWait bounds how long serve and chat wait for the MCP servers'
-// first connection before they go on: a server that is slow or down does
+// startWait bounds how long serve and chat wait for the tool sources'
+// first connection (the MCP servers') before they go on: a server that is slow or down does
 // not hold Parley up. It keeps connecting in the background, and its tools
 // are offered from the moment it has listed them.
-const mcpStartWait = 20 * time.Second
+const startWait = 20 * time.Second
 
 // defaultListWait is how long `parley tools list` and `parley policy
-// explain` give the MCP servers to answer.
+// explain` give the tool sources (the MCP servers) to answer.
 const defaultListWait = 10 * time.Second
 
-// toolset is every tool one process offers — the skill tools, the web
-// tools and the configured MCP servers' tools — in one registry, with the
-// MCP servers behind some of them.
+// toolset is every tool one process offers — the skill tools and those of
+// every registered tool source (toolsource.Register: the web tools, the
+// MCP servers) — in one registry, with the sources behind them.
 type toolset struct {
 	registry *agent.Registry
-	mcp      *mcp.Manager
-	servers  map[string]mcp.ServerConfig // tools.mcp.servers
+	sources  []toolsource.Opened
+	parts    []string // each source's Part, by index
 }
 
 // toolOptions shape openTools.
 type toolOptions struct {
 	// skill are the skill tools (load_skill, …), built by the caller.
 	skill []agent.Tool
-	// metrics, when set, gets parley_mcp_server_up and the tool series
+	// metrics, when set, gets the sources' series and the tool series
 	// primed for channels.
 	metrics  *metrics.Metrics
 	channels []string
 	log      *slog.Logger
-	// wait bounds the MCP servers' first connection.
+	// wait bounds the sources' first connection.
 	wait time.Duration
 }
 
-// openTools registers every tool of cfg in a new registry and starts the
-// MCP servers, waiting at most opts.wait for their first connection. The
-// caller closes the toolset, which stops the servers; on error nothing is
-// left running.
+// openTools registers every tool of cfg in a new registry and opens every
+// registered tool source, each waiting at most opts.wait for its first
+// connection. The caller closes the toolset, which stops the sources; on
+// error nothing is left running.
 func (e *environment) openTools(cfg config.Config, opts toolOptions) (*toolset, error) {
-	reg := agent.NewRegistry()
-	webTools, err := web.Tools(web.FromConfig(cfg), web.Deps{Logger: opts.log})
-	if err != nil {
-		return nil, err
-	}
-	for _, t := range slices.Concat(opts.skill, webTools) {
-		if err := reg.Register(t); err != nil {
+	ts := &toolset{registry: agent.NewRegistry()}
+	for _, t := range opts.skill {
+		if err := ts.registry.Register(t); err != nil {
 			return nil, err
 		}
 	}
-	mcpCfg := mcp.FromConfig(cfg)
-	var onState func(mcp.ServerState)
+	deps := toolsource.Deps{Registry: ts.registry, Metrics: opts.metrics, Channels: opts.channels, Log: opts.log,
+		Getenv: e.getenv, Version: version, Wait: opts.wait}
+	for _, src := range toolsource.Sources() {
+		opened, err := src.Open(e.ctx, cfg, deps)
+		if err != nil {
+			ts.close()
+			return nil, err
+		}
+		ts.sources = append(ts.sources, opened)
+		ts.parts = append(ts.parts, src.Part)
+	}
 	if opts.metrics != nil {
-		opts.metrics.PrimeTools(opts.channels, toolNames(reg))
-		onState = observeServers(opts.metrics, opts.channels, mcpCfg)
-	}
-	mgr, err := mcp.New(mcpCfg, mcp.Options{Registry: reg, Log: opts.log, OnStateChange: onState, Getenv: e.getenv, Version: version})
-	if err != nil {
-		return nil, err
-	}
-	ts := &toolset{registry: reg, mcp: mgr, servers: mcpCfg.Servers}
-	ctx, cancel := context.WithTimeout(e.ctx, opts.wait)
-	defer cancel()
-	if err := mgr.Start(ctx); err != nil {
-		ts.close()
-		return nil, err
+		opts.metrics.PrimeTools(opts.channels, toolNames(ts.registry))
 	}
 	return ts, nil
 }
 
-// observeServers sets parley_mcp_server_up of every configured server, at
-// 0 until it connects, and primes the tool series of a server's tools
-// when it connects (they are bounded by its configuration).
-func observeServers(m *metrics.Metrics, channels []string, cfg mcp.Config) func(mcp.ServerState) {
-	for name := range cfg.Servers {
-		m.MCPServerUp.WithLabelValues(name).Set(0)
+// close stops every source (an MCP server's process exits, calls in
+// flight are cancelled) and unregisters their tools.
+func (ts *toolset) close() error {
+	var errs []error
+	for _, s := range ts.sources {
+		errs = append(errs, s.Close())
 	}
-	return func(s mcp.ServerState) {
-		if !s.Up {
-			m.MCPServerUp.WithLabelValues(s.Name).Set(0)
-			return
-		}
-		names := make([]string, len(s.Tools))
-		for i, t := range s.Tools {
-			names[i] = t.Name
-		}
-		m.PrimeTools(channels, names)
-		m.MCPServerUp.WithLabelValues(s.Name).Set(1)
-	}
+	return errors.Join(errs...)
 }
 
-// close stops the MCP servers (stdio processes exit, calls in flight are
-// cancelled) and unregisters their tools.
-func (ts *toolset) close() error { return ts.mcp.Close() }
-
-// down names the MCP servers that are not connected, for readiness.
+// down names the parts of the sources that are not connected, for
+// readiness and the console.
 func (ts *toolset) down() []string {
 	var out []string
-	for _, s := range ts.mcp.Servers() {
-		if !s.Up {
-			out = append(out, s.Name)
+	for _, s := range ts.sources {
+		out = append(out, s.Down()...)
+	}
+	return out
+}
+
+// downParts describes each part that is down as readiness says it: "MCP
+// server NAME".
+func (ts *toolset) downParts() []string {
+	var out []string
+	for i, s := range ts.sources {
+		for _, name := range s.Down() {
+			out = append(out, strings.TrimSpace(ts.parts[i]+" "+name))
 		}
 	}
 	return out
@@ -141,53 +129,22 @@ func toolSource(t agent.Tool) string {
 }
 
 // toolRow is one line of `parley tools list`.
-type toolRow struct {
-	Name   string `json:"name"`
-	Source string `json:"source"` // builtin or mcp:SERVER
-	// Class is read or write; empty for a server that listed no tools.
-	Class string `json:"class,omitempty"`
-	// ClassRule is what decided an MCP tool's class (readOnlyHint, a
-	// read or write glob, or the default).
-	ClassRule string `json:"class_rule,omitempty"`
-	// ServerState is up or down for an MCP server's tools, empty for
-	// builtin tools; ServerError says why a server is down.
-	ServerState string `json:"server_state,omitempty"`
-	ServerError string `json:"server_error,omitempty"`
-}
+type toolRow = toolsource.Row
 
-// rows lists every tool, then a placeholder SERVER__* for each MCP server
-// that has no tools to show (down, or listing none).
+// rows lists every tool, then a placeholder (SERVER__*) for each part of a
+// source that has no tools to show (down, or listing none).
 func (ts *toolset) rows() []toolRow {
-	servers := ts.mcp.Servers()
-	states := map[string]mcp.ServerState{}
-	rules := map[string]string{}
-	for _, s := range servers {
-		states[s.Name] = s
-		for _, t := range s.Tools {
-			rules[t.Name] = t.Rule
-		}
-	}
 	var rows []toolRow
-	listed := map[string]bool{}
 	for _, t := range ts.registry.All() {
 		r := toolRow{Name: t.Name(), Source: toolSource(t), Class: className(t.Writes())}
-		if server, ok := strings.CutPrefix(r.Source, "mcp:"); ok {
-			r.ClassRule = rules[r.Name]
-			r.ServerState, r.ServerError = serverState(states[server])
-			listed[server] = true
+		for _, s := range ts.sources {
+			s.Annotate(&r)
 		}
 		rows = append(rows, r)
 	}
-	for _, s := range servers {
-		if listed[s.Name] {
-			continue
-		}
-		r := toolRow{Name: s.Name + "__*", Source: "mcp:" + s.Name, ClassRule: ts.servers[s.Name].ClassRules()}
-		r.ServerState, r.ServerError = serverState(s)
-		if s.Up {
-			r.ServerError = "the server lists no tools"
-		}
-		rows = append(rows, r)
+	listed := rows
+	for _, s := range ts.sources {
+		rows = append(rows, s.Placeholders(listed)...)
 	}
 	return rows
 }
@@ -199,11 +156,37 @@ func className(writes bool) string {
 	return "read"
 }
 
-func serverState(s mcp.ServerState) (state, reason string) {
-	if s.Up {
-		return "up", ""
+// toolsJSON is `parley tools list --json`: the tools, then what each
+// source shows beside them (the MCP servers' states), in that order.
+func (ts *toolset) toolsJSON(rows []toolRow) ([]byte, error) {
+	parts := [][2]any{{"tools", rows}}
+	for _, s := range ts.sources {
+		if key, v := s.State(); key != "" {
+			parts = append(parts, [2]any{key, v})
+		}
 	}
-	return "down", s.Err
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, p := range parts {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(p[0])
+		v, err := json.Marshal(p[1])
+		if err != nil {
+			return nil, err
+		}
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	var out bytes.Buffer
+	if err := json.Indent(&out, b.Bytes(), "", "  "); err != nil {
+		return nil, err
+	}
+	out.WriteByte('\n')
+	return out.Bytes(), nil
 }
 
 // toolsCLI is `parley tools list [--json]`: every tool this configuration
@@ -228,12 +211,12 @@ func (e *environment) toolsCLI(args []string) error {
 	defer ts.close()
 	rows := ts.rows()
 	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
-			Tools   []toolRow         `json:"tools"`
-			Servers []mcp.ServerState `json:"servers"`
-		}{rows, ts.mcp.Servers()})
+		out, err := ts.toolsJSON(rows)
+		if err != nil {
+			return err
+		}
+		_, err = e.stdout.Write(out)
+		return err
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOOL\tSOURCE\tCLASS\tCLASS RULE\tSERVER STATE")
@@ -247,8 +230,10 @@ func (e *environment) toolsCLI(args []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(ts.servers) > 0 {
-		fmt.Fprintf(e.stdout, "\nMCP servers as this command found them, waiting at most %s; policies decide per channel which of these a conversation is offered (parley policy explain).\n", *wait)
+	for _, s := range ts.sources {
+		if after := s.AfterList(*wait); after != "" {
+			fmt.Fprintf(e.stdout, "\n%s\n", after)
+		}
 	}
 	return nil
 }
@@ -273,10 +258,8 @@ func (e *environment) cliTools(cfg config.Config, wait time.Duration) (*toolset,
 // SERVER__*, once as a read and once as a write tool, decided by the same
 // rules as its tools will be, with a note giving its class rules.
 func (ts *toolset) policyTools() (tools []policy.ToolInfo, notes []string) {
-	for _, s := range ts.mcp.Servers() {
-		if s.Up && len(s.Tools) > 0 {
-			notes = append(notes, fmt.Sprintf("MCP server %s is up: its %d tools are listed with the class each has (parley tools list shows why).", s.Name, len(s.Tools)))
-		}
+	for _, s := range ts.sources {
+		notes = append(notes, s.Notes()...)
 	}
 	for _, r := range ts.rows() {
 		if r.Class != "" {
@@ -286,8 +269,7 @@ func (ts *toolset) policyTools() (tools []policy.ToolInfo, notes []string) {
 		tools = append(tools,
 			policy.ToolInfo{Name: r.Name, Source: r.Source},
 			policy.ToolInfo{Name: r.Name, Writes: true, Source: r.Source})
-		notes = append(notes, fmt.Sprintf("MCP server %s is %s (%s): its tools are shown as %s by class; rules naming single tools apply once it lists them. Class rules: %s.",
-			strings.TrimPrefix(r.Source, "mcp:"), r.ServerState, r.ServerError, r.Name, r.ClassRule))
+		notes = append(notes, r.Note)
 	}
 	return tools, notes
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/parleyhq/parley/channels"
-	"github.com/parleyhq/parley/config"
 )
 
 // FuzzPrepare: any bytes, claimed as an image or a file, give one line
@@ -21,7 +20,7 @@ func FuzzPrepare(f *testing.F) {
 	f.Add([]byte("\xff\xd8\xff\xe0"), false)
 	f.Add([]byte("plain ``` text\n````\n"), false)
 	f.Add([]byte{0, 1, 2, 3}, false)
-	cfg := config.DefaultMedia()
+	cfg := DefaultConfig()
 	cfg.MaxDownloadBytes, cfg.MaxTextBytes, cfg.MaxImagePixels = 1<<20, 4<<10, 1<<20
 	p := New(cfg)
 	f.Fuzz(func(t *testing.T, data []byte, image bool) {

@@ -6,7 +6,7 @@
 // an image's dimensions are checked from its header before it is decoded
 // (a small file can claim a huge picture), it is decoded in full before it
 // is sent (a corrupt image would make the model refuse the whole request),
-// and nothing is read past config.Media's limits.
+// and nothing is read past the media: section's limits (Config).
 //
 // Images go as data URLs, never as links for the model to fetch: a
 // platform's file URL needs the bot's credentials, and serving files from
@@ -31,7 +31,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/parleyhq/parley/channels"
-	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/sessions"
 )
 
@@ -85,12 +84,17 @@ type Result struct {
 
 // Preparer applies one configuration's limits.
 type Preparer struct {
-	cfg config.Media
+	cfg Config
 }
 
-// New returns a Preparer; zero fields of cfg take config's defaults.
-func New(cfg config.Media) *Preparer {
-	d := config.DefaultMedia()
+// New returns a Preparer with the limits of cfg, which it copies; nil, or
+// a limit left zero, takes DefaultConfig's.
+func New(c *Config) *Preparer {
+	d := DefaultConfig()
+	if c == nil {
+		c = d
+	}
+	cfg := *c
 	if cfg.MaxImageBytes <= 0 {
 		cfg.MaxImageBytes = d.MaxImageBytes
 	}

@@ -16,7 +16,6 @@ import (
 	"testing"
 
 	"github.com/parleyhq/parley/channels"
-	"github.com/parleyhq/parley/config"
 )
 
 // pngOf encodes a w×h PNG of noise (noise keeps it from compressing).
@@ -97,7 +96,7 @@ func decodeURL(t *testing.T, url string) []byte {
 func TestAnImageGoesAsItsExactBytes(t *testing.T) {
 	orig := pngOf(t, 40, 30)
 	f := &files{data: map[string][]byte{"F1": orig}}
-	r := New(config.DefaultMedia()).Prepare(context.Background(), f.fetch, []channels.Attachment{img("F1")}, true)
+	r := New(DefaultConfig()).Prepare(context.Background(), f.fetch, []channels.Attachment{img("F1")}, true)
 	if len(r.Images) != 1 || !bytes.Equal(decodeURL(t, r.Images[0]), orig) || !strings.HasPrefix(r.Images[0], "data:image/png;base64,") {
 		t.Fatalf("images = %d, notes %q", len(r.Images), r.Notes)
 	}
@@ -112,7 +111,7 @@ func TestAnImageGoesAsItsExactBytes(t *testing.T) {
 
 func TestALargeImageIsScaledDown(t *testing.T) {
 	orig := pngOf(t, 3000, 200)
-	cfg := config.DefaultMedia()
+	cfg := DefaultConfig()
 	f := &files{data: map[string][]byte{"F1": orig}}
 	r := New(cfg).Prepare(context.Background(), f.fetch, []channels.Attachment{img("F1")}, true)
 	if len(r.Images) != 1 || r.Items[0].Outcome != OutcomeDownscaled {
@@ -142,7 +141,7 @@ func TestBadInputGivesNotesAndTheRestStillGoes(t *testing.T) {
 		},
 	}
 	atts := []channels.Attachment{img("corrupt"), img("bomb"), img("bmp"), img("denied"), img("broken"), img("gone"), img("good")}
-	r := New(config.DefaultMedia()).Prepare(context.Background(), f.fetch, atts, true)
+	r := New(DefaultConfig()).Prepare(context.Background(), f.fetch, atts, true)
 	want := []string{OutcomeCorrupt, OutcomeBomb, OutcomeUnsupported, OutcomeForbidden, OutcomeFailed, OutcomeNotFound, OutcomeOK}
 	for i, it := range r.Items {
 		if it.Outcome != want[i] {
@@ -171,7 +170,7 @@ func (e *endless) Read(p []byte) (int, error) {
 func (e *endless) Close() error { return nil }
 
 func TestAHugeUploadIsNeverReadPastTheCap(t *testing.T) {
-	cfg := config.DefaultMedia()
+	cfg := DefaultConfig()
 	cfg.MaxDownloadBytes = 1 << 20
 	src := &endless{}
 	fetch := func(_ context.Context, _ channels.Attachment, limit int64) (io.ReadCloser, error) {
@@ -196,7 +195,7 @@ func TestAHugeUploadIsNeverReadPastTheCap(t *testing.T) {
 
 func TestNoVisionFetchesNothing(t *testing.T) {
 	f := &files{data: map[string][]byte{"F1": pngOf(t, 4, 4)}}
-	r := New(config.DefaultMedia()).Prepare(context.Background(), f.fetch, []channels.Attachment{img("F1")}, false)
+	r := New(DefaultConfig()).Prepare(context.Background(), f.fetch, []channels.Attachment{img("F1")}, false)
 	if !r.NoVision || len(r.Images) != 0 || f.calls != 0 || !strings.Contains(r.Text, "[image omitted: model has no vision]") {
 		t.Errorf("%+v after %d fetches", r, f.calls)
 	}
@@ -208,7 +207,7 @@ func TestNoVisionFetchesNothing(t *testing.T) {
 func TestMaxImages(t *testing.T) {
 	p := pngOf(t, 4, 4)
 	f := &files{data: map[string][]byte{"a": p, "b": p, "c": p}}
-	cfg := config.DefaultMedia()
+	cfg := DefaultConfig()
 	cfg.MaxImages = 2
 	r := New(cfg).Prepare(context.Background(), f.fetch, []channels.Attachment{img("a"), img("b"), img("c")}, true)
 	if len(r.Images) != 2 || r.Items[2].Outcome != OutcomeTooMany || len(r.Notes) != 1 {
@@ -223,7 +222,7 @@ func TestTextFilesAreQuotedAsData(t *testing.T) {
 		"bin": {0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0, 0},
 		"csv": []byte(strings.Repeat("a,b,c\n", 20000)),
 	}}
-	cfg := config.DefaultMedia()
+	cfg := DefaultConfig()
 	r := New(cfg).Prepare(context.Background(), f.fetch, []channels.Attachment{file("log", "app.log"), file("bin", "tool"), file("csv", "big.csv")}, false)
 	if r.Items[0].Outcome != OutcomeOK || r.Items[1].Outcome != OutcomeNamed || r.Items[2].Outcome != OutcomeOK {
 		t.Fatalf("items %+v", r.Items)
@@ -253,7 +252,7 @@ func TestNamesCannotBreakTheLine(t *testing.T) {
 func TestResendChecksTheBytes(t *testing.T) {
 	orig := pngOf(t, 4, 4)
 	f := &files{data: map[string][]byte{"F1": orig}}
-	p := New(config.DefaultMedia())
+	p := New(DefaultConfig())
 	r := p.Prepare(context.Background(), f.fetch, []channels.Attachment{img("F1")}, true)
 	if url, ok := p.Resend(context.Background(), f.fetch, r.Refs[0]); !ok || !bytes.Equal(decodeURL(t, url), orig) {
 		t.Fatalf("resend: %v", ok)

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/gateway"
 )
 
 // Probe is the ack probe's figures: webhooks timed while a slow model
@@ -48,7 +48,7 @@ func (h *heldModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // trips. Then the model is released and every message must be answered
 // once.
 func runProbe(ctx context.Context, o Options, n int) (Probe, error) {
-	pr := Probe{Workers: config.DefaultWorkers}
+	pr := Probe{Workers: gateway.DefaultSection().Workers}
 	dir, err := os.MkdirTemp("", "parley-bench-probe-")
 	if err != nil {
 		return pr, err
