@@ -222,7 +222,11 @@ func (g *Gateway) pauseTurn(ctx context.Context, c *sessions.Claim, q queued, r 
 	}
 	c.Lock.Detach() // the lock is the approval's now
 	g.approvals.audit(ctx, "approval requested", &approval.Record{Request: req, State: approval.Pending})
-	g.approvals.prompt(ctx, m, req, channels.Reply{Notice: true, Text: approval.Prompt(req), Approval: &channels.Approval{
+	rt := r.route
+	if !rt.Chosen() || r.replyTo != nil {
+		rt = g.route(m) // the prompt answers the paused message
+	}
+	g.approvals.prompt(ctx, rt, req, channels.Reply{Notice: true, Text: approval.Prompt(req), Approval: &channels.Approval{
 		ID: req.ID, Code: req.Code, Tool: req.Tool, Args: approval.Args(req.Args), Expires: req.Expires,
 	}})
 	// Look again when it expires, in case nobody decides.
@@ -231,12 +235,12 @@ func (g *Gateway) pauseTurn(ctx context.Context, c *sessions.Claim, q queued, r 
 
 // prompt sends the prompt of req: through a Prompter, keeping the
 // reference it returns with the approval, or as any notice.
-func (g *approvals) prompt(ctx context.Context, m channels.Message, req approval.Request, r channels.Reply) {
-	ref := g.route(m).Prompt(ctx, r)
+func (g *approvals) prompt(ctx context.Context, rt delivery.Route, req approval.Request, r channels.Reply) {
+	ref := rt.Prompt(ctx, r)
 	if len(ref) > 0 {
 		if err := g.store.SetPrompt(ctx, req.Conversation, req.ID, ref); err != nil {
 			// Decisions by click still update it; an expiry cannot.
-			g.log.WarnContext(ctx, "keep the approval prompt's reference", "channel", m.Channel, "err", err)
+			g.log.WarnContext(ctx, "keep the approval prompt's reference", "channel", req.Channel, "err", err)
 		}
 	}
 }

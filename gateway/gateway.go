@@ -15,6 +15,13 @@
 // conversation with more queued goes to the back of the line, so that a
 // busy conversation cannot hold a worker while the others wait (see
 // scheduler.go).
+//
+// The gateway keeps the ordering (the inbox, the scheduler, the locks and
+// the turn's commit) and calls out for the rest: chat commands are the
+// registry of gateway/commands, replies go by the route gateway/delivery
+// chooses from the channel's capabilities (channels.CapabilitiesOf, worked
+// out once at Register), and quotas and usage are counted through the
+// accounting interface (quota.go).
 package gateway
 
 import (

@@ -45,6 +45,14 @@ type Decider struct {
 	Log     *slog.Logger
 }
 
+// decisions are the commands Decide takes, by the state each asks for.
+var decisions = map[string]string{
+	"/approve": approval.Approved,
+	"/deny":    approval.Denied,
+	"/cancel":  approval.Cancelled,
+	"/show":    approval.Pending, // not a decision: the full arguments
+}
+
 // Decide decides /approve CODE, /deny CODE and (while an approval
 // is pending) /cancel at once, in Submit: the conversation's queue waits
 // for the decision, so it cannot wait in the queue. ok reports whether m
@@ -54,17 +62,8 @@ func (g *Decider) Decide(ctx context.Context, m channels.Message) (ok bool, err 
 		return false, nil
 	}
 	name, args := Split(strings.TrimSpace(m.Text))
-	var state string
-	switch name {
-	case "/approve":
-		state = approval.Approved
-	case "/deny":
-		state = approval.Denied
-	case "/cancel":
-		state = approval.Cancelled
-	case "/show":
-		state = approval.Pending // not a decision: the full arguments
-	default:
+	state, ok := decisions[name]
+	if !ok {
 		return false, nil
 	}
 	conv := m.ConversationKey()
