@@ -20,7 +20,11 @@ import (
 func capReply(ctx context.Context, log *slog.Logger, rt delivery.Route, eff *policy.Effective, reply string, msgs []sessions.Message) (string, []sessions.Message) {
 	l := eff.Limits()
 	m := rt.Message()
-	cut, ok := channels.CapReply(reply, l.ReplyChars, l.ReplyPosts, rt.Posts())
+	var posts func(string) int
+	if rt.CountsPosts() {
+		posts = rt.PostCount
+	}
+	cut, ok := channels.CapReply(reply, l.ReplyChars, l.ReplyPosts, posts)
 	if !ok {
 		return reply, msgs
 	}

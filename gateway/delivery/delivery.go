@@ -169,19 +169,18 @@ func (r Route) Prompt(ctx context.Context, reply channels.Reply) map[string]stri
 	return ref
 }
 
-// Posts is how many posts the channel makes of a reply's text, for the
-// reply cap; nil when it posts a reply whole.
-func (r Route) Posts() func(string) int {
-	if r.caps == nil {
-		return nil
-	}
+// CountsPosts reports whether the channel may make several posts of one
+// reply (a Poster, or a PostCounter), so that PostCount means something.
+func (r Route) CountsPosts() bool {
+	return r.caps != nil && (r.caps.PosterOf(r.m) != nil || r.caps.PostCounter != nil)
+}
+
+// PostCount is how many posts the channel makes of a reply's text, for
+// the reply cap; call it only when CountsPosts. (A method, not a func
+// returned, so that the reply cap's use of it allocates nothing.)
+func (r Route) PostCount(text string) int {
 	if p := r.caps.PosterOf(r.m); p != nil {
-		m := r.m
-		return func(s string) int { return len(p.Parts(m, channels.Reply{Text: s})) }
+		return len(p.Parts(r.m, channels.Reply{Text: text}))
 	}
-	if r.caps.PostCounter != nil {
-		pc, m := r.caps.PostCounter, r.m
-		return func(s string) int { return pc.Posts(m, s) }
-	}
-	return nil
+	return r.caps.PostCounter.Posts(r.m, text)
 }
