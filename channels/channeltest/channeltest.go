@@ -7,11 +7,12 @@
 //	}
 //
 // Run checks what the rest of Parley relies on without reading the
-// adapter's code: the capabilities it declares are the ones it implements;
-// a send the platform fails is retried, counted and, when it keeps
-// failing, reported with an error; Run returns nil once its context ends
-// and leaves no goroutine behind; and no credential ever appears in an
-// error, a readiness report or a log line.
+// adapter's code: the capabilities it declares are the ones it implements
+// (every entry of channels.CapabilityTable), and each passes its contract
+// check (contracts.go); a send the platform fails is retried, counted
+// and, when it keeps failing, reported with an error; Run returns nil once
+// its context ends and leaves no goroutine behind; and no credential ever
+// appears in an error, a readiness report or a log line.
 package channeltest
 
 import (
