@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/parleyhq/parley/sessions"
 )
 
 // Compaction outcomes of CompactConversation.
@@ -21,9 +19,9 @@ const (
 // operator's change waits for a quiet moment instead of changing a history
 // under a running turn.
 func (g *Gateway) ResetConversation(ctx context.Context, conv string) error {
-	lock, err := g.lockFor(ctx, conv)
+	lock, err := g.store.TryLock(ctx, conv)
 	if err != nil {
-		return err
+		return fmt.Errorf("lock the conversation: %w", err)
 	}
 	defer lock.Release(context.WithoutCancel(ctx))
 	if err := g.store.Clear(ctx, conv); err != nil {
@@ -36,9 +34,9 @@ func (g *Gateway) ResetConversation(ctx context.Context, conv string) error {
 // the chat, and returns CompactDone or CompactNothing. It fails with
 // sessions.ErrLocked while a turn runs.
 func (g *Gateway) CompactConversation(ctx context.Context, conv string) (string, error) {
-	lock, err := g.lockFor(ctx, conv)
+	lock, err := g.store.TryLock(ctx, conv)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("lock the conversation: %w", err)
 	}
 	defer lock.Release(context.WithoutCancel(ctx))
 	history, err := g.store.History(ctx, conv)
@@ -46,17 +44,9 @@ func (g *Gateway) CompactConversation(ctx context.Context, conv string) (string,
 		return "", fmt.Errorf("compact: %w", err)
 	}
 	channel, _, _ := strings.Cut(conv, ":")
-	_, outcome := g.compact(ctx, lock, channel, history)
+	_, outcome := g.compactor.compact(ctx, lock, channel, history)
 	if outcome == compactFailed {
 		return "", errors.New("compact: the model could not summarise it (the log says why)")
 	}
 	return outcome, nil
-}
-
-func (g *Gateway) lockFor(ctx context.Context, conv string) (*sessions.Lock, error) {
-	lock, err := g.store.TryLock(ctx, conv)
-	if err != nil {
-		return nil, fmt.Errorf("lock the conversation: %w", err)
-	}
-	return lock, nil
 }

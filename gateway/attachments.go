@@ -8,6 +8,7 @@ import (
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/gateway/media"
+	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/sessions"
 )
@@ -22,6 +23,14 @@ type visionChecker interface {
 	HasVision(model string) bool
 }
 
+// attachments reads the images and files of the messages of turns.
+type attachments struct {
+	agent   Responder // asked whether a model takes images (visionChecker)
+	media   *media.Preparer
+	store   sessions.Store
+	metrics *metrics.Metrics
+}
+
 // turnMedia is what a message's attachments add to its turn.
 type turnMedia struct {
 	text    string // after the user's text
@@ -31,11 +40,10 @@ type turnMedia struct {
 	notes   []string // for the user, after the answer
 }
 
-// fetcher returns the download function of m's channel bound to m, or
-// nil when the channel cannot download attachments.
-func (g *Gateway) fetcher(m channels.Message) media.Fetch {
-	f, ok := g.channel(m.Channel).(channels.AttachmentFetcher)
-	if !ok {
+// fetcher returns the download function of f, m's channel's, bound to m,
+// or nil when the channel cannot download attachments (f is nil).
+func fetcher(f channels.AttachmentFetcher, m channels.Message) media.Fetch {
+	if f == nil {
 		return nil
 	}
 	return func(ctx context.Context, a channels.Attachment, limit int64) (io.ReadCloser, error) {
@@ -43,17 +51,17 @@ func (g *Gateway) fetcher(m channels.Message) media.Fetch {
 	}
 }
 
-// media fetches and checks m's attachments, and the images of the recent
+// prepare fetches and checks m's attachments, and the images of the recent
 // stored messages that are sent again, for a turn of the model eff names.
-func (g *Gateway) media(ctx context.Context, conv string, m channels.Message, eff *policy.Effective, history sessions.History) (turnMedia, error) {
+func (g *attachments) prepare(ctx context.Context, f channels.AttachmentFetcher, conv string, m channels.Message, eff *policy.Effective, history sessions.History) (turnMedia, error) {
 	vision := false
 	if v, ok := g.agent.(visionChecker); ok {
 		vision = v.HasVision(eff.ModelKey())
 	}
-	fetch := g.fetcher(m)
+	fetch := fetcher(f, m)
 	var tm turnMedia
 	if len(m.Attachments) > 0 {
-		r := g.cfg.Media.Prepare(ctx, fetch, m.Attachments, vision)
+		r := g.media.Prepare(ctx, fetch, m.Attachments, vision)
 		for _, it := range r.Items {
 			g.metrics.Attachments.WithLabelValues(m.Channel, it.Kind, it.Outcome).Inc()
 		}
@@ -78,18 +86,18 @@ func (g *Gateway) media(ctx context.Context, conv string, m channels.Message, ef
 // images of the message it paused on (the paused turn keeps their
 // references, not their bytes) and those of the recent history. Nothing
 // is counted or noted again: the turn's first part did that.
-func (g *Gateway) resumeImages(ctx context.Context, m channels.Message, eff *policy.Effective, history sessions.History) ([]string, map[int][]string) {
+func (g *attachments) resumeImages(ctx context.Context, f channels.AttachmentFetcher, m channels.Message, eff *policy.Effective, history sessions.History) ([]string, map[int][]string) {
 	v, ok := g.agent.(visionChecker)
 	if !ok || !v.HasVision(eff.ModelKey()) {
 		return nil, nil
 	}
-	fetch := g.fetcher(m)
+	fetch := fetcher(f, m)
 	if fetch == nil {
 		return nil, nil
 	}
 	var images []string
 	if len(m.Attachments) > 0 {
-		images = g.cfg.Media.Prepare(ctx, fetch, m.Attachments, true).Images
+		images = g.media.Prepare(ctx, fetch, m.Attachments, true).Images
 	}
 	return images, g.resend(ctx, fetch, history)
 }
@@ -97,8 +105,8 @@ func (g *Gateway) resumeImages(ctx context.Context, m channels.Message, eff *pol
 // resend fetches again the images of the user messages among the last
 // media.resend_rounds rounds of history, by entry. An image that cannot
 // be fetched, or is no longer the same, stays a description.
-func (g *Gateway) resend(ctx context.Context, fetch media.Fetch, history sessions.History) map[int][]string {
-	rounds := g.cfg.Media.ResendRounds()
+func (g *attachments) resend(ctx context.Context, fetch media.Fetch, history sessions.History) map[int][]string {
+	rounds := g.media.ResendRounds()
 	if fetch == nil || rounds <= 0 {
 		return nil
 	}
@@ -118,7 +126,7 @@ func (g *Gateway) resend(ctx context.Context, fetch media.Fetch, history session
 			continue
 		}
 		for _, ref := range refs {
-			if url, ok := g.cfg.Media.Resend(ctx, fetch, ref); ok {
+			if url, ok := g.media.Resend(ctx, fetch, ref); ok {
 				if out == nil {
 					out = map[int][]string{}
 				}

@@ -15,6 +15,13 @@
 // conversation with more queued goes to the back of the line, so that a
 // busy conversation cannot hold a worker while the others wait (see
 // scheduler.go).
+//
+// The gateway keeps the ordering (the inbox, the scheduler, the locks and
+// the turn's commit) and calls out for the rest: chat commands are the
+// registry of gateway/commands, replies go by the route gateway/delivery
+// chooses from the channel's capabilities (channels.CapabilitiesOf, worked
+// out once at Register), and quotas and usage are counted through the
+// accounting interface (quota.go).
 package gateway
 
 import (
@@ -33,6 +40,8 @@ import (
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway/approval"
+	"github.com/parleyhq/parley/gateway/commands"
+	"github.com/parleyhq/parley/gateway/delivery"
 	"github.com/parleyhq/parley/gateway/media"
 	"github.com/parleyhq/parley/gateway/outbox"
 	"github.com/parleyhq/parley/gateway/quota"
@@ -115,12 +124,12 @@ type Gateway struct {
 	metrics *metrics.Metrics
 	log     *slog.Logger
 
-	mu       sync.Mutex
-	cond     *sync.Cond // signalled when ready grows or closed is set
-	channels map[string]channels.Channel
-	state    map[string]*convState // conversations queued, running or waiting here
-	ready    []string              // conversations waiting for a worker, oldest first
-	closed   bool
+	sched *scheduler
+	// mu guards channels and stopOutbox.
+	mu sync.Mutex
+	// channels holds each registered adapter's capabilities, worked out
+	// once at Register.
+	channels map[string]*channels.Capabilities
 	// redisDown is set when a Redis call of a turn failed, and cleared by
 	// the sweep that runs as soon as Redis answers again.
 	redisDown chan struct{}
@@ -131,6 +140,15 @@ type Gateway struct {
 	// redisRetry retries writing a turn while the lock is certainly ours:
 	// the lock, not a count, bounds the attempts.
 	redisRetry *retry.Retrier
+
+	out       *delivery.Deliverer // how replies reach the channels
+	acct      accounting          // quotas and the usage report
+	commands  *commands.Registry  // chat commands answered in turn
+	decider   *commands.Decider   // approval commands decided on arrival
+	approvals *approvals          // turns paused for approval
+	skills    *skillSets          // what a turn sees of skills and tools
+	compactor *compactor
+	att       *attachments
 
 	runCtx    context.Context // parent of every turn; cancelled at the shutdown deadline
 	cancelRun context.CancelFunc
@@ -201,23 +219,40 @@ func New(cfg Config, store sessions.Store, a Responder, m *metrics.Metrics, log 
 	runCtx, cancel := context.WithCancel(context.Background())
 	g := &Gateway{
 		cfg: cfg, store: store, agent: a, metrics: m, log: log.With("component", "gateway"),
-		channels:  map[string]channels.Channel{},
-		state:     map[string]*convState{},
+		sched:     newScheduler(cfg.RetryMin, cfg.RetryMax),
+		channels:  map[string]*channels.Capabilities{},
 		redisDown: make(chan struct{}, 1),
 		refusals:  logthrottle.New(logthrottle.DefaultEvery, nil),
 		runCtx:    runCtx, cancelRun: cancel,
 		stop: make(chan struct{}),
 	}
-	g.cond = sync.NewCond(&g.mu)
 	g.redisRetry = retry.New("redis", retry.Policy{Attempts: math.MaxInt32, MinWait: cfg.RetryMin, MaxWait: cfg.RetryMax}, m, g.log)
+	// The parts a turn calls for delivery, accounting, skills,
+	// attachments, approvals and commands.
+	g.out = delivery.New(delivery.Config{Outbox: cfg.Outbox, Tracer: cfg.Tracer, Metrics: m, Log: g.log})
+	g.acct = &ledger{quotas: cfg.Quotas, usage: cfg.Usage, metrics: m, log: g.log, refusals: g.refusals}
+	g.skills = &skillSets{skills: cfg.Skills, tools: cfg.Tools, log: g.log, budget: cfg.SkillBudget}
+	g.compactor = &compactor{agent: g.agent, store: g.store, metrics: m, log: g.log, keep: cfg.KeepRounds}
+	g.att = &attachments{agent: g.agent, media: cfg.Media, store: g.store, metrics: m}
+	g.approvals = &approvals{store: cfg.Approvals, tools: cfg.Tools, metrics: m, log: g.log, route: g.route}
+	g.commands = commands.Standard(commands.Deps{
+		Conversations: g.store, Compactor: g.compactor, Skills: cfg.Skills, SkillSets: g.skills, Metrics: m, Log: g.log,
+	})
+	g.decider = &commands.Decider{
+		Approvals: cfg.Approvals, Seen: g.store, Resolve: g.resolve,
+		Send:    func(ctx context.Context, m channels.Message, r channels.Reply) { g.route(m).Send(ctx, r) },
+		Awaited: func(channel string) bool { return g.caps(channel).Awaited != nil },
+		Decided: g.approvals.decided, Wake: g.sched.wake, Metrics: m, Log: g.log,
+	}
 	return g
 }
 
 // Register adds a channel; replies to its messages go through it.
 func (g *Gateway) Register(ch channels.Channel) {
+	c := channels.CapabilitiesOf(ch)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.channels[ch.Name()] = ch
+	g.channels[ch.Name()] = c
 }
 
 // Start launches the worker pool and the orphan sweep. Shutdown stops them.
@@ -232,23 +267,33 @@ func (g *Gateway) Start() {
 		g.mu.Lock()
 		g.stopOutbox = cancel
 		g.mu.Unlock()
-		g.wg.Go(func() { g.cfg.Outbox.Run(ctx, g.poster) })
+		g.wg.Go(func() { g.cfg.Outbox.Run(ctx, func(name string) channels.Poster { return g.caps(name).Poster }) })
 	}
 }
 
-// poster is the channel named name if it posts part by part, else nil.
-func (g *Gateway) poster(name string) channels.Poster {
-	p, _ := g.channel(name).(channels.Poster)
-	return p
+// noChannel is the capabilities of a channel that is not registered.
+var noChannel = &channels.Capabilities{}
+
+// caps is what the channel named name can do (noChannel when none is
+// registered under it).
+func (g *Gateway) caps(name string) *channels.Capabilities {
+	g.mu.Lock()
+	c := g.channels[name]
+	g.mu.Unlock()
+	if c == nil {
+		return noChannel
+	}
+	return c
 }
 
-// posterFor is m's channel if it posts m's reply part by part, else nil.
-func (g *Gateway) posterFor(m channels.Message) channels.Poster {
-	p := g.poster(m.Channel)
-	if pf, ok := p.(channels.PosterFor); ok && !pf.PostsFor(m) {
-		return nil
-	}
-	return p
+// route is how the replies to m are delivered.
+func (g *Gateway) route(m channels.Message) delivery.Route {
+	return g.out.For(g.caps(m.Channel), m)
+}
+
+// resolve is the policy of m's scope.
+func (g *Gateway) resolve(m channels.Message) *policy.Effective {
+	return g.cfg.Policy.Resolve(policy.Scope{Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat})
 }
 
 // Shutdown stops intake, lets running turns finish until ctx ends, then
@@ -256,17 +301,14 @@ func (g *Gateway) posterFor(m channels.Message) channels.Poster {
 // waiting for a worker or a retry, stay in Redis for the next replica to
 // serve. No goroutine of the gateway outlives it.
 func (g *Gateway) Shutdown(ctx context.Context) error {
-	g.mu.Lock()
-	if !g.closed {
-		g.closed = true
+	if g.sched.close() {
 		close(g.stop)
+		g.mu.Lock()
 		if g.stopOutbox != nil {
 			g.stopOutbox()
 		}
-		g.stopTimersLocked()
-		g.cond.Broadcast()
+		g.mu.Unlock()
 	}
-	g.mu.Unlock()
 	done := make(chan struct{})
 	go func() { g.wg.Wait(); close(done) }()
 	select {
@@ -301,17 +343,14 @@ func (g *Gateway) Submit(ctx context.Context, m channels.Message) (err error) {
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("parley.channel", m.Channel))
 	}
-	g.mu.Lock()
-	closed := g.closed
-	g.mu.Unlock()
-	if closed {
+	if g.sched.isClosed() {
 		return ErrClosed
 	}
 	if m.Received.IsZero() {
 		m.Received = time.Now()
 	}
 	g.metrics.MessagesReceived.WithLabelValues(m.Channel).Inc()
-	if ok, err := g.approvalCommand(ctx, m); ok || err != nil {
+	if ok, err := g.decider.Decide(ctx, m); ok || err != nil {
 		if err != nil {
 			g.redisFailed()
 			return fmt.Errorf("gateway: decide an approval: %w", err)
@@ -343,62 +382,18 @@ func (g *Gateway) Submit(ctx context.Context, m channels.Message) (err error) {
 		// the sender hears why instead of waiting for an answer that never
 		// comes (once: the id is recorded, so a re-delivery is a duplicate).
 		g.metrics.MessagesRejected.WithLabelValues(m.Channel, "queue_full").Inc()
-		if g.admits(m) {
-			g.send(ctx, m, channels.Reply{Notice: true, Failed: true, Text: "I'm still working through your earlier messages in this conversation. Please wait for my answers before sending more."})
+		if admits(g.resolve(m), m) {
+			g.route(m).Send(ctx, channels.Reply{Notice: true, Failed: true, Text: "I'm still working through your earlier messages in this conversation. Please wait for my answers before sending more."})
 		}
 	default:
-		g.schedule(conv)
+		g.sched.schedule(conv)
 	}
 	return nil
 }
 
-// admits reports whether the access rules let m's sender talk to the bot
-// (admins always may). Whoever they refuse is answered only by the turn's
-// own refusal, never by a note sent before it.
-func (g *Gateway) admits(m channels.Message) bool {
-	eff := g.cfg.Policy.Resolve(policy.Scope{Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat})
+// admits reports whether the access rules eff holds let m's sender talk
+// to the bot (admins always may). Whoever they refuse is answered only by
+// the turn's own refusal, never by a note sent before it.
+func admits(eff *policy.Effective, m channels.Message) bool {
 	return eff.Access(m.User, m.Chat, m.DM).Allowed || eff.IsAdmin(m.User)
-}
-
-func (g *Gateway) channel(name string) channels.Channel {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.channels[name]
-}
-
-// post sends the reply of a turn: through the outbox when there is one
-// and the channel posts part by part, so that a post that fails is tried
-// again (by any replica) and none is made twice; else as send does.
-func (g *Gateway) post(ctx context.Context, m channels.Message, r channels.Reply, slot *outbox.Slot) {
-	p := g.posterFor(m)
-	if g.cfg.Outbox == nil || p == nil {
-		g.send(ctx, m, r)
-		return
-	}
-	ctx, span := g.cfg.Tracer.Start(ctx, "send")
-	defer span.End()
-	outcome := metrics.OutcomeOK
-	// A failure that may pass is queued and not an error here; the
-	// outbox logs and counts what it gives up.
-	if err := g.cfg.Outbox.DeliverReserved(ctx, p, m, r, slot); err != nil {
-		tracing.Fail(span, err)
-		outcome = metrics.OutcomeError
-	}
-	g.metrics.RepliesSent.WithLabelValues(m.Channel, outcome).Inc()
-}
-
-func (g *Gateway) send(ctx context.Context, m channels.Message, r channels.Reply) {
-	ctx, span := g.cfg.Tracer.Start(ctx, "send")
-	defer span.End()
-	ch := g.channel(m.Channel)
-	outcome := metrics.OutcomeOK
-	if ch == nil {
-		g.log.ErrorContext(ctx, "no channel registered for reply", "channel", m.Channel)
-		outcome = metrics.OutcomeError
-	} else if err := ch.Send(ctx, m, r); err != nil {
-		g.log.ErrorContext(ctx, "send reply", "channel", m.Channel, "err", err)
-		tracing.Fail(span, err)
-		outcome = metrics.OutcomeError
-	}
-	g.metrics.RepliesSent.WithLabelValues(m.Channel, outcome).Inc()
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/gateway/quota"
 	"github.com/parleyhq/parley/gateway/usage"
+	"github.com/parleyhq/parley/internal/logthrottle"
+	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/policy"
 	"github.com/redis/go-redis/v9"
 )
@@ -21,39 +23,63 @@ var quotaNotices = map[string]string{
 	quota.Budget:    "You've used up today's share of my answers. Please try again tomorrow (the budget renews at 00:00 UTC).",
 }
 
+// accounting counts what turns use: against the quotas before a turn,
+// and what it spent after, in the user's budget and the usage report. The
+// gateway calls quotas and usage through it alone.
+type accounting interface {
+	// admit counts m against its scope's quotas; refused reports that it
+	// may not reach the model, notice (maybe nil) what to answer it with.
+	admit(ctx context.Context, m channels.Message, eff *policy.Effective) (notice *channels.Reply, refused bool, err error)
+	// spentOf is what res cost; nil when nothing counts it.
+	spentOf(m channels.Message, eff *policy.Effective, res agent.TurnResult) *spent
+	// count counts s by itself.
+	count(ctx context.Context, s *spent)
+	// countAlong queues s's writes in the pipeline p; settle reads them.
+	countAlong(ctx context.Context, s *spent, p redis.Pipeliner) (settle func(context.Context))
+}
+
+// ledger is the accounting of Config.Quotas and Config.Usage.
+type ledger struct {
+	quotas   *quota.Quotas // nil enforces none
+	usage    *usage.Store  // nil records nothing
+	metrics  *metrics.Metrics
+	log      *slog.Logger
+	refusals *logthrottle.Throttle
+}
+
 func subjectOf(m channels.Message) quota.Subject {
 	return quota.Subject{Channel: m.Channel, Workspace: m.Workspace, User: m.User}
 }
 
 // admit counts m against the quotas of its scope. A refused message
-// (refused true) returns the result that answers it: a notice the first time in
+// (refused true) returns the notice that answers it: a notice the first time in
 // quota.NoticeEvery, else nothing; either way it never reaches the model
 // and its turn stores nothing. A failing Redis is a storeError: the
 // message stays queued.
-func (g *Gateway) admit(ctx context.Context, m channels.Message, eff *policy.Effective) (_ result, refused bool, _ error) {
-	if g.cfg.Quotas == nil {
-		return result{}, false, nil
+func (g *ledger) admit(ctx context.Context, m channels.Message, eff *policy.Effective) (_ *channels.Reply, refused bool, _ error) {
+	if g.quotas == nil {
+		return nil, false, nil
 	}
 	l := eff.Limits()
-	v, err := g.cfg.Quotas.Check(ctx, subjectOf(m), quota.Limits{
+	v, err := g.quotas.Check(ctx, subjectOf(m), quota.Limits{
 		UserPerMinute: l.UserPerMinute, WorkspacePerMinute: l.WorkspacePerMinute, TokensPerUserDay: l.TokensPerUserDay,
 	})
 	if err != nil {
-		return result{}, false, storeError{err}
+		return nil, false, storeError{err}
 	}
 	if v.Refused == "" {
-		return result{}, false, nil
+		return nil, false, nil
 	}
 	g.metrics.QuotaRefusals.WithLabelValues(m.Channel, v.Refused).Inc()
 	g.metrics.MessagesRejected.WithLabelValues(m.Channel, "quota").Inc()
 	d := eff.LimitRule(v.Refused)
 	if !v.Notify {
 		g.refusals.Log(ctx, g.log, slog.LevelDebug, "quota "+v.Refused, m.Channel, "message refused by a quota", "channel", m.Channel, "limit", v.Refused, "rule", d.Rule, "level", d.Level)
-		return result{}, true, nil
+		return nil, true, nil
 	}
 	g.refusals.Log(ctx, g.log, slog.LevelInfo, "quota notice "+v.Refused, m.Channel, "message refused by a quota; the user is told", "channel", m.Channel, "limit", v.Refused,
 		"rule", d.Rule, "level", d.Level, "retry_after", v.RetryAfter)
-	return result{reply: &channels.Reply{Notice: true, Text: quotaNotices[v.Refused]}}, true, nil
+	return &channels.Reply{Notice: true, Text: quotaNotices[v.Refused]}, true, nil
 }
 
 // spent is what a turn's model calls cost, counted once the turn is
@@ -68,12 +94,12 @@ type spent struct {
 }
 
 // spentOf is what res cost; nil when nothing counts it.
-func (g *Gateway) spentOf(m channels.Message, eff *policy.Effective, res agent.TurnResult) *spent {
+func (g *ledger) spentOf(m channels.Message, eff *policy.Effective, res agent.TurnResult) *spent {
 	s := &spent{subject: subjectOf(m), tokens: int64(res.Usage.Prompt) + int64(res.Usage.Completion)}
-	if g.cfg.Quotas != nil {
+	if g.quotas != nil {
 		s.budget = max(eff.Limits().TokensPerUserDay, 0)
 	}
-	if g.cfg.Usage != nil {
+	if g.usage != nil {
 		s.usage = &usage.Turn{
 			Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat, User: m.User, Model: res.Model,
 			Prompt: res.Usage.Prompt, Completion: res.Usage.Completion, Cached: res.Usage.Cached,
@@ -87,31 +113,31 @@ func (g *Gateway) spentOf(m channels.Message, eff *policy.Effective, res agent.T
 
 // count counts s by itself: for a turn that writes no completion for it
 // to ride with (one that pauses for an approval).
-func (g *Gateway) count(ctx context.Context, s *spent) {
+func (g *ledger) count(ctx context.Context, s *spent) {
 	if s == nil {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
 	if s.budget > 0 {
-		total, err := g.cfg.Quotas.Spend(ctx, s.subject, s.tokens)
+		total, err := g.quotas.Spend(ctx, s.subject, s.tokens)
 		g.spentBudget(ctx, s, total, err)
 	}
 	if s.usage != nil {
-		g.recorded(ctx, s, g.cfg.Usage.Record(ctx, *s.usage))
+		g.recorded(ctx, s, g.usage.Record(ctx, *s.usage))
 	}
 }
 
 // countAlong queues s's writes in p, the pipeline of the turn's
 // completion, so that they cost no round trip of their own; settle, called
 // once that has run, reads how they went.
-func (g *Gateway) countAlong(ctx context.Context, s *spent, p redis.Pipeliner) (settle func(context.Context)) {
+func (g *ledger) countAlong(ctx context.Context, s *spent, p redis.Pipeliner) (settle func(context.Context)) {
 	var spend func(context.Context) (int64, error)
 	var record func(context.Context) error
 	if s.budget > 0 {
-		spend = g.cfg.Quotas.Queue(ctx, p, s.subject, s.tokens)
+		spend = g.quotas.Queue(ctx, p, s.subject, s.tokens)
 	}
 	if s.usage != nil {
-		record = g.cfg.Usage.Queue(ctx, p, *s.usage)
+		record = g.usage.Queue(ctx, p, *s.usage)
 	}
 	return func(ctx context.Context) {
 		if spend != nil {
@@ -124,7 +150,7 @@ func (g *Gateway) countAlong(ctx context.Context, s *spent, p redis.Pipeliner) (
 	}
 }
 
-func (g *Gateway) spentBudget(ctx context.Context, s *spent, total int64, err error) {
+func (g *ledger) spentBudget(ctx context.Context, s *spent, total int64, err error) {
 	if err != nil {
 		g.log.WarnContext(ctx, "could not count a turn's tokens against the user's budget", "channel", s.subject.Channel, "err", err)
 		return
@@ -132,7 +158,7 @@ func (g *Gateway) spentBudget(ctx context.Context, s *spent, total int64, err er
 	g.metrics.BudgetUsed.WithLabelValues(s.subject.Channel).Observe(float64(total) / float64(s.budget))
 }
 
-func (g *Gateway) recorded(ctx context.Context, s *spent, err error) {
+func (g *ledger) recorded(ctx context.Context, s *spent, err error) {
 	if err != nil {
 		g.log.WarnContext(ctx, "could not record a turn's tokens for the usage report", "channel", s.subject.Channel, "err", err)
 	}

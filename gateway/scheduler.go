@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"sync"
 	"time"
 
 	"github.com/parleyhq/parley/retry"
@@ -13,6 +14,45 @@ import (
 // keep a worker while others wait. A conversation that cannot be served now
 // (another replica holds it, or Redis failed) waits on a timer, holding no
 // worker, and comes back when the timer fires.
+
+// scheduler is the line of conversations waiting for a worker, and what
+// it knows of each conversation queued, running or waiting here.
+type scheduler struct {
+	mu     sync.Mutex
+	cond   *sync.Cond // signalled when ready grows or closed is set
+	state  map[string]*convState
+	ready  []string // conversations waiting for a worker, oldest first
+	closed bool
+	// retryMin and retryMax bound the backoff after Redis failed.
+	retryMin, retryMax time.Duration
+}
+
+func newScheduler(retryMin, retryMax time.Duration) *scheduler {
+	s := &scheduler{state: map[string]*convState{}, retryMin: retryMin, retryMax: retryMax}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+// close stops the line: take returns false from now on and every pending
+// retry ends. It reports whether this call closed it.
+func (g *scheduler) close() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.closed = true
+	g.stopTimersLocked()
+	g.cond.Broadcast()
+	return true
+}
+
+// isClosed reports whether close was called.
+func (g *scheduler) isClosed() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.closed
+}
 
 // convState is what the scheduler knows of one conversation. A
 // conversation without state is idle: nothing of it is queued here.
@@ -38,7 +78,7 @@ type next struct {
 // schedule makes conv ready unless it is already queued, running (then it
 // is looked at again when its turn ends) or waiting on a timer (which
 // fires soon enough: see serve).
-func (g *Gateway) schedule(conv string) {
+func (g *scheduler) schedule(conv string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -46,7 +86,7 @@ func (g *Gateway) schedule(conv string) {
 	}
 	st := g.state[conv]
 	if st == nil {
-		st = &convState{failures: retry.Backoff{Min: g.cfg.RetryMin, Max: g.cfg.RetryMax}}
+		st = &convState{failures: retry.Backoff{Min: g.retryMin, Max: g.retryMax}}
 		g.state[conv] = st
 	}
 	switch {
@@ -59,14 +99,14 @@ func (g *Gateway) schedule(conv string) {
 }
 
 // enqueueLocked puts conv at the back of the line. g.mu is held.
-func (g *Gateway) enqueueLocked(conv string, st *convState) {
+func (g *scheduler) enqueueLocked(conv string, st *convState) {
 	st.queued = true
 	g.ready = append(g.ready, conv)
 	g.cond.Signal()
 }
 
-// next blocks until a conversation is ready or Shutdown begins.
-func (g *Gateway) take() (string, bool) {
+// take blocks until a conversation is ready or Shutdown begins.
+func (g *scheduler) take() (string, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for len(g.ready) == 0 && !g.closed {
@@ -84,7 +124,7 @@ func (g *Gateway) take() (string, bool) {
 }
 
 // done records how serving conv ended and sees to what comes next.
-func (g *Gateway) done(conv string, n next) {
+func (g *scheduler) done(conv string, n next) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	st := g.state[conv]
@@ -109,7 +149,7 @@ func (g *Gateway) done(conv string, n next) {
 
 // retryLocked schedules conv again after d, holding no worker meanwhile.
 // g.mu is held.
-func (g *Gateway) retryLocked(conv string, st *convState, d time.Duration) {
+func (g *scheduler) retryLocked(conv string, st *convState, d time.Duration) {
 	st.timer = time.AfterFunc(d, func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
@@ -125,15 +165,15 @@ func (g *Gateway) retryLocked(conv string, st *convState, d time.Duration) {
 }
 
 // known reports whether this replica has conv queued, running or waiting.
-func (g *Gateway) known(conv string) bool {
+func (g *scheduler) known(conv string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.state[conv] != nil
 }
 
-// stopTimers ends every pending retry. g.mu is held; g.closed is set, so
+// stopTimersLocked ends every pending retry. g.mu is held; g.closed is set, so
 // no new timer starts.
-func (g *Gateway) stopTimersLocked() {
+func (g *scheduler) stopTimersLocked() {
 	for conv, st := range g.state {
 		if st.timer != nil && st.timer.Stop() {
 			st.timer = nil
@@ -147,10 +187,24 @@ func (g *Gateway) stopTimersLocked() {
 func (g *Gateway) worker() {
 	defer g.wg.Done()
 	for {
-		conv, ok := g.take()
+		conv, ok := g.sched.take()
 		if !ok {
 			return
 		}
-		g.done(conv, g.serve(conv))
+		g.sched.done(conv, g.serve(conv))
 	}
+}
+
+// wake schedules conv now, even if it waits on a timer (the approval's
+// expiry), so that a decision is acted on at once.
+func (g *scheduler) wake(conv string) {
+	g.mu.Lock()
+	if st := g.state[conv]; st != nil && !g.closed && st.timer != nil && st.timer.Stop() {
+		st.timer = nil
+		if !st.queued && !st.running {
+			g.enqueueLocked(conv, st)
+		}
+	}
+	g.mu.Unlock()
+	g.schedule(conv)
 }

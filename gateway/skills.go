@@ -3,29 +3,32 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"strconv"
+	"log/slog"
 	"strings"
 
 	"github.com/parleyhq/parley/agent"
-	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/gateway/commands"
+	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/sessions"
 	"github.com/parleyhq/parley/skills"
 )
 
 // Skills is the gateway's handle on the skill system.
-type Skills struct {
-	Registry *skills.Registry
-	State    skills.State
-	// Reload re-scans every layer here and tells the other replicas to do
-	// the same. Nil: reload this replica only.
-	Reload func(ctx context.Context) (*skills.Catalog, error)
+type Skills = commands.Skills
+
+// skillSets is what a conversation's turn sees of the skills and tools.
+type skillSets struct {
+	skills *Skills // nil on a bot without skills
+	tools  *agent.Registry
+	log    *slog.Logger
+	budget int // bytes of skill injections one history may hold
 }
 
-// skillSet fixes what a turn sees of the skills: the catalog of the moment,
+// Set fixes what a turn sees of the skills: the catalog of the moment,
 // the disabled list, trust, and the conversation's skill policy.
-func (g *Gateway) skillSet(ctx context.Context, eff *policy.Effective) *agent.SkillSet {
-	sk := g.cfg.Skills
+func (g *skillSets) Set(ctx context.Context, eff *policy.Effective) *agent.SkillSet {
+	sk := g.skills
 	if sk == nil || sk.Registry == nil {
 		return nil
 	}
@@ -59,187 +62,9 @@ func (g *Gateway) skillSet(ctx context.Context, eff *policy.Effective) *agent.Sk
 	return set
 }
 
-// skillCommand handles /skill … (admins) and reports whether text was one.
-//
-// Who may run what follows the reach of the change: listing and showing
-// the skills this conversation sees is for the conversation's admins (or a
-// global one); turning a skill on or off, trusting one and reloading change
-// the skills of every platform, chat and replica, so they need an admin
-// named in policies.default.admins.
-func (g *Gateway) skillCommand(ctx context.Context, m channels.Message, eff *policy.Effective, args string) string {
-	global := eff.IsGlobalAdmin(m.User)
-	if !global && !eff.IsAdmin(m.User) {
-		g.metrics.PolicyDenials.WithLabelValues(m.Channel, "admin").Inc()
-		return "Sorry, only an administrator of this bot can manage skills here. `/skill:NAME` to use a skill works for everyone."
-	}
-	sk := g.cfg.Skills
-	if sk == nil || sk.Registry == nil {
-		return "Skills are not configured on this bot."
-	}
-	sub, rest := splitWord(args)
-	name, _ := splitWord(rest)
-	switch sub {
-	case "on", "off", "trust", "reload":
-		if !global {
-			g.metrics.PolicyDenials.WithLabelValues(m.Channel, "admin").Inc()
-			g.log.Info("audit: global skill command refused to a conversation admin", "command", sub, "user", m.User, "channel", m.Channel)
-			return fmt.Sprintf("Sorry, `/skill %s` changes the skills of every chat on every platform, so only a global administrator (policies.default.admins) can run it. `/skill list` and `/skill show` work for you here.", sub)
-		}
-	}
-	set := g.skillSet(ctx, eff)
-	switch sub {
-	case "", "list":
-		return g.listSkills(set, name)
-	case "show":
-		s, ok := set.Catalog.Get(name)
-		if !ok {
-			return fmt.Sprintf("No skill named %q.", name)
-		}
-		return describeSkill(set, s)
-	case "on", "off":
-		if _, ok := set.Catalog.Get(name); !ok {
-			return fmt.Sprintf("No skill named %q.", name)
-		}
-		if sk.State == nil {
-			return "Skill state is not configured on this bot."
-		}
-		if err := sk.State.SetDisabled(ctx, name, sub == "off"); err != nil {
-			g.log.Error("skills: set disabled", "skill", name, "err", err)
-			return "Sorry, I could not save that change. Please try again."
-		}
-		g.log.Info("audit: skill state changed", "skill", name, "state", sub, "user", m.User, "channel", m.Channel)
-		if sub == "off" {
-			return fmt.Sprintf("Skill %s is now disabled (from the next message on).", name)
-		}
-		return fmt.Sprintf("Skill %s is now enabled (from the next message on).", name)
-	case "trust":
-		s, ok := set.Catalog.Get(name)
-		if !ok {
-			return fmt.Sprintf("No skill named %q.", name)
-		}
-		if !s.NeedsTrust() {
-			return fmt.Sprintf("Skill %s is a %s skill; only workspace skills need trust.", name, s.Source)
-		}
-		if sk.State == nil {
-			return "Skill state is not configured on this bot."
-		}
-		if err := sk.State.Trust(ctx, s.Path, s.SHA256); err != nil {
-			g.log.Error("skills: trust", "skill", name, "err", err)
-			return "Sorry, I could not save that change. Please try again."
-		}
-		g.log.Info("audit: skill trusted", "skill", name, "sha256", s.SHA256, "user", m.User, "channel", m.Channel)
-		return fmt.Sprintf("Skill %s is trusted as it is now (sha256 %s…). Any change to its SKILL.md makes it untrusted again.", name, s.SHA256[:12])
-	case "reload":
-		reload := sk.Reload
-		if reload == nil {
-			reload = func(context.Context) (*skills.Catalog, error) { return sk.Registry.Reload() }
-		}
-		c, err := reload(ctx)
-		if err != nil {
-			g.log.Error("skills: reload", "err", err)
-			return "Reload failed; the previous skills stay in use. The logs say why."
-		}
-		return fmt.Sprintf("Reloaded: %s, in use from the next message on.", countSkills(c.Len()))
-	}
-	return "Usage: /skill list [PAGE] | show NAME | on NAME | off NAME | trust NAME | reload"
-}
-
-// countSkills is "1 skill", "2 skills".
-func countSkills(n int) string {
-	if n == 1 {
-		return "1 skill"
-	}
-	return fmt.Sprintf("%d skills", n)
-}
-
-// skillsPerPage bounds one page of /skill list: a chat message, not a
-// wall of text (a library may hold hundreds of skills).
-const skillsPerPage = 25
-
-// listSkills lists one page of the skills; page is "" for the first.
-func (g *Gateway) listSkills(set *agent.SkillSet, page string) string {
-	all := set.Catalog.All()
-	if len(all) == 0 {
-		return "No skills are installed."
-	}
-	pages := (len(all) + skillsPerPage - 1) / skillsPerPage
-	p := 1
-	if page != "" {
-		n, err := strconv.Atoi(page)
-		if err != nil || n < 1 || n > pages {
-			return fmt.Sprintf("There is no page %q: the list has %d %s (`/skill list 1` to `/skill list %d`).", page, pages, plural(pages, "page", "pages"), pages)
-		}
-		p = n
-	}
-	var b strings.Builder
-	if pages == 1 {
-		fmt.Fprintf(&b, "%s:\n", countSkills(len(all)))
-	} else {
-		first, last := (p-1)*skillsPerPage, min(p*skillsPerPage, len(all))
-		fmt.Fprintf(&b, "%s, %d–%d shown (page %d of %d", countSkills(len(all)), first+1, last, p, pages)
-		if p < pages {
-			fmt.Fprintf(&b, "; `/skill list %d` for the next", p+1)
-		}
-		b.WriteString("):\n")
-		all = all[first:last]
-	}
-	for _, s := range all {
-		fmt.Fprintf(&b, "- %s (%s", s.Name, s.Source)
-		if s.Replaced != "" {
-			fmt.Fprintf(&b, ", replaces %s", s.Replaced)
-		}
-		fmt.Fprintf(&b, ", %s)", skillState(set, s))
-		b.WriteString("\n")
-	}
-	return strings.TrimRight(b.String(), "\n")
-}
-
-func skillState(set *agent.SkillSet, s *skills.Skill) string {
-	var parts []string
-	_, problem := set.Lookup(s.Name)
-	switch problem {
-	case "":
-		parts = append(parts, "enabled")
-	case "denied":
-		parts = append(parts, "hidden here by policy")
-	default:
-		parts = append(parts, problem)
-	}
-	if s.NeedsTrust() {
-		if set.IsTrusted(s) {
-			parts = append(parts, "trusted")
-		} else {
-			parts = append(parts, "untrusted")
-		}
-	}
-	if s.DisableModelInvocation {
-		parts = append(parts, "manual only")
-	}
-	if !set.HasTools(s) {
-		parts = append(parts, "hidden here: none of its tools is available")
-	}
-	return strings.Join(parts, ", ")
-}
-
-func describeSkill(set *agent.SkillSet, s *skills.Skill) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s — %s\n", s.Name, s.Description)
-	fmt.Fprintf(&b, "source: %s; state: %s; body: %d bytes", s.Source, skillState(set, s), len(s.Body))
-	if s.Version != "" {
-		fmt.Fprintf(&b, "; version %s", s.Version)
-	}
-	if len(s.Tags) > 0 {
-		fmt.Fprintf(&b, "; tags: %s", strings.Join(s.Tags, ", "))
-	}
-	if len(s.AllowedTools) > 0 {
-		fmt.Fprintf(&b, "; allowed-tools: %s", strings.Join(s.AllowedTools, " "))
-	}
-	return b.String()
-}
-
-// invokeSkill prepares a manual /skill:NAME turn: the injection to put
+// invoke prepares a manual /skill:NAME turn: the injection to put
 // before the user's text, or a refusal.
-func (g *Gateway) invokeSkill(set *agent.SkillSet, history []sessions.Message, name, args string) (preface []sessions.Message, text, refusal string) {
+func (g *skillSets) invoke(set *agent.SkillSet, history []sessions.Message, name, args string) (preface []sessions.Message, text, refusal string) {
 	s, problem := set.Lookup(name)
 	switch problem {
 	case "":
@@ -262,23 +87,10 @@ func (g *Gateway) invokeSkill(set *agent.SkillSet, history []sessions.Message, n
 		return nil, text, ""
 	}
 	inj := agent.Injection(s)
-	if used+len(inj.Content) > g.cfg.SkillBudget {
-		return nil, "", fmt.Sprintf("Skill %s does not fit: the skills already loaded here use %d of %d bytes. `/compact` or `/reset` frees room.", name, used, g.cfg.SkillBudget)
+	if used+len(inj.Content) > g.budget {
+		return nil, "", fmt.Sprintf("Skill %s does not fit: the skills already loaded here use %d of %d bytes. `/compact` or `/reset` frees room.", name, used, g.budget)
 	}
 	return []sessions.Message{inj}, text, ""
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
-func splitWord(s string) (word, rest string) {
-	s = strings.TrimSpace(s)
-	word, rest, _ = strings.Cut(s, " ")
-	return strings.ToLower(word), strings.TrimSpace(rest)
 }
 
 // manualSkill parses "/skill:NAME args".
@@ -292,10 +104,10 @@ func manualSkill(text string) (name, args string, ok bool) {
 
 // availableTools names the registered tools the conversation's policy
 // allows; skills that require tools are hidden where none is available.
-func (g *Gateway) availableTools(eff *policy.Effective) []string {
+func (g *skillSets) availableTools(eff *policy.Effective) []string {
 	allow := g.toolPolicy(eff)
 	names := []string{}
-	for _, t := range g.cfg.Tools.All() {
+	for _, t := range g.tools.All() {
 		if allow(t.Name()) {
 			names = append(names, t.Name())
 		}
@@ -304,11 +116,11 @@ func (g *Gateway) availableTools(eff *policy.Effective) []string {
 }
 
 // toolPolicy is the conversation's tool filter for the agent.
-func (g *Gateway) toolPolicy(eff *policy.Effective) func(string) bool {
+func (g *skillSets) toolPolicy(eff *policy.Effective) func(string) bool {
 	return func(name string) bool {
 		writes := false
-		if g.cfg.Tools != nil {
-			if t, ok := g.cfg.Tools.Get(name); ok {
+		if g.tools != nil {
+			if t, ok := g.tools.Get(name); ok {
 				writes = t.Writes()
 			}
 		}
@@ -323,9 +135,35 @@ const (
 	compactFailed  = "error"
 )
 
+// compactor summarises oversized histories under the conversation lock.
+type compactor struct {
+	agent   Responder
+	store   sessions.Store
+	metrics *metrics.Metrics
+	log     *slog.Logger
+	keep    int // rounds kept verbatim
+}
+
+// Force compacts the conversation on request (/compact) and says how it
+// went.
+func (g *compactor) Force(ctx context.Context, lock *sessions.Lock, channel string) string {
+	history, err := g.store.History(ctx, lock.Conversation())
+	if err != nil {
+		g.log.Error("compact: read history", "err", err)
+		return "Sorry, I could not read this conversation. Please try again."
+	}
+	switch _, outcome := g.compact(ctx, lock, channel, history); outcome {
+	case compactNothing:
+		return "Nothing to compact yet: this conversation is short enough."
+	case compactFailed:
+		return "Sorry, I could not compact this conversation just now. Please try again later."
+	}
+	return "Compacted: the older part of this conversation is now a summary; the latest exchanges are kept as they were."
+}
+
 // compactStored is compact for a stored history: decoded only here, and
 // encoded again when compaction replaced it.
-func (g *Gateway) compactStored(ctx context.Context, lock *sessions.Lock, channel string, h sessions.History) sessions.History {
+func (g *compactor) compactStored(ctx context.Context, lock *sessions.Lock, channel string, h sessions.History) sessions.History {
 	msgs, err := h.Messages()
 	if err != nil {
 		g.log.Warn("compaction skipped: the history does not decode", "err", err)
@@ -345,8 +183,8 @@ func (g *Gateway) compactStored(ctx context.Context, lock *sessions.Lock, channe
 // compact summarises an oversized history under the conversation lock and
 // says what happened. On failure the turn goes on with the whole history: a
 // long prompt is better than no answer.
-func (g *Gateway) compact(ctx context.Context, lock *sessions.Lock, channel string, history []sessions.Message) ([]sessions.Message, string) {
-	c, ok, err := g.agent.Compact(ctx, channel, history, g.cfg.KeepRounds)
+func (g *compactor) compact(ctx context.Context, lock *sessions.Lock, channel string, history []sessions.Message) ([]sessions.Message, string) {
+	c, ok, err := g.agent.Compact(ctx, channel, history, g.keep)
 	if err != nil {
 		g.metrics.Compactions.WithLabelValues(channel, compactFailed).Inc()
 		g.log.Warn("compaction failed; continuing with the whole history", "err", err)

@@ -74,11 +74,11 @@ func (g *Gateway) sweepOnce(why string) {
 	}
 	n := 0
 	for _, conv := range orphans {
-		if g.known(conv) {
+		if g.sched.known(conv) {
 			continue
 		}
 		n++
-		g.schedule(conv)
+		g.sched.schedule(conv)
 	}
 	if n > 0 {
 		g.log.Info("sweep found conversations with queued messages and no lock holder; serving them", "why", why, "conversations", n)

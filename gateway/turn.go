@@ -16,6 +16,7 @@ import (
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/gateway/approval"
+	"github.com/parleyhq/parley/gateway/delivery"
 	"github.com/parleyhq/parley/gateway/outbox"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/policy"
@@ -43,13 +44,6 @@ const droppedReply = "Sorry — something went wrong while answering this messag
 // an answer; elsewhere a blank message is left unanswered.
 const blankReply = "Your message was empty, so there is nothing to answer."
 
-// awaited reports whether the sender on channel waits for an answer to
-// each message (see channels.Awaited).
-func (g *Gateway) awaited(channel string) bool {
-	_, ok := g.channel(channel).(channels.Awaited)
-	return ok
-}
-
 // result is what one claimed message produced: the messages to append to
 // the history and the reply to send once they are written.
 type result struct {
@@ -64,7 +58,10 @@ type result struct {
 	stopTyping func()
 	// live shows the answer while it is written, on channels that can;
 	// finish delivers the reply through it or discards it.
-	live *liveReply
+	live *delivery.Live
+	// route delivers the reply; chosen with the live reply, else by
+	// finish.
+	route delivery.Route
 	// pause is set when the turn waits for approval of a call; resumed is
 	// the approval of the paused turn this one continued.
 	pause   *pending
@@ -169,65 +166,54 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 	if r.replyTo != nil {
 		to = *r.replyTo
 	}
+	rt := r.route
+	if !rt.Chosen() {
+		rt = g.route(to)
+	}
 	var slot *outbox.Slot
-	done, err := g.complete(ctx, c, r.msgs, r.spent, g.reserveSlot(ctx, to, r, &slot))
+	var reserve sessions.Along
+	if r.reply != nil {
+		reserve = rt.Reserve(ctx, *r.reply, r.live, &slot)
+	}
+	done, err := g.complete(ctx, c, r.msgs, r.spent, reserve)
 	if err != nil {
 		// The message is answered again, here or elsewhere: what was shown
 		// of this answer goes.
-		r.live.discard(ctx)
+		r.live.Discard(ctx)
 	}
 	switch {
 	case errors.Is(err, sessions.ErrLockLost):
 		g.log.WarnContext(ctx, "conversation lock lost before the turn was written; its next holder answers the message", "channel", q.Msg.Channel)
-		g.observe(ctx, r, metrics.OutcomeError)
+		observe(ctx, g.metrics, r, metrics.OutcomeError)
 		return next{}
 	case err != nil:
 		g.release(c.Lock)
-		g.observe(ctx, r, metrics.OutcomeError)
+		observe(ctx, g.metrics, r, metrics.OutcomeError)
 		if ctx.Err() != nil {
 			return next{} // the shutdown deadline: the message stays queued for the next holder
 		}
 		g.log.ErrorContext(ctx, "could not write the turn; the message stays queued and is answered again", "channel", q.Msg.Channel, "err", err)
 		g.redisFailed()
 		if r.reply != nil && g.apologies.first(q.Nonce) {
-			g.send(ctx, q.Msg, channels.Reply{Notice: true, Text: delayedReply})
+			g.route(q.Msg).Send(ctx, channels.Reply{Notice: true, Text: delayedReply})
 		}
 		return next{failed: true}
 	}
 	g.apologies.forget(q.Nonce)
-	g.dropApproval(ctx, c.Lock.Conversation(), r)
+	g.approvals.drop(ctx, c.Lock.Conversation(), r)
 	if done.Trimmed {
 		g.metrics.HistoryTrimmed.WithLabelValues(q.Msg.Channel).Inc()
 	}
 	// The turn is counted before its reply goes out, so that whoever sees
 	// the reply (a user, a test, a dashboard a moment later) also sees the
 	// turn in the metrics; delivery time has metrics of its own.
-	g.observe(ctx, r, r.outcome)
+	observe(ctx, g.metrics, r, r.outcome)
 	if r.reply != nil {
-		g.deliver(ctx, to, *r.reply, r.live, slot)
+		rt.Deliver(ctx, *r.reply, r.live, slot)
 	} else {
-		r.live.discard(ctx)
+		r.live.Discard(ctx)
 	}
 	return next{again: done.Queued > 0}
-}
-
-// reserveSlot is, for a reply the outbox will post, the reservation of
-// its first post's place in its chat's pace, to ride in the pipeline of
-// the turn's completion and set *slot: the post right after it then costs
-// no round trip of its own. It is nil when there is no such reply: none,
-// one a live reply may show instead, or no outbox.
-func (g *Gateway) reserveSlot(ctx context.Context, to channels.Message, r result, slot **outbox.Slot) sessions.Along {
-	if r.reply == nil || g.cfg.Outbox == nil {
-		return nil
-	}
-	if r.live != nil && !r.reply.Notice && !r.reply.Failed && !r.live.posts() {
-		return nil
-	}
-	p := g.posterFor(to)
-	if p == nil {
-		return nil
-	}
-	return func(pipe redis.Pipeliner) { *slot = g.cfg.Outbox.Reserve(ctx, pipe, p, to) }
 }
 
 // complete runs Complete, retrying a failure with backoff for as long as
@@ -250,7 +236,7 @@ func (g *Gateway) complete(ctx context.Context, c *sessions.Claim, msgs []sessio
 	var along []sessions.Along
 	var settle func(context.Context)
 	if s != nil {
-		along = append(along, func(p redis.Pipeliner) { settle = g.countAlong(ctx, s, p) })
+		along = append(along, func(p redis.Pipeliner) { settle = g.acct.countAlong(ctx, s, p) })
 	}
 	if reserve != nil {
 		along = append(along, reserve)
@@ -270,7 +256,7 @@ func (g *Gateway) complete(ctx context.Context, c *sessions.Claim, msgs []sessio
 		settle(context.WithoutCancel(ctx))
 	case s != nil:
 		// Complete gave up before its pipeline was sent.
-		g.count(ctx, s)
+		g.acct.count(ctx, s)
 	}
 	return done, err
 }
@@ -287,7 +273,7 @@ func (g *Gateway) release(l *sessions.Lock) {
 func (g *Gateway) handle(ctx context.Context, c *sessions.Claim, m channels.Message) (result, error) {
 	tracing.Observe(ctx, g.metrics.QueueWaitSeconds.WithLabelValues(m.Channel), time.Since(m.Received).Seconds())
 	text := strings.TrimSpace(m.Text)
-	eff := g.cfg.Policy.Resolve(policy.Scope{Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat})
+	eff := g.resolve(m)
 	if d := eff.Access(m.User, m.Chat, m.DM); !d.Allowed && !eff.IsAdmin(m.User) {
 		return g.refuseAccess(ctx, c.Lock, m, d)
 	}
@@ -309,14 +295,14 @@ func (g *Gateway) handle(ctx context.Context, c *sessions.Claim, m channels.Mess
 		}
 		return g.turn(ctx, c, m, eff, text)
 	}
-	if reply, ok, err := g.command(ctx, c.Lock, m, eff, text); ok {
+	if reply, ok, err := g.commands.Run(ctx, c.Lock, m, eff, text); ok {
 		if err != nil {
 			return result{}, storeError{err}
 		}
 		return result{reply: &channels.Reply{Text: reply, Notice: true}}, nil
 	}
 	if text == "" && len(m.Attachments) == 0 {
-		if g.awaited(m.Channel) {
+		if g.caps(m.Channel).Awaited != nil {
 			return result{reply: &channels.Reply{Notice: true, Failed: true, Text: blankReply}}, nil
 		}
 		return result{}, nil
@@ -341,31 +327,30 @@ func (g *Gateway) refuseAccess(ctx context.Context, lock *sessions.Lock, m chann
 	if err != nil {
 		return result{}, storeError{err}
 	}
-	if told && !g.awaited(m.Channel) {
+	if told && g.caps(m.Channel).Awaited == nil {
 		return result{}, nil
 	}
 	return result{reply: &channels.Reply{Notice: true, Failed: true, Text: "Sorry, I'm not available to you here. Please ask an administrator of this bot if you think you should have access."}}, nil
 }
 
-// startTyping shows m's channel's typing indicator once the turn has run
-// for Config.TypingDelay; the returned func clears it (or cancels it, if
-// not shown yet). nil when the channel has no indicator.
-func (g *Gateway) startTyping(ctx context.Context, m channels.Message) func() {
-	ch, ok := g.channel(m.Channel).(channels.Typing)
-	if !ok {
+// startTyping shows the typing indicator of m's channel, which has caps,
+// once the turn has run for delay; the returned func clears it (or
+// cancels it, if not shown yet). nil when the channel has no indicator.
+func startTyping(ctx context.Context, caps *channels.Capabilities, m channels.Message, delay time.Duration) func() {
+	if caps.Typing == nil {
 		return nil
 	}
-	return channels.TypingAfter(ctx, ch, m, g.cfg.TypingDelay)
+	return channels.TypingAfter(ctx, caps.Typing, m, delay)
 }
 
 func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Message, eff *policy.Effective, text string) (result, error) {
-	if r, refused, err := g.admit(ctx, m, eff); err != nil || refused {
-		return r, err
+	if notice, refused, err := g.acct.admit(ctx, m, eff); err != nil || refused {
+		return result{reply: notice}, err
 	}
 	r := result{channel: m.Channel, turn: true, start: time.Now(), outcome: metrics.OutcomeOK}
 	g.metrics.TurnsInFlight.Inc()
 	defer g.metrics.TurnsInFlight.Dec()
-	r.stopTyping = g.startTyping(ctx, m)
+	r.stopTyping = startTyping(ctx, g.caps(m.Channel), m, g.cfg.TypingDelay)
 	handedOver := false
 	defer func() {
 		if !handedOver && r.stopTyping != nil {
@@ -376,9 +361,9 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 	// its values.
 	history := c.History
 	if agent.EstimateStoredTokens(history) > g.cfg.CompactTokens {
-		history = g.compactStored(ctx, c.Lock, m.Channel, history)
+		history = g.compactor.compactStored(ctx, c.Lock, m.Channel, history)
 	}
-	set := g.skillSet(ctx, eff)
+	set := g.skills.Set(ctx, eff)
 	var preface []sessions.Message
 	if name, args, ok := manualSkill(text); ok {
 		decoded, err := history.Messages()
@@ -386,7 +371,7 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 			return r, err
 		}
 		var refusal string
-		preface, text, refusal = g.invokeSkill(set, decoded, name, args)
+		preface, text, refusal = g.skills.invoke(set, decoded, name, args)
 		if refusal != "" {
 			handedOver = true
 			return result{reply: &channels.Reply{Notice: true, Text: refusal}, stopTyping: r.stopTyping}, nil
@@ -396,7 +381,7 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 			set.Used(name)
 		}
 	}
-	tm, err := g.media(ctx, c.Lock.Conversation(), m, eff, history)
+	tm, err := g.att.prepare(ctx, g.caps(m.Channel).AttachmentFetcher, c.Lock.Conversation(), m, eff, history)
 	if err != nil {
 		return r, err
 	}
@@ -407,30 +392,31 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 	if len(omitted) > 0 {
 		g.log.DebugContext(ctx, "skills left out of the index; find_skills still reaches them", "omitted", omitted)
 	}
-	live := g.startLive(ctx, m)
+	rt := g.route(m)
+	live := rt.StartLive(ctx)
 	defer func() {
 		if !handedOver {
-			live.discard(ctx)
+			live.Discard(ctx)
 		}
 	}()
 	res, err := g.agent.Run(ctx, agent.TurnRequest{
 		Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat, Conversation: c.Lock.Conversation(), User: m.User,
 		History: history, UserText: text, SystemExtra: index, Skills: set, Preface: preface,
-		Allow: g.toolPolicy(eff),
+		Allow: g.skills.toolPolicy(eff),
 		// The queued item, nonce included, is the same on every attempt
 		// at this message and differs from every other message's.
 		Item: itemID(c.Item), Calls: g.store,
-		Events:  live.events(),
+		Events:  live.Events(),
 		Model:   eff.ModelKey(),
-		Approve: g.approveFunc(eff),
+		Approve: g.approvals.approveFunc(eff),
 
 		Attachments: tm.refs, Images: tm.images, HistoryImages: tm.history,
 	})
 	if err != nil {
-		g.observe(ctx, r, metrics.OutcomeError)
+		observe(ctx, g.metrics, r, metrics.OutcomeError)
 		return result{}, fmt.Errorf("gateway: agent: %w", err)
 	}
-	r.live = live
+	r.live, r.route = live, rt
 	handedOver = true // finish (or the pause) clears the indicator and ends the live reply
 	r = g.ran(ctx, m, eff, r, res)
 	if r.reply != nil {
@@ -446,11 +432,11 @@ func itemID(item []byte) string {
 }
 
 // observe records a model turn's duration, from its start to now.
-func (g *Gateway) observe(ctx context.Context, r result, outcome string) {
+func observe(ctx context.Context, m *metrics.Metrics, r result, outcome string) {
 	if !r.turn {
 		return
 	}
-	tracing.Observe(ctx, g.metrics.TurnDuration.WithLabelValues(r.channel, outcome), time.Since(r.start).Seconds())
+	tracing.Observe(ctx, m.TurnDuration.WithLabelValues(r.channel, outcome), time.Since(r.start).Seconds())
 }
 
 // apologies remembers the messages whose users were told that their answer

@@ -7,11 +7,12 @@
 //	}
 //
 // Run checks what the rest of Parley relies on without reading the
-// adapter's code: the capabilities it declares are the ones it implements;
-// a send the platform fails is retried, counted and, when it keeps
-// failing, reported with an error; Run returns nil once its context ends
-// and leaves no goroutine behind; and no credential ever appears in an
-// error, a readiness report or a log line.
+// adapter's code: the capabilities it declares are the ones it implements
+// (every entry of channels.CapabilityTable), and each passes its contract
+// check (contracts.go); a send the platform fails is retried, counted
+// and, when it keeps failing, reported with an error; Run returns nil once
+// its context ends and leaves no goroutine behind; and no credential ever
+// appears in an error, a readiness report or a log line.
 package channeltest
 
 import (
@@ -30,39 +31,24 @@ import (
 	"github.com/parleyhq/parley/metrics"
 )
 
-// Capability names an optional interface of package channels.
+// Capability names an optional interface of package channels: a Name of
+// channels.CapabilityTable.
 type Capability string
 
-// The optional interfaces an adapter may implement.
+// The optional interfaces an adapter may implement (channels.CapabilityTable).
 const (
-	Runner      Capability = "Runner"
-	Typing      Capability = "Typing"
-	HTTPChannel Capability = "HTTPChannel"
-	Health      Capability = "Health"
-	Streamer    Capability = "Streamer"
+	Runner            Capability = "Runner"
+	Typing            Capability = "Typing"
+	HTTPChannel       Capability = "HTTPChannel"
+	Health            Capability = "Health"
+	Poster            Capability = "Poster"
+	PosterFor         Capability = "PosterFor"
+	Streamer          Capability = "Streamer"
+	Prompter          Capability = "Prompter"
+	Awaited           Capability = "Awaited"
+	AttachmentFetcher Capability = "AttachmentFetcher"
+	PostCounter       Capability = "PostCounter"
 )
-
-// implements reports whether ch implements c.
-func implements(ch channels.Channel, c Capability) bool {
-	switch c {
-	case Runner:
-		_, ok := ch.(channels.Runner)
-		return ok
-	case Typing:
-		_, ok := ch.(channels.Typing)
-		return ok
-	case HTTPChannel:
-		_, ok := ch.(channels.HTTPChannel)
-		return ok
-	case Health:
-		_, ok := ch.(channels.Health)
-		return ok
-	case Streamer:
-		_, ok := ch.(channels.Streamer)
-		return ok
-	}
-	return false
-}
 
 // Subject is one adapter under the contract, wired to its platform's fake.
 type Subject struct {
@@ -117,8 +103,16 @@ func Run(t *testing.T, s Subject) {
 		t.Run("a failed send is retried and counted", func(t *testing.T) { checkRetriedSend(t, s) })
 		t.Run("a send that keeps failing returns an error", func(t *testing.T) { checkFailedSend(t, s) })
 	}
-	if slices.Contains(s.Capabilities, Runner) {
-		t.Run("Run returns nil and leaves no goroutine after cancel", func(t *testing.T) { checkRunStops(t, s) })
+	for _, e := range channels.CapabilityTable() {
+		c := Capability(e.Name)
+		if !slices.Contains(s.Capabilities, c) {
+			continue
+		}
+		check, ok := contracts[c]
+		if !ok {
+			t.Fatalf("channeltest: channels.%s has no contract check", c)
+		}
+		t.Run(string(c)+": "+check.what, func(t *testing.T) { check.run(t, s) })
 	}
 }
 
@@ -148,18 +142,15 @@ func checkCapabilities(t *testing.T, s Subject) {
 	if ch.Name() != s.Name {
 		t.Errorf("Name() = %q, want %q", ch.Name(), s.Name)
 	}
-	for _, c := range []Capability{Runner, Typing, HTTPChannel, Health, Streamer} {
-		declared, has := slices.Contains(s.Capabilities, c), implements(ch, c)
+	caps := channels.CapabilitiesOf(ch)
+	for _, e := range channels.CapabilityTable() {
+		c := Capability(e.Name)
+		declared, has := slices.Contains(s.Capabilities, c), caps.Has(e.Name)
 		switch {
 		case declared && !has:
 			t.Errorf("%T declares %s but does not implement channels.%s", ch, c, c)
 		case has && !declared:
 			t.Errorf("%T implements channels.%s but does not declare it", ch, c)
-		}
-	}
-	if h, ok := ch.(channels.Health); ok {
-		if err := h.Ready(); err != nil {
-			noSecret(t, s, "Ready()", err.Error())
 		}
 	}
 }
@@ -208,7 +199,7 @@ func checkRunStops(t *testing.T, s Subject) {
 	before := goroutines()
 	ch, _ := build(t, s)
 	watch := append([]string{pkgOf(ch), "github.com/parleyhq/parley/channels", "github.com/parleyhq/parley/retry"}, s.Watch...)
-	r := ch.(channels.Runner)
+	r := channels.CapabilitiesOf(ch).Runner
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -230,7 +221,7 @@ func checkRunStops(t *testing.T, s Subject) {
 	if !poll(func() bool { return len(started(before, watch)) == 0 }) {
 		t.Errorf("goroutines left after Run returned:\n\n%s", strings.Join(started(before, watch), "\n\n"))
 	}
-	if h, ok := ch.(channels.Health); ok {
+	if h := channels.CapabilitiesOf(ch).Health; h != nil {
 		if err := h.Ready(); err != nil {
 			noSecret(t, s, "Ready()", err.Error())
 		}

@@ -17,7 +17,7 @@ func TestContract(t *testing.T) {
 		New: func(*testing.T, *metrics.Metrics, *slog.Logger) channels.Channel {
 			return New("contract", "tester", Options{})
 		},
-		Capabilities: []channeltest.Capability{channeltest.Streamer},
+		Capabilities: []channeltest.Capability{channeltest.Streamer, channeltest.Awaited, channeltest.AttachmentFetcher},
 		Local:        true,
 	})
 }

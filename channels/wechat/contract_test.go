@@ -39,7 +39,7 @@ func TestContract(t *testing.T) {
 			}
 			return a
 		},
-		Capabilities: []channeltest.Capability{channeltest.Runner, channeltest.Typing, channeltest.Health, channeltest.Streamer},
+		Capabilities: []channeltest.Capability{channeltest.Runner, channeltest.Typing, channeltest.Health, channeltest.Streamer, channeltest.Poster, channeltest.PosterFor, channeltest.AttachmentFetcher, channeltest.PostCounter},
 		Secrets:      []string{wecomSecret, botToken},
 		Message: channels.Message{Channel: Name, Workspace: "bot-1@im.bot", Chat: "u-contract",
 			Meta: map[string]string{"via": ViaILink, "context_token": "ctx-contract"}},

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/admin"
-	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/policy"
 )
 
@@ -91,9 +90,9 @@ func (a *app) serveAdmin(id string) (string, error) {
 // channelHealth is each channel's readiness, for the heartbeat.
 func (a *app) channelHealth() []admin.ChannelHealth {
 	out := []admin.ChannelHealth{}
-	for _, ch := range a.channels {
-		h := admin.ChannelHealth{Name: ch.Name(), Ready: true}
-		if hc, ok := ch.(channels.Health); ok {
+	for _, c := range a.channels {
+		h := admin.ChannelHealth{Name: c.Channel.Name(), Ready: true}
+		if hc := c.Health; hc != nil {
 			if err := hc.Ready(); err != nil {
 				h.Ready, h.Error = false, err.Error()
 			}

@@ -51,7 +51,7 @@ type app struct {
 	bg       context.Context
 	watchers sync.WaitGroup
 
-	channels []channels.Channel
+	channels []*channels.Capabilities
 
 	// lifecycle holds the teardown of every step set up so far; close
 	// runs it.

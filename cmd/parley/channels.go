@@ -16,7 +16,7 @@ import (
 // openChannels opens the channel of every registered platform whose
 // section turns it on. The platforms come from their registrations
 // (config.RegisterPlatform); nothing here names one.
-func (a *app) openChannels(ctx context.Context) ([]channels.Channel, error) {
+func (a *app) openChannels(ctx context.Context) ([]*channels.Capabilities, error) {
 	deps := channels.Deps{
 		Handler:    a.gateway,
 		Redis:      a.store.Client(),
@@ -31,7 +31,7 @@ func (a *app) openChannels(ctx context.Context) ([]channels.Channel, error) {
 			return a.policy.Resolve(policy.Scope{Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat}).DMMatters()
 		},
 	}
-	var opened []channels.Channel
+	var opened []*channels.Capabilities
 	for _, p := range config.Platforms() {
 		opener, ok := a.cfg.Platforms[p.Name].(channels.Opener)
 		if !ok {
@@ -42,7 +42,7 @@ func (a *app) openChannels(ctx context.Context) ([]channels.Channel, error) {
 			return nil, err
 		}
 		if ch != nil {
-			opened = append(opened, ch)
+			opened = append(opened, channels.CapabilitiesOf(ch))
 		}
 	}
 	return opened, nil
@@ -63,13 +63,14 @@ func (a *app) startChannels(ctx context.Context, mux *http.ServeMux) error {
 		runners.Wait()
 		return nil
 	})
-	for _, ch := range chs {
+	for _, c := range chs {
+		ch := c.Channel
 		a.gateway.Register(ch)
-		a.channels = append(a.channels, ch)
-		if h, ok := ch.(channels.HTTPChannel); ok {
+		a.channels = append(a.channels, c)
+		if h := c.HTTP; h != nil {
 			h.Mount(mux)
 		}
-		if r, ok := ch.(channels.Runner); ok {
+		if r := c.Runner; r != nil {
 			runners.Go(func() {
 				if err := r.Run(runCtx, a.gateway); err != nil {
 					a.log.Error("channel cannot run", "channel", ch.Name(), "err", err)
@@ -88,10 +89,10 @@ func (a *app) startChannels(ctx context.Context, mux *http.ServeMux) error {
 
 // channelsReady reports the first adapter whose connection is down.
 func (a *app) channelsReady() error {
-	for _, ch := range a.channels {
-		if h, ok := ch.(channels.Health); ok {
+	for _, c := range a.channels {
+		if h := c.Health; h != nil {
 			if err := h.Ready(); err != nil {
-				return fmt.Errorf("%s: %w", ch.Name(), err)
+				return fmt.Errorf("%s: %w", c.Channel.Name(), err)
 			}
 		}
 	}

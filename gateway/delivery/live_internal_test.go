@@ -1,7 +1,8 @@
-package gateway
+package delivery
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/metrics"
 )
 
 // slowSink blocks each Show until released, recording what it was shown.
@@ -36,9 +38,8 @@ func (s *slowSink) Discard(context.Context) error                { return nil }
 // ends with is the text after the last reset.
 func TestLiveReplyMergesTextWhileTheSinkIsBusy(t *testing.T) {
 	t.Parallel()
-	g := New(Config{}, nil, nil, nil, nil)
 	sink := &slowSink{release: make(chan struct{}), entered: make(chan struct{}, 16)}
-	l := &liveReply{sink: sink, g: g, msg: channels.Message{Channel: "x", Received: time.Now()},
+	l := &Live{sink: sink, d: New(Config{Metrics: metrics.New(), Log: slog.New(slog.DiscardHandler)}), msg: channels.Message{Channel: "x", Received: time.Now()},
 		wake: make(chan struct{}, 1), stopped: make(chan struct{}), done: make(chan struct{})}
 	go l.pump(context.Background())
 

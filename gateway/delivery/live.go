@@ -1,4 +1,4 @@
-package gateway
+package delivery
 
 import (
 	"context"
@@ -8,20 +8,19 @@ import (
 
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/channels"
-	"github.com/parleyhq/parley/gateway/outbox"
 	"github.com/parleyhq/parley/tracing"
 )
 
-// liveReply feeds a channel's ReplySink with the events of one turn. The
+// Live feeds a channel's ReplySink with the events of one turn. The
 // agent hands events over without waiting; one goroutine shows them in
 // order, and text that arrives while the sink is busy (a platform call in
 // flight) is merged into one piece, so that a slow platform never slows
 // the turn and a fast model never queues up edits.
-type liveReply struct {
+type Live struct {
 	sink    channels.ReplySink
 	msg     channels.Message
 	visible func() // called once, when the user first sees progress
-	g       *Gateway
+	d       *Deliverer
 
 	mu    sync.Mutex
 	queue []channels.Progress // not yet taken by the pump
@@ -33,23 +32,24 @@ type liveReply struct {
 	done    chan struct{} // closed when the pump has returned
 }
 
-// startLive starts the live reply to m when its channel streams replies;
-// nil otherwise, or when the channel cannot stream this one.
-func (g *Gateway) startLive(ctx context.Context, m channels.Message) *liveReply {
-	st, ok := g.channel(m.Channel).(channels.Streamer)
-	if !ok {
+// StartLive starts the live reply to the route's message when its channel
+// streams replies; nil otherwise, or when the channel cannot stream this
+// one.
+func (r Route) StartLive(ctx context.Context) *Live {
+	if r.caps == nil || r.caps.Streamer == nil {
 		return nil
 	}
-	sink, err := st.StartReply(ctx, m)
+	m, d := r.m, r.d
+	sink, err := r.caps.Streamer.StartReply(ctx, m)
 	if err != nil {
-		g.log.WarnContext(ctx, "cannot start a live reply; the answer is sent when complete", "channel", m.Channel, "err", err)
+		d.cfg.Log.WarnContext(ctx, "cannot start a live reply; the answer is sent when complete", "channel", m.Channel, "err", err)
 		return nil
 	}
 	if sink == nil {
 		return nil
 	}
-	l := &liveReply{
-		sink: sink, msg: m, g: g,
+	l := &Live{
+		sink: sink, msg: m, d: d,
 		wake:    make(chan struct{}, 1),
 		stopped: make(chan struct{}),
 		done:    make(chan struct{}),
@@ -58,9 +58,9 @@ func (g *Gateway) startLive(ctx context.Context, m channels.Message) *liveReply 
 	return l
 }
 
-// events is the agent's event listener for the turn; nil without a live
+// Events is the agent's event listener for the turn; nil without a live
 // reply, so the agent does not report.
-func (l *liveReply) events() func(agent.Event) {
+func (l *Live) Events() func(agent.Event) {
 	if l == nil {
 		return nil
 	}
@@ -68,7 +68,7 @@ func (l *liveReply) events() func(agent.Event) {
 }
 
 // event queues one agent event for the sink, merging it with what waits.
-func (l *liveReply) event(e agent.Event) {
+func (l *Live) event(e agent.Event) {
 	l.mu.Lock()
 	switch e.Kind {
 	case agent.EventText:
@@ -94,7 +94,7 @@ func (l *liveReply) event(e agent.Event) {
 // withdrawText drops the queued text, never to be shown, and queues a
 // reset when text the pump took is out (only that can have left a reset
 // in the queue, so it takes the place of any). l.mu is held.
-func (l *liveReply) withdrawText() {
+func (l *Live) withdrawText() {
 	kept := l.queue[:0]
 	for _, p := range l.queue {
 		if p.Kind != channels.ProgressText && p.Kind != channels.ProgressReset {
@@ -108,7 +108,7 @@ func (l *liveReply) withdrawText() {
 }
 
 // pump shows the queued progress until stop.
-func (l *liveReply) pump(ctx context.Context) {
+func (l *Live) pump(ctx context.Context) {
 	defer close(l.done)
 	failed, seen := false, false
 	for {
@@ -137,12 +137,12 @@ func (l *liveReply) pump(ctx context.Context) {
 			if err != nil {
 				// The final reply still comes, through Finish or Send.
 				failed = true
-				l.g.log.WarnContext(ctx, "live reply stopped showing progress; the answer is sent when complete", "channel", l.msg.Channel, "err", err)
+				l.d.cfg.Log.WarnContext(ctx, "live reply stopped showing progress; the answer is sent when complete", "channel", l.msg.Channel, "err", err)
 				continue
 			}
 			if visible && !seen {
 				seen = true
-				l.g.firstVisible(ctx, l.msg)
+				l.d.firstVisible(ctx, l.msg)
 			}
 		}
 	}
@@ -150,7 +150,7 @@ func (l *liveReply) pump(ctx context.Context) {
 
 // stop ends the pump, waiting for a Show in flight; progress still queued
 // is dropped, since the final reply (or the discard) replaces it.
-func (l *liveReply) stop() {
+func (l *Live) stop() {
 	select {
 	case <-l.stopped:
 	default:
@@ -163,7 +163,7 @@ func (l *liveReply) stop() {
 // sink: the sink says nothing of it was shown (channels.Unshown). The pump
 // is stopped first, so that nothing is shown after the answer; Finish,
 // which would stop it, follows the turn's completion at once.
-func (l *liveReply) posts() bool {
+func (l *Live) posts() bool {
 	u, ok := l.sink.(channels.Unshown)
 	if !ok {
 		return false
@@ -174,61 +174,35 @@ func (l *liveReply) posts() bool {
 
 // finish hands the final reply to the sink; false when the sink could not
 // deliver it, and it is to be sent with Send.
-func (l *liveReply) finish(ctx context.Context, r channels.Reply) bool {
+func (l *Live) finish(ctx context.Context, r channels.Reply) bool {
 	l.stop()
 	if err := l.sink.Finish(ctx, r); err != nil {
 		// Nothing shown (the model answered in one piece) is the usual
 		// case where the workspace allows edits only: not worth a warning
 		// on every answer.
 		if !errors.Is(err, channels.ErrNotShown) {
-			l.g.log.WarnContext(ctx, "live reply could not deliver the answer; sending it plainly", "channel", l.msg.Channel, "err", err)
+			l.d.cfg.Log.WarnContext(ctx, "live reply could not deliver the answer; sending it plainly", "channel", l.msg.Channel, "err", err)
 		}
 		return false
 	}
 	return true
 }
 
-// discard removes what the live reply showed. Safe on a nil reply.
-func (l *liveReply) discard(ctx context.Context) {
+// Discard removes what the live reply showed. Safe on a nil reply.
+func (l *Live) Discard(ctx context.Context) {
 	if l == nil {
 		return
 	}
 	l.stop()
 	if err := l.sink.Discard(ctx); err != nil {
-		l.g.log.WarnContext(ctx, "could not remove a live reply", "channel", l.msg.Channel, "err", err)
+		l.d.cfg.Log.WarnContext(ctx, "could not remove a live reply", "channel", l.msg.Channel, "err", err)
 	}
-}
-
-// deliver sends a reply: the model's answer through the turn's live reply
-// when there is one, a notice (or an answer the live reply could not
-// deliver) as post does (through the outbox when the channel posts part
-// by part, else with Send).
-func (g *Gateway) deliver(ctx context.Context, m channels.Message, r channels.Reply, live *liveReply, slot *outbox.Slot) {
-	if live != nil {
-		if r.Notice || r.Failed {
-			live.discard(ctx)
-		} else if g.finishLive(ctx, m, r, live) {
-			return
-		}
-	}
-	g.post(ctx, m, r, slot)
-}
-
-// finishLive delivers r through live, counted and traced as a send.
-func (g *Gateway) finishLive(ctx context.Context, m channels.Message, r channels.Reply, live *liveReply) bool {
-	ctx, span := g.cfg.Tracer.Start(ctx, "send")
-	defer span.End()
-	if !live.finish(ctx, r) {
-		return false
-	}
-	g.metrics.RepliesSent.WithLabelValues(m.Channel, "ok").Inc()
-	return true
 }
 
 // firstVisible records that the reply to m became visible, timed from
 // the message's arrival (parley_reply_first_visible_seconds).
-func (g *Gateway) firstVisible(ctx context.Context, m channels.Message) {
+func (d *Deliverer) firstVisible(ctx context.Context, m channels.Message) {
 	after := time.Since(m.Received)
-	tracing.Observe(ctx, g.metrics.ReplyFirstVisible.WithLabelValues(m.Channel), after.Seconds())
-	g.log.DebugContext(ctx, "reply visible", "channel", m.Channel, "after", after)
+	tracing.Observe(ctx, d.cfg.Metrics.ReplyFirstVisible.WithLabelValues(m.Channel), after.Seconds())
+	d.cfg.Log.DebugContext(ctx, "reply visible", "channel", m.Channel, "after", after)
 }
