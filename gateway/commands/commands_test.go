@@ -51,7 +51,7 @@ func TestRegistryRuns(t *testing.T) {
 			return "", nil
 		}},
 	)
-	eff := policy.New(config.Policies{Default: config.Level{Admins: config.Names{"boss"}}}).Resolve(policy.Scope{Channel: "x"})
+	eff := policy.New(policy.Config{Default: config.Level{Admins: config.Names{"boss"}}}).Resolve(policy.Scope{Channel: "x"})
 	msg := channels.Message{Channel: "x", User: "u"}
 	ctx := context.Background()
 	if reply, ok, err := r.Run(ctx, nil, msg, eff, "/ECHO  hi there"); !ok || err != nil || reply != "echo hi there" || ran != "hi there" {
