@@ -321,7 +321,7 @@ func (a *Adapter) Run(ctx context.Context, h channels.Handler) error {
 		// Until auth.test answers, mentions of the bot are recognised from
 		// each event's authorizations.
 		wg.Go(func() {
-			_ = channels.RetryUntil(ctx, a.identity, "auth.test", func(ctx context.Context) error {
+			_ = retry.RetryUntil(ctx, a.identity, "auth.test", func(ctx context.Context) error {
 				ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 				defer cancel()
 				return a.Identify(ctx)

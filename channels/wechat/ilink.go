@@ -123,8 +123,8 @@ func (s *ilinkSide) poll(ctx context.Context, bot string, h channels.Handler) {
 	log := s.log.With("bot", bot)
 	log.Info("polling iLink bot on this replica")
 	longPoll := time.Duration(defaultLongPollMS) * time.Millisecond
-	channels.Reconnect{
-		Channel: Name, What: "iLink long poll",
+	retry.Reconnect{
+		Integration: Name, What: "iLink long poll",
 		Backoff: retry.Backoff{Min: s.adapter.opts.RetryMin, Max: s.adapter.opts.RetryMax},
 		Metrics: s.adapter.m, Log: log,
 	}.Run(ctx, func(ctx context.Context) (bool, error) {
