@@ -33,6 +33,7 @@ import (
 
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/retry"
 )
 
@@ -53,7 +54,13 @@ type Options struct {
 	Getenv func(string) string
 	// Version is sent to servers as the client's version ("dev" if empty).
 	Version string
+	// Metrics counts the servers' reconnects under parley_reconnects_total
+	// {integration="mcp"}; nil counts into a private registry.
+	Metrics *metrics.Metrics
 }
+
+// Integration is the integration label of the servers' reconnects.
+const Integration = "mcp"
 
 // ServerState is what an operator needs to know about one server.
 type ServerState struct {
@@ -121,6 +128,7 @@ type Manager struct {
 	onState  func(ServerState)
 	getenv   func(string) string
 	version  string
+	metrics  *metrics.Metrics
 	timing   timing
 	servers  []*server // sorted by name
 
@@ -160,12 +168,16 @@ func New(cfg Config, opts Options) (*Manager, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
+	if opts.Metrics == nil {
+		opts.Metrics = metrics.New()
+	}
 	m := &Manager{
 		registry: opts.Registry,
 		log:      opts.Log.With("component", "mcp"),
 		onState:  opts.OnStateChange,
 		getenv:   opts.Getenv,
 		version:  opts.Version,
+		metrics:  opts.Metrics,
 		timing:   defaultTiming(),
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())

@@ -71,7 +71,7 @@ func (e *environment) openTools(cfg config.Config, opts toolOptions) (*toolset, 
 		opts.metrics.PrimeTools(opts.channels, toolNames(reg))
 		onState = observeServers(opts.metrics, opts.channels, mcpCfg)
 	}
-	mgr, err := mcp.New(mcpCfg, mcp.Options{Registry: reg, Log: opts.log, OnStateChange: onState, Getenv: e.getenv, Version: version})
+	mgr, err := mcp.New(mcpCfg, mcp.Options{Registry: reg, Log: opts.log, OnStateChange: onState, Getenv: e.getenv, Version: version, Metrics: opts.metrics})
 	if err != nil {
 		return nil, err
 	}
