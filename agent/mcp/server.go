@@ -85,18 +85,20 @@ func newServer(m *Manager, name string, cfg ServerConfig) *server {
 }
 
 // run keeps the server connected until ctx ends, on the one reconnect
-// loop. ready is called once the first attempt has connected or failed.
+// loop. ready is called once an attempt has connected or timing.starts
+// attempts have failed.
 func (s *server) run(ctx context.Context, ready func()) {
 	defer ready()
 	defer s.setDown(errStopped)
 	t := s.m.timing
+	failures := 0
 	retry.Reconnect{
 		Integration: Integration, What: "mcp: server", Lost: "mcp: server down, reconnecting",
 		Backoff: t.backoff, Metrics: s.m.metrics, Log: s.log, Sleep: t.sleep,
 	}.Run(ctx, func(ctx context.Context) (bool, error) {
 		started := time.Now()
 		err := s.serve(ctx, ready)
-		if ctx.Err() == nil {
+		if failures++; ctx.Err() == nil && failures >= t.starts {
 			ready()
 		}
 		// Only a server that stayed up a while starts short again: one

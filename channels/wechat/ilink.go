@@ -36,7 +36,7 @@ func newILinkSide(a *Adapter) *ilinkSide {
 	return &ilinkSide{
 		adapter: a,
 		log:     a.log.With("via", ViaILink),
-		sends:   retry.New(Name, retry.Policy{Attempts: sendAttempts, MinWait: a.opts.RetryMin, MaxWait: a.opts.RetryMax}, a.m, a.log.With("via", ViaILink)),
+		sends:   retry.New(Name, retry.Policy{Attempts: a.opts.SendAttempts, MinWait: a.opts.RetryMin, MaxWait: a.opts.RetryMax}, a.m, a.log.With("via", ViaILink)),
 		tokens:  &contextTokens{client: a.opts.Client, prefix: a.opts.Prefix},
 		running: map[string]bool{},
 		expired: map[string]bool{},
@@ -311,9 +311,6 @@ func (s *ilinkSide) sendChunks(ctx context.Context, a Account, user, fallbackTok
 	}
 	return nil
 }
-
-// sendAttempts bounds the tries of one iLink sendmessage.
-const sendAttempts = 3
 
 // sendOne sends one chunk with the newest context token of the user, on
 // the retry loop. A non-zero ret is counted by its code; a stale token
