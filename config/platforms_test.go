@@ -506,3 +506,41 @@ func TestApprovalKeysLoad(t *testing.T) {
 		}
 	}
 }
+
+// Every platform and tool source that retries reads the same three keys
+// under retry:, validated the same way and named by their full key.
+func TestRetrySectionsShareTheirKeys(t *testing.T) {
+	file := `slack:
+  retry: {max_attempts: 2, base: 250ms, max: 2s}
+feishu:
+  retry: {max_attempts: 5}
+wechat:
+  retry: {base: 2s}
+wecom_app:
+  retry: {max: 9s}
+wechat_oa:
+  retry: {max_attempts: 7}
+tools:
+  mcp:
+    retry: {max: 3m}
+`
+	cfg, err := config.Load(writeFile(t, file), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cfg.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"max_attempts: 2", "base: 250ms", "max: 2s", "max_attempts: 5", "base: 2s", "max: 9s", "max_attempts: 7", "max: 3m0s"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("config lacks %q:\n%s", want, out)
+		}
+	}
+	_, err = config.Load(writeFile(t, "wechat:\n  retry: {max_attempts: -1}\ntools:\n  mcp:\n    retry: {base: 2m, max: 1m}\n"), env(nil))
+	for _, key := range []string{"wechat.retry.max_attempts", "tools.mcp.retry.max"} {
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("Load = %v; want an error naming %s", err, key)
+		}
+	}
+}

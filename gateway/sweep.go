@@ -37,30 +37,36 @@ func (g *Gateway) redisFailed() {
 	}
 }
 
-// waitForRedis pings until Redis answers (true) or Shutdown begins. It
-// says once that Redis is away, and when it is back.
+// waitForRedis pings until Redis answers (true) or Shutdown begins, on
+// the retry loop of the gateway's Redis calls, which says once that Redis
+// is away (not at every ping). A return after failed pings counts as a
+// reconnect of redis.
 func (g *Gateway) waitForRedis() bool {
-	b := retry.Backoff{Min: g.cfg.RetryMin, Max: g.cfg.RetryMax}
-	for away := false; ; {
-		ctx, cancel := context.WithTimeout(g.runCtx, time.Second)
-		err := g.store.Ping(ctx)
-		cancel()
-		if err == nil {
-			if away {
-				g.log.Info("redis answers again; sweeping for queued messages")
-			}
-			return true
-		}
-		if !away {
-			g.log.Warn("redis does not answer; conversations are retried until it does", "err", err)
-			away = true
-		}
+	ctx, cancel := context.WithCancel(g.runCtx)
+	defer cancel()
+	go func() { // Shutdown ends the wait as the end of runCtx does
 		select {
 		case <-g.stop:
-			return false
-		case <-time.After(b.Next()):
+			cancel()
+		case <-ctx.Done():
 		}
+	}()
+	away := false
+	err := retry.RetryUntil(ctx, g.redisRetry, "ping", func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		err := g.store.Ping(ctx)
+		away = away || err != nil
+		return err
+	})
+	if err != nil {
+		return false
 	}
+	if away {
+		g.metrics.Reconnects.WithLabelValues("redis").Inc()
+		g.log.Info("redis answers again; sweeping for queued messages")
+	}
+	return true
 }
 
 // sweepOnce schedules the conversations with queued messages and no lock

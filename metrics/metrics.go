@@ -105,12 +105,12 @@ type Metrics struct {
 	OutboxPending prometheus.Gauge       // replies waiting in the outbox, over every replica
 	Deliveries    *prometheus.CounterVec // channel, outcome (sent, retried, failed)
 
-	ChannelConnected  *prometheus.GaugeVec     // channel: 1 while a long connection or poll is up
-	ChannelReconnects *prometheus.CounterVec   // channel
-	ChannelAPIErrors  *prometheus.CounterVec   // channel, code: platform API failures by their error code
-	OutboundFailures  *prometheus.CounterVec   // integration, reason, outcome: failed attempts of the retry loop
-	WeChatTokenAge    *prometheus.GaugeVec     // bot: age of the newest context_token of any user
-	WeChatSendsSince  *prometheus.HistogramVec // bot: sends since that user's last message, at each send
+	ChannelConnected *prometheus.GaugeVec     // channel: 1 while a long connection or poll is up
+	Reconnects       *prometheus.CounterVec   // integration: sessions of a long connection after the first
+	ChannelAPIErrors *prometheus.CounterVec   // channel, code: platform API failures by their error code
+	OutboundFailures *prometheus.CounterVec   // integration, reason, outcome: failed attempts of the retry loop
+	WeChatTokenAge   *prometheus.GaugeVec     // bot: age of the newest context_token of any user
+	WeChatSendsSince *prometheus.HistogramVec // bot: sends since that user's last message, at each send
 }
 
 // New creates every collector on a fresh registry, together with the Go and
@@ -163,7 +163,7 @@ func New() *Metrics {
 	m.RedisUp = f.gauge("parley_redis_up", "1 when the last Redis health check succeeded, else 0.")
 
 	m.ChannelConnected = f.gaugeVec("parley_channel_connected", "1 while a channel's long connection or long poll is up on this replica, else 0.", "channel")
-	m.ChannelReconnects = f.counter("parley_channel_reconnects_total", "Reconnects of a channel's long connection.", "channel")
+	m.Reconnects = f.counter("parley_reconnects_total", "Reconnects, by integration: a platform's long connection or long poll (slack, feishu, wechat, …), an MCP server (mcp), Redis answering again after it did not (redis).", "integration")
 	m.ChannelAPIErrors = f.counter("parley_channel_api_errors_total", "Platform API calls that failed, by the platform's error code.", "channel", "code")
 	m.OutboundFailures = f.counter("parley_outbound_failures_total", "Failed attempts of outbound calls (model, platform APIs), by integration, reason and outcome: retry (tried again) or error (the call failed).", "integration", "reason", "outcome")
 	m.WeChatTokenAge = f.gaugeVec("parley_wechat_context_token_age_seconds", "Age of the newest iLink context_token of each logged-in bot: replies are only possible while it is fresh.", "bot")

@@ -14,8 +14,10 @@
 //   - the log, which records a failure when its reason changes, not on
 //     every attempt, and the final failure once.
 //
-// The package also holds the one backoff type that the channels' reconnect
-// loops use. It depends on nothing of Parley's but metrics.
+// The package also holds the one reconnect loop (Reconnect), for the
+// channels' long connections and polls and the MCP servers, RetryUntil for
+// a call that is tried until it works, and the one backoff type they all
+// wait on. It depends on nothing of Parley's but metrics.
 package retry
 
 import (

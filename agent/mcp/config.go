@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/retry"
 )
 
 // DefaultTimeout bounds one tool call when a server sets no timeout.
@@ -35,7 +36,7 @@ const Section = "mcp"
 // validates and prints it with the rest of the file; read it with
 // FromConfig.
 func init() {
-	config.RegisterToolSection(config.ToolSection{Name: Section, NewConfig: func() config.SectionConfig { return &Config{} }})
+	config.RegisterToolSection(config.ToolSection{Name: Section, NewConfig: func() config.SectionConfig { return &Config{Retry: DefaultRetry} }})
 }
 
 var _ config.SectionConfig = (*Config)(nil)
@@ -53,7 +54,16 @@ type Config struct {
 	// Servers maps a server's name, which prefixes its tools, to how to
 	// reach it.
 	Servers map[string]ServerConfig `yaml:"servers"`
+	// Retry shapes how every server is connected: base and max bound the
+	// backoff between connection attempts; max_attempts is how many
+	// attempts each server gets at start-up before Parley starts without
+	// it (it keeps trying in the background).
+	Retry retry.Config `yaml:"retry"`
 }
+
+// DefaultRetry is the retry: section's defaults: one attempt before
+// starting, then about 1 s doubling to about 1 min.
+var DefaultRetry = retry.Config{MaxAttempts: 1, Base: time.Second, Max: time.Minute}
 
 // ServerConfig is tools.mcp.servers.NAME. Exactly one of Command (a stdio
 // server Parley starts) and URL (a streamable HTTP server) is set.
@@ -129,6 +139,9 @@ func (c *Config) Env() []config.EnvVar { return nil }
 // under tools.mcp.
 func (c Config) Validate() error {
 	var errs []error
+	if err := c.Retry.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	for _, name := range slices.Sorted(maps.Keys(c.Servers)) {
 		key := "servers." + name
 		if !serverNameRE.MatchString(name) || len(name) > maxServerName {

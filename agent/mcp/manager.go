@@ -33,6 +33,7 @@ import (
 
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/retry"
 )
 
@@ -53,7 +54,13 @@ type Options struct {
 	Getenv func(string) string
 	// Version is sent to servers as the client's version ("dev" if empty).
 	Version string
+	// Metrics counts the servers' reconnects under parley_reconnects_total
+	// {integration="mcp"}; nil counts into a private registry.
+	Metrics *metrics.Metrics
 }
+
+// Integration is the integration label of the servers' reconnects.
+const Integration = "mcp"
 
 // ServerState is what an operator needs to know about one server.
 type ServerState struct {
@@ -96,15 +103,18 @@ type SkippedTool struct {
 // timing holds the Manager's waits; tests shorten or gate them.
 type timing struct {
 	backoff retry.Backoff                                   // between connection attempts
+	starts  int                                             // attempts Start waits for
 	stable  time.Duration                                   // up this long: the next wait starts short again
 	connect time.Duration                                   // bounds starting, initialising and the first tools/list
 	grace   time.Duration                                   // after closing stdin, and again after SIGTERM
 	sleep   func(ctx context.Context, d time.Duration) bool // retry.Sleep
 }
 
-func defaultTiming() timing {
+func defaultTiming(r retry.Config) timing {
+	r = r.Or(DefaultRetry)
 	return timing{
-		backoff: retry.Backoff{Min: time.Second, Max: time.Minute},
+		backoff: r.Backoff(),
+		starts:  r.MaxAttempts,
 		stable:  time.Minute,
 		// npx may download the server on its first start.
 		connect: time.Minute,
@@ -121,6 +131,7 @@ type Manager struct {
 	onState  func(ServerState)
 	getenv   func(string) string
 	version  string
+	metrics  *metrics.Metrics
 	timing   timing
 	servers  []*server // sorted by name
 
@@ -160,13 +171,17 @@ func New(cfg Config, opts Options) (*Manager, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
+	if opts.Metrics == nil {
+		opts.Metrics = metrics.New()
+	}
 	m := &Manager{
 		registry: opts.Registry,
 		log:      opts.Log.With("component", "mcp"),
 		onState:  opts.OnStateChange,
 		getenv:   opts.Getenv,
 		version:  opts.Version,
-		timing:   defaultTiming(),
+		metrics:  opts.Metrics,
+		timing:   defaultTiming(cfg.Retry),
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	for _, name := range slices.Sorted(maps.Keys(cfg.Servers)) {
@@ -176,10 +191,11 @@ func New(cfg Config, opts Options) (*Manager, error) {
 }
 
 // Start connects every server in the background and returns once each has
-// connected (its tools registered) or failed a first time, or when ctx
-// ends. A server that fails does not stop the others or Parley: it is down,
-// with the reason in Servers, and is retried with backoff (about 1 s,
-// doubling to about 1 min) until Close. A server that hangs while connecting may hold Start
+// connected (its tools registered) or failed tools.mcp.retry.max_attempts
+// times (once by default), or when ctx ends. A server that fails does not
+// stop the others or Parley: it is down, with the reason in Servers, and
+// is retried with backoff (tools.mcp.retry.base doubling to
+// tools.mcp.retry.max: about 1 s to about 1 min) until Close. A server that hangs while connecting may hold Start
 // for up to a minute (npx may be downloading it): bound ctx to bound the
 // wait; the servers keep connecting in the background either way.
 func (m *Manager) Start(ctx context.Context) error {

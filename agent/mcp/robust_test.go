@@ -19,6 +19,7 @@ import (
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/metrics"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // gateSleep replaces the reconnect backoff with a wait the test releases,
@@ -450,4 +451,15 @@ func TestHTTPServerRestartIsReconnected(t *testing.T) {
 	if st := f.state(t, "remote"); !st.Up || st.Connects < 2 {
 		t.Errorf("state = %+v, want up after a reconnect", st)
 	}
+}
+
+// Every attempt after a server's first counts as a reconnect of the mcp
+// integration, beside the platforms' reconnects.
+func TestServerReconnectsAreCounted(t *testing.T) {
+	m := metrics.New()
+	f := newFixture(t, Config{Servers: map[string]ServerConfig{"missing": {Command: filepath.Join(t.TempDir(), "no-such-server")}}}, Options{Metrics: m})
+	f.start(t)
+	waitFor(t, "a reconnect to be counted", func() bool {
+		return testutil.ToFloat64(m.Reconnects.WithLabelValues(Integration)) >= 2
+	})
 }

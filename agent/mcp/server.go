@@ -14,6 +14,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/parleyhq/parley/retry"
 )
 
 // Bounds on one tools/list: a server that pages forever, or lists
@@ -82,42 +84,28 @@ func newServer(m *Manager, name string, cfg ServerConfig) *server {
 	return s
 }
 
-// run keeps the server connected until ctx ends. ready is called once the
-// first attempt has connected or failed.
+// run keeps the server connected until ctx ends, on the one reconnect
+// loop. ready is called once an attempt has connected or timing.starts
+// attempts have failed.
 func (s *server) run(ctx context.Context, ready func()) {
 	defer ready()
+	defer s.setDown(errStopped)
 	t := s.m.timing
-	backoff := t.backoff
-	var last string // the reason last logged at warning level
-	for {
+	failures := 0
+	retry.Reconnect{
+		Integration: Integration, What: "mcp: server", Lost: "mcp: server down, reconnecting",
+		Backoff: t.backoff, Metrics: s.m.metrics, Log: s.log, Sleep: t.sleep,
+	}.Run(ctx, func(ctx context.Context) (bool, error) {
 		started := time.Now()
 		err := s.serve(ctx, ready)
-		if ctx.Err() != nil {
-			s.setDown(errStopped)
-			return
+		if failures++; ctx.Err() == nil && failures >= t.starts {
+			ready()
 		}
-		ready()
 		// Only a server that stayed up a while starts short again: one
 		// that connects and then crashes at once must not restart every
 		// second forever.
-		if time.Since(started) >= t.stable {
-			backoff.Reset()
-		}
-		wait := backoff.Next()
-		// A server that stays broken is logged once per reason, not at
-		// every retry.
-		level := slog.LevelWarn
-		if reason := err.Error(); reason == last {
-			level = slog.LevelDebug
-		} else {
-			last = reason
-		}
-		s.log.Log(ctx, level, "mcp: server down, reconnecting", "err", err, "retry_in", wait)
-		if !t.sleep(ctx, wait) {
-			s.setDown(errStopped)
-			return
-		}
-	}
+		return time.Since(started) >= t.stable, err
+	})
 }
 
 // link is one connection attempt's transport, with what ends it.

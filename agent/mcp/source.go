@@ -31,7 +31,7 @@ func openSource(ctx context.Context, c config.Config, deps toolsource.Deps) (too
 	if deps.Metrics != nil {
 		onState = observeServers(deps.Metrics, deps.Channels, cfg)
 	}
-	mgr, err := New(cfg, Options{Registry: deps.Registry, Log: deps.Log, OnStateChange: onState, Getenv: deps.Getenv, Version: deps.Version})
+	mgr, err := New(cfg, Options{Registry: deps.Registry, Log: deps.Log, OnStateChange: onState, Getenv: deps.Getenv, Version: deps.Version, Metrics: deps.Metrics})
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/retry"
 )
 
 // Values of Config.Domain and Config.Mode.
@@ -40,7 +41,13 @@ type Config struct {
 	// FollowThreads continues a thread the bot answered without a new
 	// mention (needs the group-message scope).
 	FollowThreads bool `yaml:"follow_threads"`
+	// Retry shapes the retries of one Open API call: tries, first wait,
+	// longest wait.
+	Retry retry.Config `yaml:"retry"`
 }
+
+// defaultRetry is the retry: section's defaults.
+var defaultRetry = retry.Config{MaxAttempts: DefaultAttempts, Base: DefaultRetryBase, Max: 8 * DefaultRetryBase}
 
 func init() {
 	config.RegisterPlatform(config.Platform{Name: Name, NewConfig: func() config.PlatformConfig { return DefaultConfig() }})
@@ -53,7 +60,7 @@ var (
 
 // DefaultConfig returns the section's defaults.
 func DefaultConfig() *Config {
-	return &Config{Domain: DomainFeishu, ReplyInThread: true, FollowThreads: true}
+	return &Config{Domain: DomainFeishu, ReplyInThread: true, FollowThreads: true, Retry: defaultRetry}
 }
 
 // Enabled implements config.PlatformConfig: the app's id or secret turns
@@ -85,6 +92,9 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("mode: %q must be webhook or websocket", c.Mode))
 	}
+	if err := c.Retry.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if !c.Enabled() {
 		return errors.Join(errs...)
 	}
@@ -115,7 +125,9 @@ func (c *Config) Open(_ context.Context, deps channels.Deps) (channels.Channel, 
 	if !c.Enabled() {
 		return nil, nil
 	}
+	r := c.Retry.Or(defaultRetry)
 	a, err := New(*c, Options{
+		Attempts: r.MaxAttempts, RetryBase: r.Base, RetryMax: r.Max,
 		Handler:   deps.Handler,
 		Redis:     deps.Redis,
 		Prefix:    deps.Prefix,

@@ -75,8 +75,13 @@ type Options struct {
 	// ReconnectMin and ReconnectMax bound the long connection's backoff
 	// (defaults 1 s and 2 min).
 	ReconnectMin, ReconnectMax time.Duration
+	// Attempts bounds the tries of one Open API call (default 3).
+	Attempts int
 	// RetryBase is the first backoff of a retried API call (default 500 ms).
 	RetryBase time.Duration
+	// RetryMax is the longest backoff of a retried API call (default 8 ×
+	// RetryBase).
+	RetryMax time.Duration
 	// ChatInterval is the minimum gap between two messages sent to one chat
 	// (default 200 ms: Feishu allows 5 per second per chat).
 	ChatInterval time.Duration
@@ -101,8 +106,8 @@ const (
 	DefaultTypingEmoji   = "Typing"
 	DefaultChunkBytes    = 8000
 	httpTimeout          = 30 * time.Second
-	// apiAttempts bounds the tries of one Open API call.
-	apiAttempts = 3
+	// DefaultAttempts bounds the tries of one Open API call.
+	DefaultAttempts = 3
 )
 
 func (o Options) withDefaults() Options {
@@ -124,8 +129,14 @@ func (o Options) withDefaults() Options {
 	if o.ReconnectMax < o.ReconnectMin {
 		o.ReconnectMax = max(DefaultReconnectMax, o.ReconnectMin)
 	}
+	if o.Attempts <= 0 {
+		o.Attempts = DefaultAttempts
+	}
 	if o.RetryBase <= 0 {
 		o.RetryBase = DefaultRetryBase
+	}
+	if o.RetryMax < o.RetryBase {
+		o.RetryMax = 8 * o.RetryBase
 	}
 	if o.ChatInterval <= 0 {
 		o.ChatInterval = DefaultChatInterval
@@ -210,7 +221,7 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 		log:  log,
 		m:    m,
 		calls: retry.New(Name, retry.Policy{
-			Attempts: apiAttempts, MinWait: opts.RetryBase, MaxWait: 8 * opts.RetryBase,
+			Attempts: opts.Attempts, MinWait: opts.RetryBase, MaxWait: opts.RetryMax,
 		}, m, log),
 		http:     opts.HTTPClient,
 		handler:  opts.Handler,
@@ -324,7 +335,7 @@ func (a *Adapter) Run(ctx context.Context, h channels.Handler) error {
 // succeeds or ctx ends. Until then group mentions cannot be recognised.
 func (a *Adapter) learnBotID(ctx context.Context) {
 	identity := a.calls.WithAttempts(1) // RetryUntil does the retrying
-	_ = channels.RetryUntil(ctx, retry.New(Name, retry.Policy{MinWait: a.opts.ReconnectMin, MaxWait: a.opts.ReconnectMax}, a.m, a.log),
+	_ = retry.RetryUntil(ctx, retry.New(Name, retry.Policy{MinWait: a.opts.ReconnectMin, MaxWait: a.opts.ReconnectMax}, a.m, a.log),
 		"bot_info", func(ctx context.Context) error {
 			_, err := a.botOpenID(ctx, identity)
 			return err

@@ -101,7 +101,7 @@ type apiResult struct {
 }
 
 // call performs one Open API request with the tenant token (the SDK's token
-// manager fetches and refreshes it) on the retry loop, up to apiAttempts
+// manager fetches and refreshes it) on the retry loop, up to Options.Attempts
 // tries while the error is retryable. Failures are counted by code and
 // logged with code, msg and log_id (in the error). out, when non-nil,
 // receives the whole JSON answer.

@@ -15,7 +15,6 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/feishu/internal/wsproto"
 	"github.com/parleyhq/parley/retry"
 )
@@ -53,8 +52,8 @@ func (e errClient) Unwrap() error { return e.err }
 
 // runLongConnection keeps one long connection open until ctx ends.
 func (a *Adapter) runLongConnection(ctx context.Context) {
-	channels.Reconnect{
-		Channel: Name, What: "long connection",
+	retry.Reconnect{
+		Integration: Name, What: "long connection",
 		Backoff: retry.Backoff{Min: a.opts.ReconnectMin, Max: a.opts.ReconnectMax},
 		Metrics: a.m, Log: a.log,
 	}.Run(ctx, func(ctx context.Context) (bool, error) {
@@ -64,7 +63,7 @@ func (a *Adapter) runLongConnection(ctx context.Context) {
 		}
 		var refused errClient
 		if errors.As(err, &refused) {
-			err = fmt.Errorf("%w (check app_id/app_secret and the app's event subscription mode): %w", channels.ErrRefused, err)
+			err = fmt.Errorf("%w (check app_id/app_secret and the app's event subscription mode): %w", retry.ErrRefused, err)
 		}
 		return connected, err
 	})

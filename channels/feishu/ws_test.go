@@ -96,7 +96,7 @@ func TestLongConnectionUsesTheSameDispatcher(t *testing.T) {
 	// the client reconnects.
 	f.api.DropConnections()
 	waitUntil(t, "a reconnect", func() bool {
-		return testutil.ToFloat64(f.m.ChannelReconnects.WithLabelValues(Name)) >= 1 && f.api.Connections() == 1 && f.ch.Ready() == nil
+		return testutil.ToFloat64(f.m.Reconnects.WithLabelValues(Name)) >= 1 && f.api.Connections() == 1 && f.ch.Ready() == nil
 	})
 	if f.api.EndpointRequests() < 2 {
 		t.Errorf("reconnected without asking the endpoint again (%d requests)", f.api.EndpointRequests())

@@ -10,6 +10,7 @@ import (
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/outbound"
+	"github.com/parleyhq/parley/retry"
 )
 
 // Defaults of the slack: section.
@@ -44,7 +45,13 @@ type Config struct {
 	// API or proxy with other limits, or a test that posts many answers
 	// into one channel, sets its own.
 	PostEvery time.Duration `yaml:"post_every"`
+	// Retry shapes the retries of one Web API call (chat.postMessage, …):
+	// tries, first wait, longest wait. A 429 waits its Retry-After.
+	Retry retry.Config `yaml:"retry"`
 }
+
+// defaultRetry is the retry: section's defaults.
+var defaultRetry = retry.Config{MaxAttempts: DefaultMaxAttempts, Base: DefaultRetryWait, Max: 8 * DefaultRetryWait}
 
 func init() {
 	config.RegisterPlatform(config.Platform{Name: Name, NewConfig: func() config.PlatformConfig { return DefaultConfig() }})
@@ -57,7 +64,7 @@ var (
 
 // DefaultConfig returns the section's defaults.
 func DefaultConfig() *Config {
-	return &Config{APIURL: DefaultAPIURL, FollowThreads: true, Command: DefaultCommand, PostEvery: time.Second / PostsPerSecond}
+	return &Config{APIURL: DefaultAPIURL, FollowThreads: true, Command: DefaultCommand, PostEvery: time.Second / PostsPerSecond, Retry: defaultRetry}
 }
 
 // withDefaults fills what a Config built in code leaves empty.
@@ -74,6 +81,7 @@ func (c Config) withDefaults() Config {
 	if c.PostEvery <= 0 {
 		c.PostEvery = time.Second / PostsPerSecond
 	}
+	c.Retry = c.Retry.Or(defaultRetry)
 	return c
 }
 
@@ -107,7 +115,7 @@ func (c *Config) Validate() error {
 	if c.PostEvery < 0 {
 		errs = append(errs, fmt.Errorf("post_every: %s is negative; leave it out for Slack's one post a second", c.PostEvery))
 	}
-	errs = append(errs, c.validateAppToken())
+	errs = append(errs, c.validateAppToken(), c.Retry.Validate())
 	return errors.Join(errs...)
 }
 
@@ -131,7 +139,9 @@ func (c *Config) Open(ctx context.Context, deps channels.Deps) (channels.Channel
 	if !c.Enabled() {
 		return nil, nil
 	}
+	r := c.Retry.Or(defaultRetry)
 	a, err := New(*c, Options{
+		MaxAttempts: r.MaxAttempts, RetryWait: r.Base, RetryMax: r.Max,
 		Handler:    deps.Handler,
 		HTTPClient: outbound.Client(outbound.Options{Conns: deps.Conns, Timeout: httpTimeout}),
 		DMMatters:  deps.DMMatters,

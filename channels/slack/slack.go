@@ -97,6 +97,8 @@ type Options struct {
 	// RetryWait is the first wait between tries after a 5xx or network
 	// error, doubling each time (default 1 s). A 429 waits Retry-After.
 	RetryWait time.Duration
+	// RetryMax is the longest wait between tries (default 8 × RetryWait).
+	RetryMax time.Duration
 	// MaxRetryAfter is the longest Retry-After honoured; a longer one fails
 	// the send at once (default 30 s).
 	MaxRetryAfter time.Duration
@@ -156,6 +158,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RetryWait <= 0 {
 		o.RetryWait = DefaultRetryWait
+	}
+	if o.RetryMax < o.RetryWait {
+		o.RetryMax = 8 * o.RetryWait
 	}
 	if o.MaxRetryAfter <= 0 {
 		o.MaxRetryAfter = DefaultMaxRetryAfter
@@ -237,7 +242,7 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 		cfg: cfg, opts: opts, log: log, m: m,
 		api: slackapi.New(cfg.BotToken.Reveal(), apiOpts...),
 		calls: retry.New(Name, retry.Policy{
-			Attempts: opts.MaxAttempts, MinWait: opts.RetryWait, MaxWait: 8 * opts.RetryWait,
+			Attempts: opts.MaxAttempts, MinWait: opts.RetryWait, MaxWait: opts.RetryMax,
 			MaxRetryAfter: opts.MaxRetryAfter,
 		}, m, log),
 		identity: retry.New(Name, retry.Policy{MinWait: opts.ReconnectWait, MaxWait: maxReconnectWait}, m, log),
@@ -321,7 +326,7 @@ func (a *Adapter) Run(ctx context.Context, h channels.Handler) error {
 		// Until auth.test answers, mentions of the bot are recognised from
 		// each event's authorizations.
 		wg.Go(func() {
-			_ = channels.RetryUntil(ctx, a.identity, "auth.test", func(ctx context.Context) error {
+			_ = retry.RetryUntil(ctx, a.identity, "auth.test", func(ctx context.Context) error {
 				ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 				defer cancel()
 				return a.Identify(ctx)

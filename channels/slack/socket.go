@@ -15,11 +15,11 @@ import (
 // runSocket holds a Socket Mode connection until ctx ends. slack-go's
 // client reconnects by itself (after a disconnect envelope, a dead
 // connection, a failed dial); when it gives up (a refused token, Slack
-// unreachable for long) channels.Reconnect starts a new client after a
+// unreachable for long) retry.Reconnect starts a new client after a
 // growing wait, short again once a client ran for healthySession.
 func (a *Adapter) runSocket(ctx context.Context, h channels.Handler) {
-	channels.Reconnect{
-		Channel: Name, What: "socket mode",
+	retry.Reconnect{
+		Integration: Name, What: "socket mode",
 		Backoff: retry.Backoff{Min: a.opts.ReconnectWait, Max: maxReconnectWait},
 		Metrics: a.m, Log: a.log,
 	}.Run(ctx, func(ctx context.Context) (bool, error) {
@@ -76,7 +76,7 @@ func (a *Adapter) socketEvent(ctx context.Context, sm *socketmode.Client, h chan
 		// A new client's first connection is counted by Reconnect; the
 		// ones the client makes by itself are counted here.
 		if a.connects.Add(1) > 1 {
-			a.m.ChannelReconnects.WithLabelValues(Name).Inc()
+			a.m.Reconnects.WithLabelValues(Name).Inc()
 			a.log.Info("socket mode reconnected")
 		} else {
 			a.log.Info("socket mode connected")

@@ -139,7 +139,7 @@ func TestSocketModeEndToEnd(t *testing.T) {
 	mustSend(f.slack.Disconnect())
 	slacktest.WaitFor(t, "a second connection", deadline, connected(2))
 	slacktest.WaitFor(t, "the reconnect to be counted", deadline, func() bool {
-		return testutil.ToFloat64(f.m.ChannelReconnects.WithLabelValues(Name)) == 1
+		return testutil.ToFloat64(f.m.Reconnects.WithLabelValues(Name)) == 1
 	})
 	mustSend(f.slack.SendEvent("env-5", slacktest.Event("Ev5", slacktest.Mention("C1", "U1", "52.2", "52.1", "after reconnect"))))
 	slacktest.WaitFor(t, "env-5 to be acked", deadline, func() bool { return f.slack.Acked("env-5") })

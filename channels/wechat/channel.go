@@ -67,8 +67,11 @@ type Options struct {
 	// (new logins, re-logins after an expiry); default 10s.
 	AccountRefresh time.Duration
 	// RetryMin and RetryMax bound the backoff after a failed poll or a
-	// dropped connection; default 1s and 30s.
+	// dropped connection, and between the tries of an iLink send; default
+	// 1s and 30s.
 	RetryMin, RetryMax time.Duration
+	// SendAttempts bounds the tries of one iLink sendmessage; default 3.
+	SendAttempts int
 	// PingInterval is the WeCom heartbeat; default 30s.
 	PingInterval time.Duration
 	// AckTimeout bounds the wait for WeCom's answer to a frame; default 5s.
@@ -86,6 +89,7 @@ const (
 	DefaultAccountRefresh = 10 * time.Second
 	DefaultRetryMin       = time.Second
 	DefaultRetryMax       = 30 * time.Second
+	DefaultSendAttempts   = 3
 	DefaultPingInterval   = 30 * time.Second
 	DefaultAckTimeout     = 5 * time.Second
 	DefaultReqIDTTL       = 5 * time.Minute
@@ -110,6 +114,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RetryMax < o.RetryMin {
 		o.RetryMax = max(DefaultRetryMax, o.RetryMin)
+	}
+	if o.SendAttempts <= 0 {
+		o.SendAttempts = DefaultSendAttempts
 	}
 	if o.PingInterval <= 0 {
 		o.PingInterval = DefaultPingInterval

@@ -9,6 +9,7 @@ import (
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/retry"
 )
 
 // DefaultChunkChars is the size of one message of a split iLink answer.
@@ -34,7 +35,14 @@ type Config struct {
 	// ChunkChars is the size of one message of a split answer, in
 	// characters; phones read short messages better than one wall of text.
 	ChunkChars int `yaml:"chunk_chars"`
+	// Retry shapes the tries of one iLink send (max_attempts) and the
+	// backoff after a failed poll or a dropped WeCom connection, which
+	// iLink sends wait on too (base, max).
+	Retry retry.Config `yaml:"retry"`
 }
+
+// defaultRetry is the retry: section's defaults.
+var defaultRetry = retry.Config{MaxAttempts: DefaultSendAttempts, Base: DefaultRetryMin, Max: DefaultRetryMax}
 
 // builtinPolicy is WeChat's builtin policy level. WeChat is a consumer
 // channel where anyone can message the bot, so tools that write are off
@@ -66,7 +74,7 @@ var (
 
 // DefaultConfig returns the section's defaults.
 func DefaultConfig() *Config {
-	return &Config{ILinkBaseURL: DefaultILinkBaseURL, ILinkCDNURL: DefaultILinkCDNURL, WeComWSURL: DefaultWeComWSURL, ChunkChars: DefaultChunkChars}
+	return &Config{ILinkBaseURL: DefaultILinkBaseURL, ILinkCDNURL: DefaultILinkCDNURL, WeComWSURL: DefaultWeComWSURL, ChunkChars: DefaultChunkChars, Retry: defaultRetry}
 }
 
 // FromConfig returns c's wechat: section (the defaults when c has none).
@@ -91,6 +99,7 @@ func (c Config) withDefaults() Config {
 	if c.ChunkChars <= 0 {
 		c.ChunkChars = DefaultChunkChars
 	}
+	c.Retry = c.Retry.Or(defaultRetry)
 	return c
 }
 
@@ -120,6 +129,9 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("wecom_media_hosts: %q is not scheme://host[:port]", h))
 		}
 	}
+	if err := c.Retry.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.Enabled() && (c.WeComBotID == "" || !c.WeComSecret.IsSet()) {
 		errs = append(errs, errors.New("wecom_bot_id: set both WECOM_BOT_ID and WECOM_BOT_SECRET (or neither)"))
 	}
@@ -147,7 +159,9 @@ func (c *Config) Open(ctx context.Context, deps channels.Deps) (channels.Channel
 	if len(accounts) == 0 && !c.Enabled() {
 		return nil, nil
 	}
+	r := c.Retry.Or(defaultRetry)
 	opts := Options{
+		SendAttempts: r.MaxAttempts, RetryMin: r.Base, RetryMax: r.Max,
 		// Leases, context tokens and the WeCom reply queue: the shared
 		// Redis, or the embedded one of a single in-memory replica.
 		Client: deps.Redis,

@@ -140,7 +140,7 @@ func counter(t *testing.T, m *metrics.Metrics, name string, labels ...string) fl
 	case "api":
 		return testutil.ToFloat64(m.ChannelAPIErrors.WithLabelValues(labels...))
 	case "reconnects":
-		return testutil.ToFloat64(m.ChannelReconnects.WithLabelValues(labels...))
+		return testutil.ToFloat64(m.Reconnects.WithLabelValues(labels...))
 	case "connected":
 		return testutil.ToFloat64(m.ChannelConnected.WithLabelValues(labels...))
 	}

@@ -36,7 +36,7 @@ func newILinkSide(a *Adapter) *ilinkSide {
 	return &ilinkSide{
 		adapter: a,
 		log:     a.log.With("via", ViaILink),
-		sends:   retry.New(Name, retry.Policy{Attempts: sendAttempts, MinWait: a.opts.RetryMin, MaxWait: a.opts.RetryMax}, a.m, a.log.With("via", ViaILink)),
+		sends:   retry.New(Name, retry.Policy{Attempts: a.opts.SendAttempts, MinWait: a.opts.RetryMin, MaxWait: a.opts.RetryMax}, a.m, a.log.With("via", ViaILink)),
 		tokens:  &contextTokens{client: a.opts.Client, prefix: a.opts.Prefix},
 		running: map[string]bool{},
 		expired: map[string]bool{},
@@ -123,8 +123,8 @@ func (s *ilinkSide) poll(ctx context.Context, bot string, h channels.Handler) {
 	log := s.log.With("bot", bot)
 	log.Info("polling iLink bot on this replica")
 	longPoll := time.Duration(defaultLongPollMS) * time.Millisecond
-	channels.Reconnect{
-		Channel: Name, What: "iLink long poll",
+	retry.Reconnect{
+		Integration: Name, What: "iLink long poll",
 		Backoff: retry.Backoff{Min: s.adapter.opts.RetryMin, Max: s.adapter.opts.RetryMax},
 		Metrics: s.adapter.m, Log: log,
 	}.Run(ctx, func(ctx context.Context) (bool, error) {
@@ -311,9 +311,6 @@ func (s *ilinkSide) sendChunks(ctx context.Context, a Account, user, fallbackTok
 	}
 	return nil
 }
-
-// sendAttempts bounds the tries of one iLink sendmessage.
-const sendAttempts = 3
 
 // sendOne sends one chunk with the newest context token of the user, on
 // the retry loop. A non-zero ret is counted by its code; a stale token

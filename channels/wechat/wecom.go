@@ -177,8 +177,8 @@ func (s *wecomSide) ready() error {
 // connectLoop keeps a subscribed connection until ctx ends (the lease is
 // lost or the channel stops), reconnecting on the channels' backoff.
 func (s *wecomSide) connectLoop(ctx context.Context, h channels.Handler) {
-	channels.Reconnect{
-		Channel: Name, What: "WeCom long connection",
+	retry.Reconnect{
+		Integration: Name, What: "WeCom long connection",
 		Backoff: retry.Backoff{Min: s.adapter.opts.RetryMin, Max: s.adapter.opts.RetryMax},
 		Metrics: s.adapter.m, Log: s.log,
 	}.Run(ctx, func(ctx context.Context) (bool, error) { return s.session(ctx, h) })
@@ -215,7 +215,7 @@ func (s *wecomSide) session(ctx context.Context, h channels.Handler) (connected 
 	}
 	if ack.ErrCode != 0 {
 		s.adapter.apiError(wecomCode(ack.ErrCode))
-		return false, fmt.Errorf("%w (check WECOM_BOT_ID and WECOM_BOT_SECRET): subscribe: errcode %d %s", channels.ErrRefused, ack.ErrCode, ack.ErrMsg)
+		return false, fmt.Errorf("%w (check WECOM_BOT_ID and WECOM_BOT_SECRET): subscribe: errcode %d %s", retry.ErrRefused, ack.ErrCode, ack.ErrMsg)
 	}
 	s.log.Info("WeCom long connection subscribed on this replica")
 	s.setConn(conn)
@@ -237,7 +237,7 @@ var errConnClosed = errors.New("wechat: WeCom connection closed")
 // errKicked means WeCom closed the connection because another one
 // subscribed the same bot: not a replica of ours (they share the lease),
 // so Reconnect does not fight over it every second.
-var errKicked = fmt.Errorf("wechat: WeCom closed this connection: %w", channels.ErrReplaced)
+var errKicked = fmt.Errorf("wechat: WeCom closed this connection: %w", retry.ErrReplaced)
 
 // wecomCodes are the WeCom errcodes the code label of
 // parley_channel_api_errors_total names; every other errcode is counted as

@@ -7,9 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/parleyhq/parley/agent"
@@ -44,7 +42,7 @@ type app struct {
 	policy  *policy.Resolver
 	skills  *live.Library
 	gateway *gateway.Gateway
-	redis   *redisHealth
+	redis   *sessions.Health
 
 	// Background work (Redis health) runs under bg until the teardown
 	// cancels it and waits.
@@ -129,8 +127,8 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 	}()
 	// go-redis has one process-wide logger; the last app built owns it,
 	// which in the binary is the only one.
-	a.redis = &redisHealth{metrics: m, log: log}
-	redis.SetLogger(redisLog{a.redis})
+	a.redis = sessions.NewHealth(m.RedisUp, log)
+	redis.SetLogger(a.redis)
 	a.store, a.shared, err = e.openStore(cfg, log)
 	if err != nil {
 		return nil, err
@@ -212,20 +210,7 @@ func (a *app) newGateway(cfg config.Config, tracer tracing.Tracer) *gateway.Gate
 // watchRedis keeps parley_redis_up current without waiting for a
 // readiness probe, so the Redis-down alert fires on its own.
 func (a *app) watchRedis(every time.Duration) {
-	a.watchers.Go(func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-a.bg.Done():
-				return
-			case <-t.C:
-				ctx, cancel := context.WithTimeout(a.bg, every)
-				a.redis.observe(a.store.Ping(ctx))
-				cancel()
-			}
-		}
-	})
+	a.watchers.Go(func() { a.redis.Watch(a.bg, a.store.Ping, every) })
 }
 
 // metricsHandler serves the registry, with the skill gauges brought up to
@@ -261,48 +246,4 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("parley "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	return fs
-}
-
-// redisHealth is what this process last saw of Redis. The health check
-// and the readiness probe report every ping to it; it sets parley_redis_up
-// and logs only when the state changes: once when Redis stops answering,
-// once when it is back, however many pings fail in between.
-type redisHealth struct {
-	metrics *metrics.Metrics
-	log     *slog.Logger
-
-	away atomic.Bool // the last ping failed
-	// clientSaid is set once go-redis's own logger has spoken; its next
-	// messages go to debug until a ping succeeds again.
-	clientSaid atomic.Bool
-}
-
-func (h *redisHealth) observe(err error) {
-	if err != nil {
-		h.metrics.RedisUp.Set(0)
-		if h.away.CompareAndSwap(false, true) {
-			h.log.Warn("redis does not answer; this replica reports not ready until it does", "err", err)
-		}
-		return
-	}
-	h.metrics.RedisUp.Set(1)
-	h.clientSaid.Store(false)
-	if h.away.CompareAndSwap(true, false) {
-		h.log.Info("redis answers again")
-	}
-}
-
-// redisLog routes go-redis's own messages (connection pool failures,
-// dropped pub/sub connections) into the process's structured log. During
-// an outage go-redis says the same on every retry: the first message is a
-// warning, the others go to debug until a ping succeeds again.
-type redisLog struct{ h *redisHealth }
-
-func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
-	msg := "redis client: " + strings.TrimSpace(fmt.Sprintf(format, v...))
-	if r.h.clientSaid.CompareAndSwap(false, true) {
-		r.h.log.WarnContext(ctx, msg, "repeats", "at debug level until redis answers again")
-		return
-	}
-	r.h.log.DebugContext(ctx, msg)
 }

@@ -23,6 +23,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/retry"
 )
 
 // The configuration reference, docs/configuration.md, is checked against
@@ -40,6 +41,8 @@ const (
 	noKeyCell  = "—"
 	levelWord  = "policy level"
 	levelKey   = "LEVEL"
+	retryWord  = "retry policy"
+	retryKey   = "SECTION.retry"
 	mapKeyName = "NAME"
 )
 
@@ -119,6 +122,7 @@ func configKeys() []codeKey {
 type keyWalker struct {
 	keys      []codeKey
 	levelDone bool
+	retryDone bool
 }
 
 var (
@@ -127,6 +131,7 @@ var (
 	secretURLType      = reflect.TypeFor[config.SecretURL]()
 	secretTemplateType = reflect.TypeFor[config.SecretTemplate]()
 	levelType          = reflect.TypeFor[config.Level]()
+	retryType          = reflect.TypeFor[retry.Config]()
 )
 
 func (w *keyWalker) add(key, typ string, v reflect.Value, known bool) {
@@ -157,6 +162,15 @@ func (w *keyWalker) walk(v reflect.Value, path string, known bool) {
 		if !w.levelDone {
 			w.levelDone = true
 			w.fields(reflect.Zero(t), levelKey, false)
+		}
+	case t == retryType:
+		// Every section's retry: has the same three keys: documented
+		// once, under SECTION.retry, each section's row giving its
+		// defaults.
+		w.add(path, retryWord, v, known)
+		if !w.retryDone {
+			w.retryDone = true
+			w.fields(reflect.Zero(t), retryKey, false)
 		}
 	case t.Kind() == reflect.Struct && t != durationType:
 		w.fields(v, path, known)
@@ -230,6 +244,9 @@ func renderDefault(k codeKey) string {
 	}
 	v := k.def
 	switch {
+	case v.Type() == retryType:
+		r := v.Interface().(retry.Config)
+		return fmt.Sprintf("`{max_attempts: %d, base: %s, max: %s}`", r.MaxAttempts, shortDuration(r.Base), shortDuration(r.Max))
 	case v.Type() == durationType:
 		return "`" + shortDuration(time.Duration(v.Int())) + "`"
 	case v.Kind() == reflect.Slice && v.Len() == 0:
@@ -282,6 +299,9 @@ func sameDefault(cell string, def reflect.Value) bool {
 func section(key string) string {
 	if strings.HasPrefix(key, levelKey+".") {
 		return "`policies` (the keys of a level)"
+	}
+	if strings.HasPrefix(key, retryKey+".") {
+		return "Retries (the keys of every `retry:` section)"
 	}
 	if !strings.ContainsAny(key, ".[") {
 		return "Top-level keys"

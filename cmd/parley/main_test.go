@@ -3,11 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -23,8 +20,6 @@ import (
 	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/internal/parleybin"
 	"github.com/parleyhq/parley/internal/redistest"
-	"github.com/parleyhq/parley/metrics"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // buildParley returns the parley binary, built once for the whole run.
@@ -294,54 +289,6 @@ func TestHealthcheckAndVersion(t *testing.T) {
 	stdout.Reset()
 	if code := run(context.Background(), []string{"version"}, nil, &stdout, &stderr, mapEnv(nil)); code != 0 || stdout.String() != "parley dev\n" {
 		t.Fatalf("version: %d %q", code, stdout.String())
-	}
-}
-
-// An outage makes go-redis and every ping fail again and again; the log
-// gets one line when Redis goes away and one when it is back, and go-redis's
-// own messages reach the structured log, the repeats at debug level.
-func TestRedisOutageIsLoggedOncePerChange(t *testing.T) {
-	var buf bytes.Buffer
-	m := metrics.New()
-	h := &redisHealth{metrics: m, log: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))}
-	client := redisLog{h}
-	down := errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
-	outage := func() {
-		for range 3 {
-			client.Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts\n", 5)
-			h.observe(down)
-		}
-	}
-	outage()
-	if v := testutil.ToFloat64(m.RedisUp); v != 0 {
-		t.Errorf("parley_redis_up = %v during the outage", v)
-	}
-	for range 3 {
-		h.observe(nil)
-	}
-	if v := testutil.ToFloat64(m.RedisUp); v != 1 {
-		t.Errorf("parley_redis_up = %v after it", v)
-	}
-	outage() // a second outage is told again
-	h.observe(nil)
-
-	var got []string
-	dec := json.NewDecoder(&buf)
-	for dec.More() {
-		var rec map[string]any
-		if err := dec.Decode(&rec); err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, fmt.Sprint(rec["level"], " ", rec["msg"]))
-	}
-	client1 := "redis client: redis: connection pool: failed to dial after 5 attempts"
-	away := "redis does not answer; this replica reports not ready until it does"
-	want := []string{
-		"WARN " + client1, "WARN " + away, "DEBUG " + client1, "DEBUG " + client1, "INFO redis answers again",
-		"WARN " + client1, "WARN " + away, "DEBUG " + client1, "DEBUG " + client1, "INFO redis answers again",
-	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("log lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

@@ -117,7 +117,7 @@ func (a *app) routes(draining *atomic.Bool) *http.ServeMux {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		err := a.store.Ping(ctx)
-		a.redis.observe(err) // logs a change of state, not every probe
+		a.redis.Observe(err) // logs a change of state, not every probe
 		if err != nil {
 			http.Error(w, "redis unreachable", http.StatusServiceUnavailable)
 			return

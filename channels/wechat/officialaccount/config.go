@@ -10,6 +10,7 @@ import (
 	"github.com/parleyhq/parley/channels/wechat/wxapi"
 	"github.com/parleyhq/parley/channels/wechat/wxcrypto"
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/retry"
 )
 
 // DefaultBaseURL is the Official Account API.
@@ -28,6 +29,9 @@ type Config struct {
 	// BaseURL is the API host (default DefaultBaseURL), for proxies and
 	// tests (WECHAT_OA_BASE_URL).
 	BaseURL string `yaml:"base_url"`
+	// Retry shapes the retries of one API call: tries, first wait,
+	// longest wait.
+	Retry retry.Config `yaml:"retry"`
 }
 
 func init() {
@@ -46,7 +50,7 @@ var (
 )
 
 // DefaultConfig returns the section's defaults.
-func DefaultConfig() *Config { return &Config{BaseURL: DefaultBaseURL} }
+func DefaultConfig() *Config { return &Config{Retry: wxapi.DefaultRetry, BaseURL: DefaultBaseURL} }
 
 // Enabled implements config.PlatformConfig: any of the account's
 // credentials turns it on (and Validate asks for the rest).
@@ -66,6 +70,9 @@ func (c *Config) Env() []config.EnvVar {
 // Validate implements config.PlatformConfig.
 func (c *Config) Validate() error {
 	var errs []error
+	if err := c.Retry.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.BaseURL != "" {
 		if err := wxapi.CheckBaseURL(c.BaseURL); err != nil {
 			errs = append(errs, fmt.Errorf("base_url: %w (WECHAT_OA_BASE_URL)", err))
@@ -107,7 +114,7 @@ func (c *Config) Open(_ context.Context, deps channels.Deps) (channels.Channel, 
 	if !c.Enabled() {
 		return nil, nil
 	}
-	a, err := New(*c, Options{Handler: deps.Handler, Redis: deps.Redis, Prefix: deps.Prefix}, deps.Metrics, deps.Log)
+	a, err := New(*c, Options{Handler: deps.Handler, Redis: deps.Redis, Prefix: deps.Prefix, API: wxapi.ClientOptions{}.WithRetry(c.Retry)}, deps.Metrics, deps.Log)
 	if err != nil {
 		return nil, err
 	}

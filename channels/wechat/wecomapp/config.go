@@ -11,6 +11,7 @@ import (
 	"github.com/parleyhq/parley/channels/wechat/wxcrypto"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/internal/ident"
+	"github.com/parleyhq/parley/retry"
 )
 
 // DefaultBaseURL is the WeCom server API.
@@ -27,6 +28,9 @@ const (
 // variables; write a credential as "${NAME}" to read it from NAME.
 type Config struct {
 	Apps []App `yaml:"apps"`
+	// Retry shapes the retries of one API call: tries, first wait,
+	// longest wait.
+	Retry retry.Config `yaml:"retry"`
 }
 
 // App is one self-built app (自建应用) of one WeCom organisation.
@@ -71,7 +75,7 @@ var (
 )
 
 // DefaultConfig returns the section's defaults: no apps.
-func DefaultConfig() *Config { return &Config{} }
+func DefaultConfig() *Config { return &Config{Retry: wxapi.DefaultRetry} }
 
 // Enabled implements config.PlatformConfig: any app turns WeCom apps on.
 func (c *Config) Enabled() bool { return len(c.Apps) > 0 }
@@ -95,6 +99,9 @@ var nameFirst, nameRest = ident.Of("a-z0-9"), ident.Of("a-z0-9_-")
 // Validate implements config.PlatformConfig.
 func (c *Config) Validate() error {
 	var errs []error
+	if err := c.Retry.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	seen := map[string]bool{}
 	for i, a := range c.Apps {
 		key := fmt.Sprintf("apps[%d]", i)
@@ -159,7 +166,7 @@ func (c *Config) Open(_ context.Context, deps channels.Deps) (channels.Channel, 
 	if !c.Enabled() {
 		return nil, nil
 	}
-	a, err := New(*c, Options{Handler: deps.Handler, Redis: deps.Redis, Prefix: deps.Prefix}, deps.Metrics, deps.Log)
+	a, err := New(*c, Options{Handler: deps.Handler, Redis: deps.Redis, Prefix: deps.Prefix, API: wxapi.ClientOptions{}.WithRetry(c.Retry)}, deps.Metrics, deps.Log)
 	if err != nil {
 		return nil, err
 	}

@@ -51,6 +51,18 @@ const (
 	httpTimeout     = 15 * time.Second
 )
 
+// DefaultRetry is the defaults of the retry: section of a platform whose
+// calls go through a Client (wecom_app, wechat_official_account).
+var DefaultRetry = retry.Config{MaxAttempts: DefaultAttempts, Base: DefaultRetryMin, Max: DefaultRetryMax}
+
+// WithRetry returns o with its tries and waits set from a retry: section
+// (its zero fields take DefaultRetry).
+func (o ClientOptions) WithRetry(c retry.Config) ClientOptions {
+	c = c.Or(DefaultRetry)
+	o.Attempts, o.RetryMin, o.RetryMax = c.MaxAttempts, c.Base, c.Max
+	return o
+}
+
 func (o ClientOptions) withDefaults() ClientOptions {
 	if o.HTTP == nil {
 		o.HTTP = outbound.Client(outbound.Options{Timeout: httpTimeout})

@@ -94,6 +94,9 @@ type Tokens struct {
 	fetch                              Fetch
 	opts                               TokenOptions
 	log                                *slog.Logger
+	// keep spaces Keep's tries after a failed refresh. Its failures are
+	// counted in a registry of its own: the fetch counts its own.
+	keep *retry.Retrier
 }
 
 // NewTokens returns the token of account (e.g. "wechat_oa:wx123" — never a
@@ -106,6 +109,7 @@ func NewTokens(client redis.UniversalClient, prefix, account string, fetch Fetch
 	return &Tokens{
 		client: client, key: base, lockKey: base + ":lock", forcedKey: base + ":forced", failedKey: base + ":failed",
 		fetch: fetch, opts: opts.withDefaults(), log: log,
+		keep: retry.New("wechat_token", retry.Policy{MinWait: time.Second, MaxWait: time.Minute}, nil, log),
 	}
 }
 
@@ -218,29 +222,23 @@ func (t *Tokens) Invalidate(ctx context.Context, bad string) (time.Duration, err
 }
 
 // Keep refreshes the token whenever it runs out, until ctx ends, so that a
-// reply rarely waits for a fetch; the lock makes one replica do it. It
-// logs a refresh that fails once per change of its error.
+// reply rarely waits for a fetch; the lock makes one replica do it. A
+// refresh that fails is tried again on the retry loop, which logs it when
+// its failure changes, not at every try.
 func (t *Tokens) Keep(ctx context.Context) {
-	backoff := retry.Backoff{Min: time.Second, Max: time.Minute}
-	lastErr := ""
 	for ctx.Err() == nil {
-		_, err := t.Get(ctx)
+		failed := false
+		err := retry.RetryUntil(ctx, t.keep, "get the access token (replies fail until it works)", func(ctx context.Context) error {
+			_, err := t.Get(ctx)
+			failed = failed || err != nil
+			return err
+		})
 		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			if err.Error() != lastErr {
-				t.log.Error("cannot get an access token; replies fail until it works", "err", err)
-				lastErr = err.Error()
-			}
-			retry.Sleep(ctx, backoff.Next())
-			continue
+			return
 		}
-		if lastErr != "" {
+		if failed {
 			t.log.Info("access token available again")
-			lastErr = ""
 		}
-		backoff.Reset()
 		left, err := t.client.PTTL(ctx, t.key).Result()
 		if err != nil || left <= 0 {
 			left = time.Second

@@ -1,4 +1,4 @@
-package channels
+package retry
 
 import (
 	"bytes"
@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/parleyhq/parley/metrics"
-	"github.com/parleyhq/parley/retry"
 )
 
 // script is a sequence of session results; the session after the last
@@ -32,10 +31,10 @@ func runScript(t *testing.T, results ...sessionResult) (waits []time.Duration, m
 	defer cancel()
 	var mu sync.Mutex
 	r := Reconnect{
-		Channel: "test", What: "long connection",
-		Backoff: retry.Backoff{Min: 100 * time.Millisecond, Max: 800 * time.Millisecond},
+		Integration: "test", What: "long connection",
+		Backoff: Backoff{Min: 100 * time.Millisecond, Max: 800 * time.Millisecond},
 		Metrics: m, Log: slog.New(slog.NewTextHandler(&buf, nil)),
-		sleep: func(ctx context.Context, d time.Duration) bool {
+		Sleep: func(ctx context.Context, d time.Duration) bool {
 			mu.Lock()
 			waits = append(waits, d)
 			mu.Unlock()
@@ -82,7 +81,7 @@ func TestReconnectWaitsLongerAndStartsOverAfterAHealthySession(t *testing.T) {
 			t.Errorf("wait %d = %v, want within [%v, %v]", i, w, c/2, c)
 		}
 	}
-	if got := testutil.ToFloat64(m.ChannelReconnects.WithLabelValues("test")); got != 6 {
+	if got := testutil.ToFloat64(m.Reconnects.WithLabelValues("test")); got != 6 {
 		t.Errorf("reconnects = %v, want 6 (every session after the first)", got)
 	}
 }
@@ -114,12 +113,12 @@ func TestReconnectLogsHowAConnectionEnded(t *testing.T) {
 
 func TestRetryUntil(t *testing.T) {
 	m := metrics.New()
-	r := retry.New("test", retry.Policy{MinWait: time.Millisecond, MaxWait: 2 * time.Millisecond}, m, nil)
+	r := New("test", Policy{MinWait: time.Millisecond, MaxWait: 2 * time.Millisecond}, m, nil)
 	calls := 0
 	err := RetryUntil(context.Background(), r, "auth.test", func(context.Context) error {
 		calls++
 		if calls < 4 {
-			return retry.Mark(retry.Network, errors.New("dial: refused"))
+			return Mark(Network, errors.New("dial: refused"))
 		}
 		return nil
 	})
@@ -141,5 +140,29 @@ func TestRetryUntil(t *testing.T) {
 	})
 	if !errors.Is(err, context.Canceled) || calls != 3 {
 		t.Fatalf("RetryUntil = %v after %d calls; want context.Canceled after 3", err, calls)
+	}
+}
+
+// TestReconnectLogsAFailureWhenItChanges: an outage that fails the same
+// way at every try is one line, not one per reconnect; a new failure is a
+// new line, and so is the first failure after a healthy session.
+func TestReconnectLogsAFailureWhenItChanges(t *testing.T) {
+	reset := errors.New("read: connection reset")
+	refused := fmt.Errorf("%w (check the token): 401", ErrRefused)
+	_, _, logs := runScript(t,
+		sessionResult{false, reset}, sessionResult{false, reset}, sessionResult{false, reset},
+		sessionResult{false, refused}, sessionResult{false, refused},
+		sessionResult{false, reset},
+		sessionResult{true, reset}, sessionResult{false, reset})
+	var lines []string
+	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+		level, _, _ := strings.Cut(strings.TrimPrefix(line[strings.Index(line, "level="):], "level="), " ")
+		lines = append(lines, level)
+	}
+	// Reset three times: one warning; refused twice: one error; reset
+	// again: a change; after the healthy session, reset is news again;
+	// the last repeats it.
+	if got, want := strings.Join(lines, " "), "WARN ERROR WARN WARN"; got != want {
+		t.Errorf("logged %s, want %s:\n%s", got, want, logs)
 	}
 }
