@@ -431,17 +431,17 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	// Asked before the token is compared: a refused address learns
 	// nothing from its next guesses. Only failures spend the allowance.
-	who := s.signInID(r)
-	if !s.logins.allowed(who, s.now()) {
+	refund, ok := s.logins.attempt(s.signInID(r), s.now())
+	if !ok {
 		s.throttled(w, r)
 		return
 	}
 	if !s.tokenMatches(r.PostFormValue("token")) {
-		s.logins.failed(who, s.now())
 		s.refusals.Log(r.Context(), s.log, slog.LevelWarn, "bad_token", "admin", "admin: failed sign-in", "remote", r.RemoteAddr)
 		s.render(w, http.StatusUnauthorized, "login", &view{Title: "Sign in", Error: "That token is not right.", Data: true})
 		return
 	}
+	refund()
 	sess, err := s.newSession(r.Context(), tokenUser)
 	if err != nil {
 		s.fail(w, r, "sign in", err)

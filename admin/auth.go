@@ -138,14 +138,14 @@ func (s *Server) authenticate(r *http.Request) (identity, bool, error) {
 		}
 		// A bearer guess is a sign-in attempt: asked first, and counted
 		// when it fails.
-		who := s.signInID(r)
-		if !s.logins.allowed(who, s.now()) {
+		refund, allowed := s.logins.attempt(s.signInID(r), s.now())
+		if !allowed {
 			return identity{}, false, errThrottled
 		}
 		if s.tokenMatches(token) {
+			refund()
 			return identity{user: tokenUser, via: viaBearer}, true, nil
 		}
-		s.logins.failed(who, s.now())
 		return identity{}, false, nil
 	}
 	sess, err := s.cookieSession(r)

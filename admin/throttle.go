@@ -33,27 +33,28 @@ func newSignInLimiter(every time.Duration, burst int) *signInLimiter {
 	return &signInLimiter{every: every, burst: burst, byID: map[string]*rate.Limiter{}}
 }
 
-// allowed reports whether id may try a token now; it spends nothing.
-func (l *signInLimiter) allowed(id string, now time.Time) bool {
+// attempt takes one of id's attempts before its token is compared, or
+// reports false when none is left. Taking it first keeps concurrent
+// guesses from all passing a check made before any of them failed; the
+// caller gives it back with refund when the token was right, so only
+// failures spend the allowance.
+func (l *signInLimiter) attempt(id string, now time.Time) (refund func(), ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	lim, ok := l.byID[id]
-	return !ok || lim.TokensAt(now) >= 1
-}
-
-// failed spends one of id's attempts.
-func (l *signInLimiter) failed(id string, now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	lim, ok := l.byID[id]
-	if !ok {
+	lim, found := l.byID[id]
+	if !found {
 		if len(l.byID) >= maxTrackedSignIns {
 			l.forget(now)
 		}
 		lim = rate.NewLimiter(rate.Every(l.every), l.burst)
 		l.byID[id] = lim
 	}
-	lim.AllowN(now, 1)
+	r := lim.ReserveN(now, 1)
+	if !r.OK() || r.DelayFrom(now) > 0 {
+		r.CancelAt(now)
+		return nil, false
+	}
+	return func() { r.CancelAt(now) }, true
 }
 
 // forget drops the limiters whose allowance is whole again, or all of
