@@ -32,7 +32,6 @@ import (
 	"github.com/parleyhq/parley/sessions"
 	"github.com/parleyhq/parley/skills"
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/time/rate"
 )
 
 //go:embed templates/*.html
@@ -110,9 +109,9 @@ type Server struct {
 	proxies []netip.Prefix
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
-	// logins limits failed sign-ins on this replica: guessing a token
-	// over the network stays hopeless.
-	logins *rate.Limiter
+	// logins limits failed sign-ins on this replica, by address: guessing
+	// a token over the network stays hopeless.
+	logins *signInLimiter
 	// refusals keeps refused requests (bad sign-ins, forms without their
 	// CSRF token, requests signed in as nobody) from flooding the log.
 	refusals *logthrottle.Throttle
@@ -143,7 +142,7 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: log.With("component", "admin"), proxies: cfg.Admin.Proxies(), logins: rate.NewLimiter(rate.Every(time.Second), loginBurst),
+	s := &Server{cfg: cfg, log: log.With("component", "admin"), proxies: cfg.Admin.Proxies(), logins: newSignInLimiter(time.Second, loginBurst),
 		refusals: logthrottle.New(logthrottle.DefaultEvery, cfg.Now)}
 	if err := s.parseTemplates(); err != nil {
 		return nil, err
@@ -305,6 +304,10 @@ func (s *Server) change(fn changeFunc) http.Handler {
 // browser to the sign-in form, anything else gets a bare 401.
 func (s *Server) require(w http.ResponseWriter, r *http.Request) (identity, bool) {
 	id, ok, err := s.authenticate(r)
+	if errors.Is(err, errThrottled) {
+		s.throttled(w, r)
+		return identity{}, false
+	}
 	if err != nil {
 		s.fail(w, r, "authenticate", err)
 		return identity{}, false
@@ -321,6 +324,14 @@ func (s *Server) require(w http.ResponseWriter, r *http.Request) (identity, bool
 	w.Header().Set("WWW-Authenticate", `Bearer realm="parley admin"`)
 	http.Error(w, "unauthorized", http.StatusUnauthorized)
 	return identity{}, false
+}
+
+// throttled answers an attempt from an address (or proxy user) whose
+// failed sign-ins are past the limit.
+func (s *Server) throttled(w http.ResponseWriter, r *http.Request) {
+	s.refusals.Log(r.Context(), s.log, slog.LevelWarn, "too_many_sign_ins", "admin", "admin: sign-in refused: too many failed attempts", "remote", r.RemoteAddr)
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, "too many attempts; wait a moment", http.StatusTooManyRequests)
 }
 
 // fail logs err and answers 500 without detail.
@@ -418,19 +429,19 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad request", http.StatusBadRequest)
 		return
 	}
+	// Asked before the token is compared: a refused address learns
+	// nothing from its next guesses. Only failures spend the allowance.
+	refund, ok := s.logins.attempt(s.signInID(r), s.now())
+	if !ok {
+		s.throttled(w, r)
+		return
+	}
 	if !s.tokenMatches(r.PostFormValue("token")) {
-		// Only failures spend the allowance, so a flood of guesses cannot
-		// lock the operators out of a console they know the token of.
-		if !s.logins.Allow() {
-			s.refusals.Log(r.Context(), s.log, slog.LevelWarn, "too_many_sign_ins", "admin", "admin: sign-in refused: too many failed attempts", "remote", r.RemoteAddr)
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, "too many attempts; wait a moment", http.StatusTooManyRequests)
-			return
-		}
 		s.refusals.Log(r.Context(), s.log, slog.LevelWarn, "bad_token", "admin", "admin: failed sign-in", "remote", r.RemoteAddr)
 		s.render(w, http.StatusUnauthorized, "login", &view{Title: "Sign in", Error: "That token is not right.", Data: true})
 		return
 	}
+	refund()
 	sess, err := s.newSession(r.Context(), tokenUser)
 	if err != nil {
 		s.fail(w, r, "sign in", err)

@@ -66,6 +66,10 @@ type session struct {
 
 var errNoSession = errors.New("admin: no such session")
 
+// errThrottled is a bearer attempt from an address past its failed
+// sign-ins.
+var errThrottled = errors.New("admin: too many failed sign-ins")
+
 func (s *Server) sessionKey(id string) string {
 	sum := sha256.Sum256([]byte(id))
 	return s.cfg.Prefix + "admin:session:" + hex.EncodeToString(sum[:])
@@ -129,7 +133,17 @@ func (s *Server) authenticate(r *http.Request) (identity, bool, error) {
 	}
 	if auth := r.Header.Get("Authorization"); auth != "" {
 		token, ok := strings.CutPrefix(auth, "Bearer ")
-		if ok && s.tokenMatches(token) {
+		if !ok {
+			return identity{}, false, nil
+		}
+		// A bearer guess is a sign-in attempt: asked first, and counted
+		// when it fails.
+		refund, allowed := s.logins.attempt(s.signInID(r), s.now())
+		if !allowed {
+			return identity{}, false, errThrottled
+		}
+		if s.tokenMatches(token) {
+			refund()
 			return identity{user: tokenUser, via: viaBearer}, true, nil
 		}
 		return identity{}, false, nil

@@ -87,84 +87,123 @@ func normaliseCalls(calls []openai.ToolCall) []sessions.ToolCall {
 // Under an active once guard each write call runs at most once per message,
 // across every attempt at it (see onceGuard).
 func (a *Agent) runTools(ctx context.Context, log *slog.Logger, tc *TurnContext, calls []sessions.ToolCall, allow func(string) bool, limit callLimit, once *onceGuard) []outcome {
-	type job struct {
-		i    int
-		tool Tool
-		args json.RawMessage
+	r := &toolRun{
+		out:       make([]outcome, len(calls)),
+		labels:    make([]string, len(calls)),
+		durations: make([]time.Duration, len(calls)),
+		ran:       make([]bool, len(calls)),
 	}
-	out := make([]outcome, len(calls))
-	labels := make([]string, len(calls))
-	var reads, writes []job
+	reads, writes := a.sortCalls(r, calls, allow, limit)
+	a.runReads(ctx, log, tc, r, reads)
+	a.runWrites(ctx, log, tc, r, writes, once)
+	a.account(ctx, log, tc, r)
+	return r.out
+}
+
+// toolRun is what runTools learns of one batch, by call index.
+type toolRun struct {
+	out       []outcome
+	labels    []string // the tool's name, or unknownToolLabel
+	durations []time.Duration
+	ran       []bool
+}
+
+// toolJob is a call of a batch that runs.
+type toolJob struct {
+	i    int
+	tool Tool
+	args json.RawMessage
+}
+
+// sortCalls answers in r the calls that cannot run and returns the others:
+// the reads, which run concurrently, and the writes and sequential tools,
+// which run one at a time in call order.
+func (a *Agent) sortCalls(r *toolRun, calls []sessions.ToolCall, allow func(string) bool, limit callLimit) (reads, writes []toolJob) {
 	for i, c := range calls {
 		t, ok := a.tools.Get(c.Name)
-		labels[i] = c.Name
+		r.labels[i] = c.Name
 		if !ok {
-			labels[i] = unknownToolLabel
+			r.labels[i] = unknownToolLabel
 		}
 		switch {
 		case i >= limit.n:
-			out[i] = outcome{content: limit.reason, result: metrics.OutcomeCapped}
+			r.out[i] = outcome{content: limit.reason, result: metrics.OutcomeCapped}
 		case !ok:
-			out[i] = outcome{content: fmt.Sprintf("error: unknown tool %s; call only the tools you are offered", c.Name), result: metrics.OutcomeError}
+			r.out[i] = outcome{content: fmt.Sprintf("error: unknown tool %s; call only the tools you are offered", c.Name), result: metrics.OutcomeError}
 		case allow != nil && !allow(c.Name):
-			out[i] = outcome{content: fmt.Sprintf("error: tool %s is not available in this conversation; do not call it again, answer without it", c.Name), result: metrics.OutcomeDenied}
+			r.out[i] = outcome{content: fmt.Sprintf("error: tool %s is not available in this conversation; do not call it again, answer without it", c.Name), result: metrics.OutcomeDenied}
 		case !isAvailable(t):
-			out[i] = outcome{content: fmt.Sprintf("error: tool %s is unavailable right now (its server is down); do not call it again this turn, answer without it", c.Name), result: metrics.OutcomeUnavailable}
+			r.out[i] = outcome{content: fmt.Sprintf("error: tool %s is unavailable right now (its server is down); do not call it again this turn, answer without it", c.Name), result: metrics.OutcomeUnavailable}
 		case !isJSONObject([]byte(c.Arguments)):
 			problem := "not a JSON object"
 			if !json.Valid([]byte(c.Arguments)) {
 				problem = "not valid JSON"
 			}
-			out[i] = outcome{content: fmt.Sprintf("error: invalid arguments for tool %s: %s; send a JSON object that matches the tool's parameters", c.Name, problem), result: metrics.OutcomeError}
+			r.out[i] = outcome{content: fmt.Sprintf("error: invalid arguments for tool %s: %s; send a JSON object that matches the tool's parameters", c.Name, problem), result: metrics.OutcomeError}
 		case t.Writes() || isSequential(t):
-			writes = append(writes, job{i, t, json.RawMessage(c.Arguments)})
+			writes = append(writes, toolJob{i, t, json.RawMessage(c.Arguments)})
 		default:
-			reads = append(reads, job{i, t, json.RawMessage(c.Arguments)})
+			reads = append(reads, toolJob{i, t, json.RawMessage(c.Arguments)})
 		}
 	}
+	return reads, writes
+}
 
-	durations := make([]time.Duration, len(calls))
-	ran := make([]bool, len(calls))
-	run := func(j job) {
-		start := time.Now()
-		out[j.i] = a.call(ctx, log, tc, j.tool, j.args)
-		durations[j.i], ran[j.i] = time.Since(start), true
-	}
+// runJob runs one call and records its outcome and duration in r.
+func (a *Agent) runJob(ctx context.Context, log *slog.Logger, tc *TurnContext, r *toolRun, j toolJob) {
+	start := time.Now()
+	r.out[j.i] = a.call(ctx, log, tc, j.tool, j.args)
+	r.durations[j.i], r.ran[j.i] = time.Since(start), true
+}
+
+// runReads runs the read-only calls, up to maxParallelTools at once.
+func (a *Agent) runReads(ctx context.Context, log *slog.Logger, tc *TurnContext, r *toolRun, reads []toolJob) {
 	if len(reads) == 1 {
-		run(reads[0])
-	} else if len(reads) > 1 {
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, maxParallelTools)
-		for _, j := range reads {
-			wg.Go(func() {
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				run(j)
-			})
-		}
-		wg.Wait()
+		a.runJob(ctx, log, tc, r, reads[0])
+		return
 	}
+	if len(reads) == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxParallelTools)
+	for _, j := range reads {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			a.runJob(ctx, log, tc, r, j)
+		})
+	}
+	wg.Wait()
+}
+
+// runWrites runs the write and sequential calls one at a time in call
+// order, a write at most once under an active once guard.
+func (a *Agent) runWrites(ctx context.Context, log *slog.Logger, tc *TurnContext, r *toolRun, writes []toolJob, once *onceGuard) {
 	for _, j := range writes {
 		if j.tool.Writes() && once.active() {
 			start := time.Now()
 			var did bool
-			out[j.i], did = a.callOnce(ctx, log, tc, once, j.tool, j.args)
-			durations[j.i], ran[j.i] = time.Since(start), did
+			r.out[j.i], did = a.callOnce(ctx, log, tc, once, j.tool, j.args)
+			r.durations[j.i], r.ran[j.i] = time.Since(start), did
 		} else {
-			run(j)
+			a.runJob(ctx, log, tc, r, j)
 		}
-		if inj := out[j.i].inject; len(inj) > 0 {
+		if inj := r.out[j.i].inject; len(inj) > 0 {
 			// Later sequential calls decide on what this one injected; the
 			// concurrent reads are done, so nothing else reads tc now.
 			tc.History = append(tc.History[:len(tc.History):len(tc.History)], inj...)
 		}
 	}
+}
 
-	for i, o := range out {
-		label := labels[i]
+// account counts and logs each call of the batch.
+func (a *Agent) account(ctx context.Context, log *slog.Logger, tc *TurnContext, r *toolRun) {
+	for i, o := range r.out {
+		label := r.labels[i]
 		a.m.ToolCalls.WithLabelValues(tc.Channel, label, o.result).Inc()
-		if ran[i] {
-			a.m.ToolCallDuration.WithLabelValues(label).Observe(durations[i].Seconds())
+		if r.ran[i] {
+			a.m.ToolCallDuration.WithLabelValues(label).Observe(r.durations[i].Seconds())
 		}
 		if o.result == metrics.OutcomeDenied {
 			a.m.PolicyDenials.WithLabelValues(tc.Channel, "tool").Inc()
@@ -174,9 +213,8 @@ func (a *Agent) runTools(ctx context.Context, log *slog.Logger, tc *TurnContext,
 			level = slog.LevelInfo
 		}
 		log.Log(ctx, level, "tool call", "tool", label, "outcome", o.result,
-			"duration", durations[i], "injections", len(o.inject))
+			"duration", r.durations[i], "injections", len(o.inject))
 	}
-	return out
 }
 
 func isSequential(t Tool) bool {

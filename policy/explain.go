@@ -25,6 +25,30 @@ func (r *Resolver) Explain(w io.Writer, s Scope, tools []ToolInfo, skills []stri
 	tw := tabwriter.NewWriter(ew, 0, 8, 2, ' ', 0)
 	p := func(format string, args ...any) { fmt.Fprintf(tw, format, args...) }
 
+	r.explainLevels(p, s, levels, missing)
+	explainTools(p, e, tools)
+	explainSkills(p, e, skills)
+	explainAccess(p, e)
+	explainApprovals(p, e, tools)
+	explainLimits(p, e)
+	p("\nMODEL\n")
+	model := e.model.val
+	if d, ok := r.models[model]; ok {
+		model += " (" + d + ")"
+	}
+	p("  %s\t%s\n", model, e.model.level)
+
+	if err := tw.Flush(); err != nil && ew.err == nil {
+		return fmt.Errorf("policy explain: %w", err)
+	}
+	if ew.err != nil {
+		return fmt.Errorf("policy explain: %w", ew.err)
+	}
+	return nil
+}
+
+// explainLevels writes the scope and the levels consulted for it.
+func (r *Resolver) explainLevels(p func(string, ...any), s Scope, levels []level, missing []string) {
 	p("Policy for %s\n", describeScope(s))
 	names := make([]string, len(levels))
 	for i, l := range levels {
@@ -37,40 +61,50 @@ func (r *Resolver) Explain(w io.Writer, s Scope, tools []ToolInfo, skills []stri
 	if len(missing) > 0 {
 		p("Not in config (nothing set there): %s\n", strings.Join(missing, ", "))
 	}
+}
 
+// explainTools writes the tool rules and the decision on each tool.
+func explainTools(p func(string, ...any), e *Effective, tools []ToolInfo) {
 	p("\nTOOLS  allow: %s  deny: %s  write: %s\n",
 		describeAllow(e.toolAllow), describeDeny(e.toolDeny), describeWrite(e.toolWrite))
 	if len(tools) == 0 {
 		p("  (no tools given)\n")
-	} else {
-		p("  TOOL\tSOURCE\tKIND\tDECISION\tRULE\tLEVEL\n")
-		sorted := slices.SortedFunc(slices.Values(tools), func(a, b ToolInfo) int {
-			// A name twice is a class placeholder (SERVER__* as read,
-			// then as write): read first.
-			return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(boolInt(a.Writes), boolInt(b.Writes)))
-		})
-		for _, t := range sorted {
-			kind := "read"
-			if t.Writes {
-				kind = "write"
-			}
-			source := cmp.Or(t.Source, SourceBuiltin)
-			d := e.Tool(t.Name, t.Writes)
-			p("  %s\t%s\t%s\t%s\t%s\t%s\n", t.Name, source, kind, verdict(d), d.Rule, d.Level)
-		}
+		return
 	}
+	p("  TOOL\tSOURCE\tKIND\tDECISION\tRULE\tLEVEL\n")
+	sorted := slices.SortedFunc(slices.Values(tools), func(a, b ToolInfo) int {
+		// A name twice is a class placeholder (SERVER__* as read,
+		// then as write): read first.
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(boolInt(a.Writes), boolInt(b.Writes)))
+	})
+	for _, t := range sorted {
+		kind := "read"
+		if t.Writes {
+			kind = "write"
+		}
+		source := cmp.Or(t.Source, SourceBuiltin)
+		d := e.Tool(t.Name, t.Writes)
+		p("  %s\t%s\t%s\t%s\t%s\t%s\n", t.Name, source, kind, verdict(d), d.Rule, d.Level)
+	}
+}
 
+// explainSkills writes the skill rules and the decision on each skill.
+func explainSkills(p func(string, ...any), e *Effective, skills []string) {
 	p("\nSKILLS  allow: %s  deny: %s\n", describeAllow(e.skillAllow), describeDeny(e.skillDeny))
 	if len(skills) == 0 {
 		p("  (no skills given)\n")
-	} else {
-		p("  SKILL\tDECISION\tRULE\tLEVEL\n")
-		for _, name := range slices.Sorted(slices.Values(skills)) {
-			d := e.Skill(name)
-			p("  %s\t%s\t%s\t%s\n", name, verdict(d), d.Rule, d.Level)
-		}
+		return
 	}
+	p("  SKILL\tDECISION\tRULE\tLEVEL\n")
+	for _, name := range slices.Sorted(slices.Values(skills)) {
+		d := e.Skill(name)
+		p("  %s\t%s\t%s\t%s\n", name, verdict(d), d.Rule, d.Level)
+	}
+}
 
+// explainAccess writes who may talk to the bot, who administers it here,
+// and the global admins of this platform.
+func explainAccess(p func(string, ...any), e *Effective) {
 	p("\nACCESS\n")
 	p("  users\t%s\t%s\n", describeAccessList(e.users, "everyone"), e.users.level)
 	p("  chats\t%s\t%s\n", describeAccessList(e.chats, "every chat"), e.chats.level)
@@ -95,30 +129,17 @@ func (r *Resolver) Explain(w io.Writer, s Scope, tools []ToolInfo, skills []stri
 	}
 	p("\nGLOBAL ADMINS (skills on, off, trust, reload)\n")
 	p("  %s\t%s\n", globals, levelConfigDefault)
+}
 
-	explainApprovals(p, e, tools)
-
+// explainLimits writes the rate limits, the token budget and the reply
+// limits.
+func explainLimits(p func(string, ...any), e *Effective) {
 	p("\nLIMITS\n")
 	p("  limits.user_per_minute\t%s\t%s\n", describeLimit(e.userRate.val), e.userRate.level)
 	p("  limits.workspace_per_minute\t%s\t%s\n", describeLimit(e.wsRate.val), e.wsRate.level)
 	p("  budget.tokens_per_user_day\t%s\t%s\n", describeLimit(e.tokensDay.val), e.tokensDay.level)
 	p("  limits.reply_chars\t%s\t%s\n", describeLimit(e.replyChars.val), e.replyChars.level)
 	p("  limits.reply_posts\t%s\t%s\n", describeLimit(e.replyPosts.val), e.replyPosts.level)
-
-	p("\nMODEL\n")
-	model := e.model.val
-	if d, ok := r.models[model]; ok {
-		model += " (" + d + ")"
-	}
-	p("  %s\t%s\n", model, e.model.level)
-
-	if err := tw.Flush(); err != nil && ew.err == nil {
-		return fmt.Errorf("policy explain: %w", err)
-	}
-	if ew.err != nil {
-		return fmt.Errorf("policy explain: %w", ew.err)
-	}
-	return nil
 }
 
 func boolInt(b bool) int {

@@ -267,7 +267,6 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, nil, "")
 		return
 	}
-
 	// A refused key consumes no step: the script describes what the model
 	// would answer, and an unauthenticated request never reaches the model.
 	// Nor does a refused stream.
@@ -280,17 +279,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = json.Unmarshal(body, &streaming)
 	refused := authorized && streaming.Stream && s.refuseStream
-	s.mu.Lock()
-	s.raw = append(s.raw, body)
-	s.headers = append(s.headers, r.Header.Clone())
-	var step Step
-	scripted := authorized && !refused && len(s.script) > 0
-	if scripted {
-		step = s.script[0]
-		s.script = s.script[1:]
-	}
-	s.mu.Unlock()
-
+	step, scripted := s.record(r, body, authorized && !refused)
 	if !authorized {
 		writeError(w, http.StatusUnauthorized, nil, "")
 		return
@@ -311,19 +300,47 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 			step.Delay = delay
 		}
 	}
-
-	if step.Delay > 0 {
-		t := time.NewTimer(step.Delay)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			return
-		case <-s.done:
-			return
-		}
+	if !s.delay(r, step.Delay) {
+		return
 	}
+	usage := streaming.StreamOptions != nil && streaming.StreamOptions.IncludeUsage
+	s.answer(w, r, req, len(body), step, usage)
+}
 
+// record keeps the request and, when the model is to answer it (take),
+// takes the script's next step.
+func (s *Server) record(r *http.Request, body []byte, take bool) (step Step, scripted bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.raw = append(s.raw, body)
+	s.headers = append(s.headers, r.Header.Clone())
+	if take && len(s.script) > 0 {
+		step, s.script = s.script[0], s.script[1:]
+		return step, true
+	}
+	return Step{}, false
+}
+
+// delay sleeps for a step's delay; false when the request or the server
+// ended first.
+func (s *Server) delay(r *http.Request, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
+	case <-s.done:
+		return false
+	}
+}
+
+// answer writes a step: an error, a raw body, a stream or a completion.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, req openai.ChatCompletionRequest, size int, step Step, usage bool) {
 	switch {
 	case step.Status >= 400:
 		writeError(w, step.Status, step.Header, step.Body)
@@ -338,12 +355,11 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(status)
 		_, _ = io.WriteString(w, step.Raw)
 	case req.Stream && !s.noStream:
-		usage := streaming.StreamOptions != nil && streaming.StreamOptions.IncludeUsage
-		s.stream(w, r, step, s.chunks(s.completion(req, len(body), step), usage))
+		s.stream(w, r, step, s.chunks(s.completion(req, size, step), usage))
 	default:
 		copyHeader(w.Header(), step.Header)
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(s.completion(req, len(body), step))
+		_ = json.NewEncoder(w).Encode(s.completion(req, size, step))
 	}
 }
 

@@ -258,14 +258,17 @@ func validLabel(l string) bool {
 	return true
 }
 
-// endsInNumber is the WHATWG test for an IPv4 host: the last label is all
-// decimal digits, or 0x followed by hex digits.
+// endsInNumber tells an IPv4 host: the last label is all decimal digits
+// or starts with 0x (h is lower-cased). That is wider than the WHATWG test,
+// which takes 0x100000000 (too large) or 0x7g (not hex) for a name: no
+// public name ends so, and a resolver or proxy may read it as an address,
+// so such a host is an address or invalid, never looked up.
 func endsInNumber(h string) bool {
 	last := h[strings.LastIndexByte(h, '.')+1:]
 	if last == "" {
 		return false
 	}
-	if _, ok := parseIPv4Part(last); ok {
+	if strings.HasPrefix(last, "0x") {
 		return true
 	}
 	for i := 0; i < len(last); i++ {

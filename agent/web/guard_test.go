@@ -370,3 +370,31 @@ func TestAllowListValidation(t *testing.T) {
 		t.Errorf("valid allow list refused: %v", err)
 	}
 }
+
+// TestNumericHostIsNeverAName: a host whose last label is all digits or
+// starts with 0x is an IPv4 literal or invalid, never a DNS name to look
+// up (a resolver, or a proxy, may read http://0x100000000/ as an address).
+func TestNumericHostIsNeverAName(t *testing.T) {
+	h := newFetchHarness(t, FetchConfig{})
+	for _, u := range []string{
+		"http://0x100000000/",
+		"http://0x1.0x100000000/",
+		"http://example.0x7g/",
+		"http://example.0X/",
+		"http://99999999999999999999/",
+		"http://example.1234567890123/",
+	} {
+		_, err := h.fetch(t, u, 0)
+		if err == nil || !strings.Contains(err.Error(), "not a valid IPv4") {
+			t.Errorf("%s: got %v, want it refused as not a valid IPv4 address", u, err)
+		}
+	}
+	if d := h.net.dials(); len(d) != 0 {
+		t.Errorf("numeric hosts were dialed: %v", d)
+	}
+	for _, host := range []string{"0x100000000", "example.0x7g"} {
+		if name, _, err := parseHost(host); name != "" || err == nil {
+			t.Errorf("parseHost(%q) = name %q, %v; want no name", host, name, err)
+		}
+	}
+}

@@ -66,75 +66,18 @@ const refusedBody = "request refused"
 // right verification token gets the same refusal as every other
 // unauthenticated request.
 func (a *Adapter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	body, ok := a.readCallback(w, r)
+	if !ok {
 		return
 	}
-	body, err := channels.ReadBody(r, channels.MaxWebhookBody)
-	if err != nil {
-		if errors.Is(err, channels.ErrBodyTooLarge) {
-			a.refuse(w, ReasonTooLarge)
-			return
-		}
-		a.refuse(w, ReasonBadRequest)
+	signed, ok := a.checkSignature(w, r, body)
+	if !ok {
 		return
 	}
-	if !a.cfg.VerificationToken.IsSet() && !a.cfg.EncryptKey.IsSet() {
-		a.refuse(w, ReasonBadToken)
+	plain, env, ok := a.openEnvelope(w, body, signed)
+	if !ok {
 		return
 	}
-
-	signed := false
-	if a.cfg.EncryptKey.IsSet() {
-		sig, ts, nonce := r.Header.Get(HeaderSignature), r.Header.Get(HeaderTimestamp), r.Header.Get(HeaderNonce)
-		if sig != "" || ts != "" || nonce != "" {
-			if !a.fresh(ts) {
-				a.refuse(w, ReasonStaleTimestamp)
-				return
-			}
-			if !validSignature(sig, ts, nonce, a.cfg.EncryptKey.Reveal(), body) {
-				a.refuse(w, ReasonBadSignature)
-				return
-			}
-			signed = true
-		}
-	}
-
-	plain := body
-	if a.cfg.EncryptKey.IsSet() {
-		var enc struct {
-			Encrypt *string `json:"encrypt"`
-		}
-		if err := json.Unmarshal(body, &enc); err != nil || enc.Encrypt == nil {
-			a.refuseAfter(w, signed, ReasonBadRequest, http.StatusBadRequest, "the body is not an encrypted event")
-			return
-		}
-		plain, err = Decrypt(*enc.Encrypt, a.cfg.EncryptKey.Reveal())
-		if err != nil {
-			a.refuseAfter(w, signed, ReasonDecryptFailed, http.StatusBadRequest, "cannot decrypt")
-			return
-		}
-	}
-	var env envelope
-	if err := json.Unmarshal(plain, &env); err != nil {
-		a.refuseAfter(w, signed, ReasonBadRequest, http.StatusBadRequest, "malformed JSON")
-		return
-	}
-	if env.Encrypt != nil {
-		// Encrypted although no key is configured here (or twice).
-		a.refuseAfter(w, signed, ReasonDecryptFailed, http.StatusBadRequest, "encrypted event but no encrypt key is configured")
-		return
-	}
-	token := env.Token
-	if env.Header != nil {
-		token = env.Header.Token
-	}
-	if a.cfg.VerificationToken.IsSet() && !sameSecret(token, a.cfg.VerificationToken.Reveal()) {
-		a.refuse(w, ReasonBadToken)
-		return
-	}
-
 	if env.Type == "url_verification" {
 		// Answered at once: no lookup, no queue.
 		w.Header().Set("Content-Type", "application/json")
@@ -154,14 +97,102 @@ func (a *Adapter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.reject(w, ReasonBadRequest, http.StatusBadRequest, "not an event")
 		return
 	}
-
 	if env.Header.EventType == EventCardAction {
 		a.serveCardAction(w, r, plain)
 		return
 	}
+	a.serveEvent(w, r, env, plain)
+}
 
-	// Ack fast: only the queueing happens before the answer; the turn runs
-	// after it. A failure to queue answers 500 so Feishu pushes it again.
+// readCallback reads a POST's body, refusing anything else, and any
+// request when neither a verification token nor an Encrypt Key is set.
+func (a *Adapter) readCallback(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return nil, false
+	}
+	body, err := channels.ReadBody(r, channels.MaxWebhookBody)
+	if err != nil {
+		if errors.Is(err, channels.ErrBodyTooLarge) {
+			a.refuse(w, ReasonTooLarge)
+			return nil, false
+		}
+		a.refuse(w, ReasonBadRequest)
+		return nil, false
+	}
+	if !a.cfg.VerificationToken.IsSet() && !a.cfg.EncryptKey.IsSet() {
+		a.refuse(w, ReasonBadToken)
+		return nil, false
+	}
+	return body, true
+}
+
+// checkSignature authenticates a request with signature headers when an
+// Encrypt Key is set: timestamp window, then signature. It reports
+// whether the request was signed, and false in ok once refused.
+func (a *Adapter) checkSignature(w http.ResponseWriter, r *http.Request, body []byte) (signed, ok bool) {
+	if !a.cfg.EncryptKey.IsSet() {
+		return false, true
+	}
+	sig, ts, nonce := r.Header.Get(HeaderSignature), r.Header.Get(HeaderTimestamp), r.Header.Get(HeaderNonce)
+	if sig == "" && ts == "" && nonce == "" {
+		return false, true
+	}
+	if !a.fresh(ts) {
+		a.refuse(w, ReasonStaleTimestamp)
+		return false, false
+	}
+	if !validSignature(sig, ts, nonce, a.cfg.EncryptKey.Reveal(), body) {
+		a.refuse(w, ReasonBadSignature)
+		return false, false
+	}
+	return true, true
+}
+
+// openEnvelope decrypts the body when an Encrypt Key is set and decodes
+// the envelope, checking its verification token.
+func (a *Adapter) openEnvelope(w http.ResponseWriter, body []byte, signed bool) ([]byte, envelope, bool) {
+	plain := body
+	if a.cfg.EncryptKey.IsSet() {
+		var enc struct {
+			Encrypt *string `json:"encrypt"`
+		}
+		if err := json.Unmarshal(body, &enc); err != nil || enc.Encrypt == nil {
+			a.refuseAfter(w, signed, ReasonBadRequest, http.StatusBadRequest, "the body is not an encrypted event")
+			return nil, envelope{}, false
+		}
+		var err error
+		if plain, err = Decrypt(*enc.Encrypt, a.cfg.EncryptKey.Reveal()); err != nil {
+			a.refuseAfter(w, signed, ReasonDecryptFailed, http.StatusBadRequest, "cannot decrypt")
+			return nil, envelope{}, false
+		}
+	}
+	var env envelope
+	if err := json.Unmarshal(plain, &env); err != nil {
+		a.refuseAfter(w, signed, ReasonBadRequest, http.StatusBadRequest, "malformed JSON")
+		return nil, envelope{}, false
+	}
+	if env.Encrypt != nil {
+		// Encrypted although no key is configured here (or twice).
+		a.refuseAfter(w, signed, ReasonDecryptFailed, http.StatusBadRequest, "encrypted event but no encrypt key is configured")
+		return nil, envelope{}, false
+	}
+	token := env.Token
+	if env.Header != nil {
+		token = env.Header.Token
+	}
+	if a.cfg.VerificationToken.IsSet() && !sameSecret(token, a.cfg.VerificationToken.Reveal()) {
+		a.refuse(w, ReasonBadToken)
+		return nil, envelope{}, false
+	}
+	return plain, env, true
+}
+
+// serveEvent queues an authenticated event. Ack fast: only the queueing
+// happens before the answer; the turn runs after it. A failure to queue
+// answers 500 so Feishu pushes it again.
+func (a *Adapter) serveEvent(w http.ResponseWriter, r *http.Request, env envelope, plain []byte) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), a.opts.SubmitTimeout)
 	defer cancel()
 	if err := a.dispatch(ctx, plain); err != nil {

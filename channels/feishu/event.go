@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -87,13 +88,53 @@ func deref(p *string) string {
 // onMessageReceive turns im.message.receive_v1 into a channels.Message and
 // decides whether it starts or continues a turn.
 func (a *Adapter) onMessageReceive(ctx context.Context, ev *larkim.P2MessageReceiveV1) error {
-	if ev == nil || ev.Event == nil || ev.Event.Message == nil {
+	m, ok := a.newMessage(ev)
+	if !ok {
 		return nil
+	}
+	msg := ev.Event.Message
+	log := a.log.With("message_id", m.ID, "event_id", m.Meta[MetaEventID])
+	rootID, threadID := deref(msg.RootId), deref(msg.ThreadId)
+	mentions := mentionList(msg.Mentions)
+	botID := a.cachedBotID()
+	if !m.DM {
+		a.setThread(&m, rootID, threadID)
+		var err error
+		if botID, err = a.botOpenID(ctx, a.calls); err != nil {
+			// Without our own id a mention cannot be told apart; fail so
+			// Feishu pushes the event again later.
+			return fmt.Errorf("feishu: bot open_id unknown: %w", err)
+		}
+		admitted, err := a.admitGroupMessage(ctx, log, m, mentioned(mentions, botID), rootID != "" || threadID != "")
+		if err != nil || !admitted {
+			return err
+		}
+	}
+	if !readContent(log, &m, msg, mentions, botID) {
+		return nil
+	}
+	h := a.currentHandler()
+	if h == nil {
+		return errNoHandler
+	}
+	// The gateway de-duplicates on message_id (SET NX in Redis, shared by
+	// every replica): a re-push, or the same event on another connection,
+	// is dropped there.
+	return h.Submit(ctx, m)
+}
+
+// newMessage reads who sent ev, where and in which tenant. It reports
+// false for what cannot be answered: apps and bots (this one too), and a
+// message without an id, a chat or a sender's id, to which the access
+// rules cannot be applied.
+func (a *Adapter) newMessage(ev *larkim.P2MessageReceiveV1) (channels.Message, bool) {
+	if ev == nil || ev.Event == nil || ev.Event.Message == nil {
+		return channels.Message{}, false
 	}
 	msg := ev.Event.Message
 	sender := ev.Event.Sender
 	if sender == nil || deref(sender.SenderType) != "user" {
-		return nil // apps and bots, including this one
+		return channels.Message{}, false
 	}
 	openID := ""
 	if sender.SenderId != nil {
@@ -103,9 +144,7 @@ func (a *Adapter) onMessageReceive(ctx context.Context, ev *larkim.P2MessageRece
 	chatID := deref(msg.ChatId)
 	chatType := deref(msg.ChatType)
 	if messageID == "" || chatID == "" || openID == "" {
-		// No one to answer, or nowhere to: nothing of it can be answered,
-		// and the access rules cannot be applied to a sender without id.
-		return nil
+		return channels.Message{}, false
 	}
 	var tenant, eventID string
 	if ev.EventV2Base != nil && ev.EventV2Base.Header != nil {
@@ -114,8 +153,6 @@ func (a *Adapter) onMessageReceive(ctx context.Context, ev *larkim.P2MessageRece
 	if tenant == "" {
 		tenant = deref(sender.TenantKey)
 	}
-	log := a.log.With("message_id", messageID, "event_id", eventID)
-
 	m := channels.Message{
 		ID:        messageID,
 		Channel:   Name,
@@ -129,69 +166,73 @@ func (a *Adapter) onMessageReceive(ctx context.Context, ev *larkim.P2MessageRece
 	if eventID != "" {
 		m.Meta[MetaEventID] = eventID
 	}
+	return m, true
+}
 
-	rootID, threadID := deref(msg.RootId), deref(msg.ThreadId)
-	mentions := mentionList(msg.Mentions)
-	if !m.DM {
-		// The conversation: a topic group's topic; in a normal group the
-		// thread (or reply chain) the message belongs to, or the thread the
-		// reply to this mention will open.
-		switch {
-		case chatType == "topic_group" && threadID != "":
-			m.Thread = threadID
-		case rootID != "":
-			m.Thread = rootID
-		case threadID != "":
-			m.Thread = threadID
-		default:
-			m.Thread = messageID
-		}
-		m.Meta[MetaThreadKey] = chatID + ":" + m.Thread
-		if a.cfg.ReplyInThread || chatType == "topic_group" {
-			m.Meta[MetaInThread] = "1"
+// setThread sets a group message's conversation: a topic group's topic;
+// in a normal group the thread (or reply chain) the message belongs to, or
+// the thread the reply to this mention will open.
+func (a *Adapter) setThread(m *channels.Message, rootID, threadID string) {
+	chatType := m.Meta[MetaChatType]
+	switch {
+	case chatType == "topic_group" && threadID != "":
+		m.Thread = threadID
+	case rootID != "":
+		m.Thread = rootID
+	case threadID != "":
+		m.Thread = threadID
+	default:
+		m.Thread = m.ID
+	}
+	m.Meta[MetaThreadKey] = m.Chat + ":" + m.Thread
+	if a.cfg.ReplyInThread || chatType == "topic_group" {
+		m.Meta[MetaInThread] = "1"
+	}
+}
+
+// mentioned reports whether mentions name the bot.
+func mentioned(mentions []mention, botID string) bool {
+	for _, mn := range mentions {
+		if mn.openID == botID {
+			return true
 		}
 	}
+	return false
+}
 
-	botID := a.cachedBotID()
-	if !m.DM {
-		id, err := a.botOpenID(ctx, a.calls)
+// admitGroupMessage decides whether a group message is for the bot: one
+// that mentions it (whose thread it then follows, with follow_threads), or
+// one in a thread it follows.
+func (a *Adapter) admitGroupMessage(ctx context.Context, log *slog.Logger, m channels.Message, mentioned, inThread bool) (bool, error) {
+	switch {
+	case mentioned:
+		if a.cfg.FollowThreads {
+			if err := a.state.markThread(ctx, m.Meta[MetaThreadKey], a.opts.ThreadTTL); err != nil {
+				log.Warn("cannot remember the thread; follow-ups will need a mention", "err", err)
+			}
+		}
+		return true, nil
+	case a.cfg.FollowThreads && inThread:
+		ok, err := a.state.followed(ctx, m.Meta[MetaThreadKey])
 		if err != nil {
-			// Without our own id a mention cannot be told apart; fail so
-			// Feishu pushes the event again later.
-			return fmt.Errorf("feishu: bot open_id unknown: %w", err)
+			return false, fmt.Errorf("feishu: thread lookup: %w", err)
 		}
-		botID = id
-		mentioned := false
-		for _, mn := range mentions {
-			if mn.openID == botID {
-				mentioned = true
-			}
+		if !ok {
+			log.Debug("group message without a mention, outside an answered thread: ignored")
 		}
-		inThread := rootID != "" || threadID != ""
-		switch {
-		case mentioned:
-			if a.cfg.FollowThreads {
-				if err := a.state.markThread(ctx, m.Meta[MetaThreadKey], a.opts.ThreadTTL); err != nil {
-					log.Warn("cannot remember the thread; follow-ups will need a mention", "err", err)
-				}
-			}
-		case a.cfg.FollowThreads && inThread:
-			ok, err := a.state.followed(ctx, m.Meta[MetaThreadKey])
-			if err != nil {
-				return fmt.Errorf("feishu: thread lookup: %w", err)
-			}
-			if !ok {
-				log.Debug("group message without a mention, outside an answered thread: ignored")
-				return nil
-			}
-		default:
-			log.Debug("group message without a mention: ignored")
-			return nil
-		}
+		return ok, nil
+	default:
+		log.Debug("group message without a mention: ignored")
+		return false, nil
 	}
+}
 
+// readContent sets m's text and attachments from msg, or the note for a
+// type the channel cannot read. It reports false for a message left empty
+// once the mention is removed.
+func readContent(log *slog.Logger, m *channels.Message, msg *larkim.EventMessage, mentions []mention, botID string) bool {
 	text, ok := messageText(deref(msg.MessageType), deref(msg.Content), mentions, botID)
-	m.Attachments = messageAttachments(deref(msg.MessageType), deref(msg.Content), messageID)
+	m.Attachments = messageAttachments(deref(msg.MessageType), deref(msg.Content), m.ID)
 	switch {
 	case len(m.Attachments) > 0:
 		// Images and files: fetched by the gateway during the turn.
@@ -203,17 +244,10 @@ func (a *Adapter) onMessageReceive(ctx context.Context, ev *larkim.P2MessageRece
 		m.Unsupported = UnsupportedNote
 	case text == "":
 		log.Debug("empty message after removing the mention: ignored")
-		return nil
+		return false
 	}
 	m.Text = text
-	h := a.currentHandler()
-	if h == nil {
-		return errNoHandler
-	}
-	// The gateway de-duplicates on message_id (SET NX in Redis, shared by
-	// every replica): a re-push, or the same event on another connection,
-	// is dropped there.
-	return h.Submit(ctx, m)
+	return true
 }
 
 type mention struct {

@@ -56,6 +56,8 @@ func (a *Adapter) socketSession(ctx context.Context, h channels.Handler) error {
 	}
 }
 
+// socketEvent handles one event of the Socket Mode client: a change of
+// the connection, or an envelope to act on and ack.
 func (a *Adapter) socketEvent(ctx context.Context, sm *socketmode.Client, h channels.Handler, evt socketmode.Event) {
 	switch evt.Type {
 	case socketmode.EventTypeConnecting:
@@ -72,71 +74,92 @@ func (a *Adapter) socketEvent(ctx context.Context, sm *socketmode.Client, h chan
 		a.setConnected(false, nil)
 		a.log.Error("socket mode refused the app token (SLACK_APP_TOKEN)")
 	case socketmode.EventTypeConnected:
-		a.setConnected(true, nil)
-		// A new client's first connection is counted by Reconnect; the
-		// ones the client makes by itself are counted here.
-		if a.connects.Add(1) > 1 {
-			a.m.Reconnects.WithLabelValues(Name).Inc()
-			a.log.Info("socket mode reconnected")
-		} else {
-			a.log.Info("socket mode connected")
-		}
+		a.socketConnected()
 	case socketmode.EventTypeEventsAPI:
-		if evt.Request == nil {
-			return
+		if evt.Request != nil {
+			a.socketEventsAPI(ctx, sm, h, evt.Request)
 		}
-		var env envelope
-		if err := json.Unmarshal(evt.Request.Payload, &env); err != nil {
-			a.log.Warn("undecodable events_api envelope", "err", err)
-			a.ack(ctx, sm, evt.Request.EnvelopeID, nil)
-			return
-		}
-		if env.EventID == "" {
-			env.EventID = "env:" + evt.Request.EnvelopeID
-		}
-		subCtx, cancel := context.WithTimeout(ctx, submitTimeout)
-		defer cancel()
-		m, ok, why := a.message(env)
-		if !ok {
-			a.log.Debug("event ignored", "event_id", env.EventID, "why", why)
-			a.ack(ctx, sm, evt.Request.EnvelopeID, nil)
-			return
-		}
-		if err := a.submit(subCtx, h, env.EventID, m); err != nil {
-			return // not acked: Slack delivers the event again
-		}
-		a.ack(ctx, sm, evt.Request.EnvelopeID, nil)
 	case socketmode.EventTypeSlashCommand:
 		c, ok := evt.Data.(slackapi.SlashCommand)
-		if !ok || evt.Request == nil {
-			return
+		if ok && evt.Request != nil {
+			a.socketCommand(ctx, sm, h, evt.Request, c)
 		}
-		subCtx, cancel := context.WithTimeout(ctx, submitTimeout)
-		defer cancel()
-		var payload any
-		if text := a.command(subCtx, c, h); text != "" {
-			payload = map[string]string{"response_type": slackapi.ResponseTypeEphemeral, "text": text}
-		}
-		a.ack(ctx, sm, evt.Request.EnvelopeID, payload)
 	case socketmode.EventTypeInteractive:
 		if evt.Request != nil {
 			a.socketInteraction(ctx, sm, h, evt.Request) // interactions.go
 		}
 	case socketmode.EventTypeErrorBadMessage:
-		// An event slack-go cannot parse (an event type it does not know):
-		// ack it anyway, or Slack keeps sending it.
 		if e, ok := evt.Data.(*socketmode.ErrorBadMessage); ok {
-			var req struct {
-				EnvelopeID string `json:"envelope_id"`
-			}
-			if json.Unmarshal(e.Message, &req) == nil && req.EnvelopeID != "" {
-				a.ack(ctx, sm, req.EnvelopeID, nil)
-			}
-			a.log.Debug("socket mode message not understood", "err", e.Cause)
+			a.socketBadMessage(ctx, sm, e)
 		}
 	case socketmode.EventTypeIncomingError, socketmode.EventTypeErrorWriteFailed:
 		a.log.Warn("socket mode read or write failed", "event", string(evt.Type))
 	}
+}
+
+// socketConnected marks the adapter connected. A new client's first
+// connection is counted by Reconnect; the ones the client makes by itself
+// are counted here.
+func (a *Adapter) socketConnected() {
+	a.setConnected(true, nil)
+	// A new client's first connection is counted by Reconnect; the ones
+	// the client makes by itself are counted here.
+	if a.connects.Add(1) > 1 {
+		a.m.Reconnects.WithLabelValues(Name).Inc()
+		a.log.Info("socket mode reconnected")
+	} else {
+		a.log.Info("socket mode connected")
+	}
+}
+
+// socketEventsAPI submits an Events API envelope's message and acks it;
+// one that could not be queued is not acked, so Slack delivers it again.
+func (a *Adapter) socketEventsAPI(ctx context.Context, sm *socketmode.Client, h channels.Handler, req *socketmode.Request) {
+	var env envelope
+	if err := json.Unmarshal(req.Payload, &env); err != nil {
+		a.log.Warn("undecodable events_api envelope", "err", err)
+		a.ack(ctx, sm, req.EnvelopeID, nil)
+		return
+	}
+	if env.EventID == "" {
+		env.EventID = "env:" + req.EnvelopeID
+	}
+	subCtx, cancel := context.WithTimeout(ctx, submitTimeout)
+	defer cancel()
+	m, ok, why := a.message(env)
+	if !ok {
+		a.log.Debug("event ignored", "event_id", env.EventID, "why", why)
+		a.ack(ctx, sm, req.EnvelopeID, nil)
+		return
+	}
+	if err := a.submit(subCtx, h, env.EventID, m); err != nil {
+		return // not acked: Slack delivers the event again
+	}
+	a.ack(ctx, sm, req.EnvelopeID, nil)
+}
+
+// socketCommand runs a slash command and acks it with its answer, shown
+// to the user alone.
+func (a *Adapter) socketCommand(ctx context.Context, sm *socketmode.Client, h channels.Handler, req *socketmode.Request, c slackapi.SlashCommand) {
+	subCtx, cancel := context.WithTimeout(ctx, submitTimeout)
+	defer cancel()
+	var payload any
+	if text := a.command(subCtx, c, h); text != "" {
+		payload = map[string]string{"response_type": slackapi.ResponseTypeEphemeral, "text": text}
+	}
+	a.ack(ctx, sm, req.EnvelopeID, payload)
+}
+
+// socketBadMessage acks an event slack-go cannot parse (an event type it
+// does not know) anyway, or Slack keeps sending it.
+func (a *Adapter) socketBadMessage(ctx context.Context, sm *socketmode.Client, e *socketmode.ErrorBadMessage) {
+	var req struct {
+		EnvelopeID string `json:"envelope_id"`
+	}
+	if json.Unmarshal(e.Message, &req) == nil && req.EnvelopeID != "" {
+		a.ack(ctx, sm, req.EnvelopeID, nil)
+	}
+	a.log.Debug("socket mode message not understood", "err", e.Cause)
 }
 
 func (a *Adapter) ack(ctx context.Context, sm *socketmode.Client, envelopeID string, payload any) {

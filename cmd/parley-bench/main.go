@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -95,6 +96,50 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	o, idle, err := parseFlags(args, stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errFlags):
+		return 2 // the flag package said why
+	case err != nil:
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if o.Parley == "" {
+		dir, err := os.MkdirTemp("", "parley-bench-bin-")
+		if err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		if o.Parley, err = buildParley(ctx, dir, o.ProfileDir != "", stderr); err != nil {
+			fmt.Fprintf(stderr, "bench: go build: %v", err) // the error ends with go build's output
+			return 1
+		}
+	}
+	if idle > 0 {
+		if err := bench.Idle(ctx, o, idle, stdout); err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 1
+		}
+		return 0
+	}
+	if err := bench.Run(ctx, o, stdout); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	return 0
+}
+
+// errFlags is a command line the flag package refused (and explained).
+var errFlags = errors.New("bench: bad flags")
+
+// parseFlags reads the command line into the bench's options and -idle,
+// with the defaults that depend on other flags.
+func parseFlags(args []string, stderr io.Writer) (bench.Options, int, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	parley := fs.String("parley", "", "parley binary to measure (default: build ./cmd/parley)")
@@ -114,9 +159,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
-			return 0
+			return bench.Options{}, 0, err
 		}
-		return 2
+		return bench.Options{}, 0, fmt.Errorf("%w: %w", errFlags, err)
 	}
 	o := bench.Options{Parley: *parley, Messages: *messages, Runs: *runs, RedisOutage: *outage, Timeout: *timeout,
 		AckProbe: *probe, ProfileDir: *profile, RedisFsync: *fsync}
@@ -131,64 +176,42 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var ok bool
 	if *rates != "" {
 		if o.Rates, ok = positives(*rates); !ok {
-			fmt.Fprintf(stderr, "bench: -rate %q: want positive numbers\n", *rates)
-			return 2
+			return o, 0, fmt.Errorf("-rate %q: want positive numbers", *rates)
 		}
 		if o.RedisOutage > 0 {
-			fmt.Fprintln(stderr, "bench: -rate and -redis-outage do not go together: the outage run is at c=32")
-			return 2
+			return o, 0, errors.New("-rate and -redis-outage do not go together: the outage run is at c=32")
 		}
 	}
 	if *rates == "" || explicit["c"] {
 		if o.Concurrency, ok = positives(*conc); !ok {
-			fmt.Fprintf(stderr, "bench: -c %q: want positive numbers\n", *conc)
-			return 2
+			return o, 0, fmt.Errorf("-c %q: want positive numbers", *conc)
 		}
 	}
 	if *fsync != "" && *fsync != "always" && *fsync != "everysec" {
-		fmt.Fprintf(stderr, "bench: -redis-fsync %q: want always or everysec\n", *fsync)
-		return 2
+		return o, 0, fmt.Errorf("-redis-fsync %q: want always or everysec", *fsync)
 	}
 	if *probe < 0 {
-		fmt.Fprintln(stderr, "bench: -ack-probe must not be negative")
-		return 2
+		return o, 0, errors.New("-ack-probe must not be negative")
 	}
 	if o.Runs < 1 {
-		fmt.Fprintln(stderr, "bench: -runs must be at least 1")
-		return 2
+		return o, 0, errors.New("-runs must be at least 1")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if o.Parley == "" {
-		dir, err := os.MkdirTemp("", "parley-bench-bin-")
-		if err != nil {
-			fmt.Fprintln(stderr, "bench:", err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		o.Parley = filepath.Join(dir, "parley")
-		fmt.Fprintln(stderr, "bench: building ./cmd/parley")
-		build := []string{"build", "-o", o.Parley}
-		if o.ProfileDir != "" {
-			build = append(build, "-tags", "parleyprofile")
-		}
-		if b, err := exec.CommandContext(ctx, "go", append(build, "./cmd/parley")...).CombinedOutput(); err != nil {
-			fmt.Fprintf(stderr, "bench: go build: %v\n%s", err, b)
-			return 1
-		}
+	return o, *idle, nil
+}
+
+// buildParley builds ./cmd/parley into dir (with profiling built in when
+// profile is set) and returns the binary's path.
+func buildParley(ctx context.Context, dir string, profile bool, stderr io.Writer) (string, error) {
+	bin := filepath.Join(dir, "parley")
+	fmt.Fprintln(stderr, "bench: building ./cmd/parley")
+	build := []string{"build", "-o", bin}
+	if profile {
+		build = append(build, "-tags", "parleyprofile")
 	}
-	if *idle > 0 {
-		if err := bench.Idle(ctx, o, *idle, stdout); err != nil {
-			fmt.Fprintln(stderr, "bench:", err)
-			return 1
-		}
-		return 0
+	if b, err := exec.CommandContext(ctx, "go", append(build, "./cmd/parley")...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%v\n%s", err, b)
 	}
-	if err := bench.Run(ctx, o, stdout); err != nil {
-		fmt.Fprintln(stderr, "bench:", err)
-		return 1
-	}
-	return 0
+	return bin, nil
 }
 
 // positives parses a comma-separated list of positive integers.

@@ -17,27 +17,18 @@ import (
 func (e *environment) chat(args []string) error {
 	fs := newFlagSet("chat", e.stderr)
 	path := configFlag(fs)
-	message := fs.String("m", "", "send one message, print the reply and exit")
-	conversation := fs.String("conversation", "", "continue the conversation with this id (default: a new one)")
+	var f chatFlags
+	fs.StringVar(&f.message, "m", "", "send one message, print the reply and exit")
+	fs.StringVar(&f.conversation, "conversation", "", "continue the conversation with this id (default: a new one)")
 	fs.BoolVar(&e.verbose, "verbose", false, "log every skill warning instead of one line counting them")
-	printConv := fs.Bool("print-conversation", false, "print the conversation id as the first line of output")
-	var images imageFlags
-	fs.Var(&images, "image", "send the image FILE with the -m message (repeatable)")
+	fs.BoolVar(&f.printConv, "print-conversation", false, "print the conversation id as the first line of output")
+	fs.Var(&f.images, "image", "send the image FILE with the -m message (repeatable)")
 	cfg, err := e.parseAndLoad(fs, path, args)
 	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q (quote the message: -m \"…\")", errUsage, strings.Join(fs.Args(), " "))
-	}
-	oneShot := false
-	fs.Visit(func(f *flag.Flag) { oneShot = oneShot || f.Name == "m" })
-	if oneShot && strings.TrimSpace(*message) == "" {
-		// Not an interactive session: the caller meant to send something.
-		return fmt.Errorf("%w: -m needs a message that is not blank", errUsage)
-	}
-	if len(images) > 0 && !oneShot {
-		return fmt.Errorf("%w: --image goes with a message: -m \"…\" --image FILE", errUsage)
+	if err := f.check(fs); err != nil {
+		return err
 	}
 	// The console's stdout is the conversation; logs go to stderr, and only
 	// warnings unless the operator asked for more.
@@ -65,7 +56,44 @@ func (e *environment) chat(args []string) error {
 		}
 	}()
 
-	conv := *conversation
+	ch, err := e.openConsole(a, f)
+	if err != nil {
+		return err
+	}
+	if f.oneShot {
+		return e.askOnce(a, ch, f.message)
+	}
+	return e.cancelled(ch.REPL(e.ctx, a.gateway, e.stdin, e.stdout), a.shared)
+}
+
+// chatFlags are the flags of parley chat.
+type chatFlags struct {
+	message, conversation string
+	printConv             bool
+	images                imageFlags
+	oneShot               bool // -m was given
+}
+
+// check refuses arguments and flags that do not go together.
+func (f *chatFlags) check(fs *flag.FlagSet) error {
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q (quote the message: -m \"…\")", errUsage, strings.Join(fs.Args(), " "))
+	}
+	fs.Visit(func(fl *flag.Flag) { f.oneShot = f.oneShot || fl.Name == "m" })
+	if f.oneShot && strings.TrimSpace(f.message) == "" {
+		// Not an interactive session: the caller meant to send something.
+		return fmt.Errorf("%w: -m needs a message that is not blank", errUsage)
+	}
+	if len(f.images) > 0 && !f.oneShot {
+		return fmt.Errorf("%w: --image goes with a message: -m \"…\" --image FILE", errUsage)
+	}
+	return nil
+}
+
+// openConsole registers the console channel for the conversation f names
+// (or a new one) with a's gateway.
+func (e *environment) openConsole(a *app, f chatFlags) (*console.Adapter, error) {
+	conv := f.conversation
 	if conv == "" {
 		conv = console.NewConversationID()
 	}
@@ -86,34 +114,37 @@ func (e *environment) chat(args []string) error {
 		opts.Mailbox = a.store
 	}
 	ch := console.New(conv, user, opts)
-	if err := ch.AttachImages(images); err != nil {
-		return fmt.Errorf("%w: --image: %w", errUsage, err)
+	if err := ch.AttachImages(f.images); err != nil {
+		return nil, fmt.Errorf("%w: --image: %w", errUsage, err)
 	}
 	a.gateway.Register(ch)
-	if *printConv {
+	if f.printConv {
 		fmt.Fprintln(e.stdout, conv)
 	}
+	return ch, nil
+}
 
-	if oneShot {
-		var r channels.Reply
-		var shown bool
-		if live {
-			r, shown, err = ch.AskLive(e.ctx, a.gateway, *message, e.stdout)
-		} else {
-			r, err = ch.Ask(e.ctx, a.gateway, *message)
-		}
-		if err != nil {
-			return e.cancelled(err, a.shared)
-		}
-		if r.Failed {
-			return fmt.Errorf("the message was not answered: %s", r.Text)
-		}
-		if !shown {
-			fmt.Fprintln(e.stdout, r.Text)
-		}
-		return nil
+// askOnce sends message, prints the answer (unless it was shown as it was
+// written) and reports a turn that failed.
+func (e *environment) askOnce(a *app, ch *console.Adapter, message string) error {
+	var r channels.Reply
+	var shown bool
+	var err error
+	if isTerminal(e.stdout) {
+		r, shown, err = ch.AskLive(e.ctx, a.gateway, message, e.stdout)
+	} else {
+		r, err = ch.Ask(e.ctx, a.gateway, message)
 	}
-	return e.cancelled(ch.REPL(e.ctx, a.gateway, e.stdin, e.stdout), a.shared)
+	if err != nil {
+		return e.cancelled(err, a.shared)
+	}
+	if r.Failed {
+		return fmt.Errorf("the message was not answered: %s", r.Text)
+	}
+	if !shown {
+		fmt.Fprintln(e.stdout, r.Text)
+	}
+	return nil
 }
 
 // imageFlags collects --image FILE, in order.

@@ -53,80 +53,93 @@ func (e *environment) skills(args []string) error {
 	}
 	reg, state := lib.Registry, lib.State
 	c := reg.Catalog()
-	name := fs.Arg(0)
-	needName := func() (*skills.Skill, error) {
-		if name == "" {
-			return nil, fmt.Errorf("%w: parley skills %s NAME", errUsage, sub)
-		}
-		s, ok := c.Get(name)
-		if !ok {
-			return nil, fmt.Errorf("no skill named %q (parley skills list shows them)", name)
-		}
-		return s, nil
+	if sub == "list" {
+		return e.listSkills(c, state, *asJSON, *verbose)
 	}
 	switch sub {
-	case "list":
-		disabled, err := state.Disabled(e.ctx)
-		if err != nil {
-			return err
-		}
-		trusted := func(s *skills.Skill) bool { ok, _ := state.Trusted(e.ctx, s.Path, s.SHA256); return ok }
-		enabled := func(s *skills.Skill) bool { return !disabled[s.Name] }
-		listed, _ := c.IndexListing(enabled)
-		indexed := map[string]bool{}
-		for _, n := range listed {
-			indexed[n] = true
-		}
-		if *asJSON {
-			return writeSkillsJSON(e.stdout, c, disabled, trusted, indexed)
-		}
-		index, _ := c.Index(enabled)
-		fmt.Fprintln(e.stdout, c.Summary(disabled, trusted, len(index), indexed))
-		e.reportLoadProblems(c, *verbose)
-		return nil
+	case "show", "on", "off", "trust":
+	default:
+		return fmt.Errorf("%w: unknown skills command %q", errUsage, sub)
+	}
+	s, err := skillNamed(c, sub, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	switch sub {
 	case "show":
-		s, err := needName()
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(e.stdout, "name:        %s\nsource:      %s\npath:        %s\ndescription: %s\n", s.Name, s.Source, s.Path, s.Description)
-		if s.Replaced != "" {
-			fmt.Fprintf(e.stdout, "replaces:    %s\n", s.Replaced)
-		}
-		if s.Version != "" {
-			fmt.Fprintf(e.stdout, "version:     %s\n", s.Version)
-		}
-		if len(s.AllowedTools) > 0 {
-			fmt.Fprintf(e.stdout, "allowed-tools: %s\n", strings.Join(s.AllowedTools, " "))
-		}
-		fmt.Fprintf(e.stdout, "sha256:      %s\n\n%s", s.SHA256, s.Body)
-		return nil
-	case "on", "off":
-		s, err := needName()
-		if err != nil {
-			return err
-		}
-		if err := state.SetDisabled(e.ctx, s.Name, sub == "off"); err != nil {
-			return err
-		}
-		fmt.Fprintf(e.stdout, "%s: %s\n", s.Name, map[string]string{"on": "enabled", "off": "disabled"}[sub])
+		e.showSkill(s)
 		return nil
 	case "trust":
-		s, err := needName()
-		if err != nil {
-			return err
-		}
-		if !s.NeedsTrust() {
-			fmt.Fprintf(e.stdout, "%s is a %s skill; only workspace skills need trust\n", s.Name, s.Source)
-			return nil
-		}
-		if err := state.Trust(e.ctx, s.Path, s.SHA256); err != nil {
-			return err
-		}
-		fmt.Fprintf(e.stdout, "%s: trusted (sha256 %s)\n", s.Name, s.SHA256)
+		return e.trustSkill(s, state)
+	}
+	if err := state.SetDisabled(e.ctx, s.Name, sub == "off"); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%s: %s\n", s.Name, map[string]string{"on": "enabled", "off": "disabled"}[sub])
+	return nil
+}
+
+// skillNamed is the skill a subcommand names.
+func skillNamed(c *skills.Catalog, sub, name string) (*skills.Skill, error) {
+	if name == "" {
+		return nil, fmt.Errorf("%w: parley skills %s NAME", errUsage, sub)
+	}
+	s, ok := c.Get(name)
+	if !ok {
+		return nil, fmt.Errorf("no skill named %q (parley skills list shows them)", name)
+	}
+	return s, nil
+}
+
+// listSkills is `parley skills list`: the summary, or JSON, and what was
+// not loaded.
+func (e *environment) listSkills(c *skills.Catalog, state skills.State, asJSON, verbose bool) error {
+	disabled, err := state.Disabled(e.ctx)
+	if err != nil {
+		return err
+	}
+	trusted := func(s *skills.Skill) bool { ok, _ := state.Trusted(e.ctx, s.Path, s.SHA256); return ok }
+	enabled := func(s *skills.Skill) bool { return !disabled[s.Name] }
+	listed, _ := c.IndexListing(enabled)
+	indexed := map[string]bool{}
+	for _, n := range listed {
+		indexed[n] = true
+	}
+	if asJSON {
+		return writeSkillsJSON(e.stdout, c, disabled, trusted, indexed)
+	}
+	index, _ := c.Index(enabled)
+	fmt.Fprintln(e.stdout, c.Summary(disabled, trusted, len(index), indexed))
+	e.reportLoadProblems(c, verbose)
+	return nil
+}
+
+// showSkill is `parley skills show NAME`.
+func (e *environment) showSkill(s *skills.Skill) {
+	fmt.Fprintf(e.stdout, "name:        %s\nsource:      %s\npath:        %s\ndescription: %s\n", s.Name, s.Source, s.Path, s.Description)
+	if s.Replaced != "" {
+		fmt.Fprintf(e.stdout, "replaces:    %s\n", s.Replaced)
+	}
+	if s.Version != "" {
+		fmt.Fprintf(e.stdout, "version:     %s\n", s.Version)
+	}
+	if len(s.AllowedTools) > 0 {
+		fmt.Fprintf(e.stdout, "allowed-tools: %s\n", strings.Join(s.AllowedTools, " "))
+	}
+	fmt.Fprintf(e.stdout, "sha256:      %s\n\n%s", s.SHA256, s.Body)
+}
+
+// trustSkill is `parley skills trust NAME`.
+func (e *environment) trustSkill(s *skills.Skill, state skills.State) error {
+	if !s.NeedsTrust() {
+		fmt.Fprintf(e.stdout, "%s is a %s skill; only workspace skills need trust\n", s.Name, s.Source)
 		return nil
 	}
-	return fmt.Errorf("%w: unknown skills command %q", errUsage, sub)
+	if err := state.Trust(e.ctx, s.Path, s.SHA256); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%s: trusted (sha256 %s)\n", s.Name, s.SHA256)
+	return nil
 }
 
 // reportLoadProblems writes to stderr the skills that were not loaded, each

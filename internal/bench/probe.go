@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"sync/atomic"
 	"time"
 
@@ -49,16 +48,6 @@ func (h *heldModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // once.
 func runProbe(ctx context.Context, o Options, n int) (Probe, error) {
 	pr := Probe{Workers: gateway.DefaultSection().Workers}
-	dir, err := os.MkdirTemp("", "parley-bench-probe-")
-	if err != nil {
-		return pr, err
-	}
-	defer os.RemoveAll(dir)
-	rds, err := startRedis(ctx, dir, o.redisFsync())
-	if err != nil {
-		return pr, err
-	}
-	defer func() { rds.stop() }()
 	hm := &heldModel{release: make(chan struct{})}
 	released := false
 	release := func() {
@@ -67,48 +56,23 @@ func runProbe(ctx context.Context, o Options, n int) (Probe, error) {
 			close(hm.release)
 		}
 	}
+	// Released before the rig stops, so that parley's held turns end.
+	rg, err := startRig(ctx, o, "parley-bench-probe-", hm, "")
+	if err != nil {
+		release()
+		return pr, err
+	}
+	defer rg.stop()
 	defer release()
-	model, err := startUpstream(hm)
-	if err != nil {
-		return pr, err
-	}
-	defer model.Close()
-	fs := newFakeSlack()
-	slack, err := startUpstream(fs)
-	if err != nil {
-		return pr, err
-	}
-	defer slack.Close()
-	p, err := startParley(ctx, o.Parley, dir, rds, model, slack, nil)
-	if err != nil {
-		return pr, err
-	}
-	defer p.stop()
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}, Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
-	url := p.base + "/slack/events"
-	var waits []<-chan answer
-	// One message in each of Workers conversations: every worker takes one and
-	// waits for the model.
-	for id := 0; id < pr.Workers; id++ {
-		waits = append(waits, fs.expect(id))
-		if _, _, err := post(ctx, client, url, event(id, id%32)); err != nil {
-			return pr, err
-		}
+	url := rg.p.base + "/slack/events"
+	waits, err := occupyWorkers(ctx, rg, hm, client, url, pr.Workers)
+	if err != nil {
+		return pr, err
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for hm.inflight.Load() < int64(pr.Workers) {
-		if time.Now().After(deadline) {
-			return pr, fmt.Errorf("ack probe: %d of %d workers reached the model within 30 s", hm.inflight.Load(), pr.Workers)
-		}
-		select {
-		case <-ctx.Done():
-			return pr, ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	w0, err := rds.writes(ctx)
+	w0, err := rg.rds.writes(ctx)
 	if err != nil {
 		return pr, err
 	}
@@ -116,14 +80,14 @@ func runProbe(ctx context.Context, o Options, n int) (Probe, error) {
 	// is queued behind the held turns.
 	for i := 0; i < n; i++ {
 		id := pr.Workers + i
-		waits = append(waits, fs.expect(id))
+		waits = append(waits, rg.fs.expect(id))
 		ack, _, err := post(ctx, client, url, event(id, id%32))
 		if err != nil {
 			return pr, err
 		}
 		pr.Ack = append(pr.Ack, ack)
 	}
-	w1, err := rds.writes(ctx)
+	w1, err := rg.rds.writes(ctx)
 	if err != nil {
 		return pr, err
 	}
@@ -133,27 +97,66 @@ func runProbe(ctx context.Context, o Options, n int) (Probe, error) {
 		return pr, fmt.Errorf("ack probe: the model saw %d requests while it held %d workers; the probe did not isolate the webhook", got, pr.Workers)
 	}
 	release()
+	if err := awaitAnswers(ctx, o, waits); err != nil {
+		return pr, err
+	}
+	time.Sleep(500 * time.Millisecond) // a late double is seen
+	pr.Lost, pr.Doubled = rg.fs.lostAndDoubled(pr.Workers + n)
+	return pr, nil
+}
+
+// occupyWorkers sends one message in each of workers conversations and
+// waits until every worker has taken one and waits for the model.
+func occupyWorkers(ctx context.Context, rg *rig, hm *heldModel, client *http.Client, url string, workers int) ([]<-chan answer, error) {
+	var waits []<-chan answer
+	for id := 0; id < workers; id++ {
+		waits = append(waits, rg.fs.expect(id))
+		if _, _, err := post(ctx, client, url, event(id, id%32)); err != nil {
+			return nil, err
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for hm.inflight.Load() < int64(workers) {
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("ack probe: %d of %d workers reached the model within 30 s", hm.inflight.Load(), workers)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return waits, nil
+}
+
+// awaitAnswers waits for each answer, up to o.Timeout each.
+func awaitAnswers(ctx context.Context, o Options, waits []<-chan answer) error {
 	for _, ch := range waits {
 		select {
 		case <-ch:
 		case <-time.After(o.Timeout):
 		case <-ctx.Done():
-			return pr, ctx.Err()
+			return ctx.Err()
 		}
 	}
-	time.Sleep(500 * time.Millisecond) // a late double is seen
+	return nil
+}
+
+// lostAndDoubled counts messages 0 to n-1 answered never and more than
+// once.
+func (fs *fakeSlack) lostAndDoubled(n int) (lost, doubled int) {
 	fs.mu.Lock()
-	for id := 0; id < pr.Workers+n; id++ {
+	defer fs.mu.Unlock()
+	for id := 0; id < n; id++ {
 		switch len(fs.answers[id]) {
 		case 0:
-			pr.Lost++
+			lost++
 		case 1:
 		default:
-			pr.Doubled++
+			doubled++
 		}
 	}
-	fs.mu.Unlock()
-	return pr, nil
+	return lost, doubled
 }
 
 func printProbe(out io.Writer, pr Probe, n int) {

@@ -102,87 +102,118 @@ func (s *Server) message(channel, ts string) *Msg {
 
 // live answers the methods of a live reply; false for any other method.
 func (s *Server) live(w http.ResponseWriter, method string, p url.Values) bool {
-	fail := func(code string) { writeJSON(w, map[string]any{"ok": false, "error": code}) }
-	channel, ts, md := p.Get("channel"), p.Get("ts"), p.Get("markdown_text")
+	c := &liveCall{s: s, w: w, method: method, p: p, channel: p.Get("channel"), ts: p.Get("ts"), md: p.Get("markdown_text"), now: time.Now()}
 	if method == "assistant.threads.setStatus" {
-		channel, ts = p.Get("channel_id"), p.Get("thread_ts")
+		c.channel, c.ts = p.Get("channel_id"), p.Get("thread_ts")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
-	logCall := func(ts, text string) {
-		s.log = append(s.log, Call{Method: method, Channel: channel, TS: ts, Text: text, At: now})
-	}
 	switch method {
 	case "chat.startStream":
-		switch {
-		case channel == "":
-			fail("channel_not_found")
-		case channel[0] != 'D' && (p.Get("recipient_user_id") == "" || p.Get("recipient_team_id") == ""):
-			fail("invalid_arguments")
-		case utf8.RuneCountInString(md) > MaxMarkdown:
-			fail("msg_too_long")
-		default:
-			ts := fmt.Sprintf("1800000000.%06d", s.nextTS)
-			s.nextTS++
-			s.messages = append(s.messages, &Msg{Channel: channel, ThreadTS: p.Get("thread_ts"), TS: ts, Text: md,
-				Streamed: true, Streaming: true, RecipientUser: p.Get("recipient_user_id"), RecipientTeam: p.Get("recipient_team_id"), At: now})
-			logCall(ts, md)
-			writeJSON(w, map[string]any{"ok": true, "channel": channel, "ts": ts})
-		}
+		c.startStream()
 	case "chat.appendStream", "chat.stopStream":
-		m := s.message(channel, ts)
-		switch {
-		case m == nil:
-			fail("message_not_found")
-		case !m.Streaming:
-			fail("message_not_in_streaming_state")
-		case method == "chat.appendStream" && md == "":
-			fail("no_text")
-		case utf8.RuneCountInString(m.Text+md) > MaxMarkdown:
-			fail("msg_too_long")
-		default:
-			m.Text += md
-			logCall(ts, md)
-			if method == "chat.stopStream" {
-				m.Streaming = false
-				s.posts = append(s.posts, Post{Channel: channel, Text: m.Text, ThreadTS: m.ThreadTS, TS: ts, At: now})
-			}
-			writeJSON(w, map[string]any{"ok": true, "channel": channel, "ts": ts})
-		}
+		c.appendStream()
 	case "chat.update":
-		m := s.message(channel, ts)
-		switch {
-		case m == nil:
-			fail("message_not_found")
-		case p.Get("text") == "":
-			fail("no_text")
-		case m.Streaming:
-			fail("message_is_streaming") // stop the stream first
-		default:
-			m.Text = p.Get("text")
-			m.Updates++
-			logCall(ts, m.Text)
-			writeJSON(w, map[string]any{"ok": true, "channel": channel, "ts": ts, "text": m.Text})
-		}
+		c.update()
 	case "chat.delete":
-		m := s.message(channel, ts)
+		m := s.message(c.channel, c.ts)
 		if m == nil {
-			fail("message_not_found")
+			c.fail("message_not_found")
 			break
 		}
 		m.Deleted, m.Streaming = true, false
-		logCall(ts, "")
-		writeJSON(w, map[string]any{"ok": true, "channel": channel, "ts": ts})
+		c.logCall(c.ts, "")
+		c.ok()
 	case "assistant.threads.setStatus":
-		if channel == "" || ts == "" {
-			fail("invalid_arguments")
+		if c.channel == "" || c.ts == "" {
+			c.fail("invalid_arguments")
 			break
 		}
-		logCall(ts, p.Get("status"))
+		c.logCall(c.ts, p.Get("status"))
 		writeJSON(w, map[string]any{"ok": true})
 	default:
 		return false
 	}
 	return true
+}
+
+// liveCall is one call of a live-reply method, answered under s.mu.
+type liveCall struct {
+	s           *Server
+	w           http.ResponseWriter
+	method      string
+	p           url.Values
+	channel, ts string
+	md          string // markdown_text
+	now         time.Time
+}
+
+func (c *liveCall) fail(code string) { writeJSON(c.w, map[string]any{"ok": false, "error": code}) }
+
+func (c *liveCall) ok() { writeJSON(c.w, map[string]any{"ok": true, "channel": c.channel, "ts": c.ts}) }
+
+func (c *liveCall) logCall(ts, text string) {
+	c.s.log = append(c.s.log, Call{Method: c.method, Channel: c.channel, TS: ts, Text: text, At: c.now})
+}
+
+// startStream is chat.startStream: a new streaming message.
+func (c *liveCall) startStream() {
+	s, p := c.s, c.p
+	switch {
+	case c.channel == "":
+		c.fail("channel_not_found")
+	case c.channel[0] != 'D' && (p.Get("recipient_user_id") == "" || p.Get("recipient_team_id") == ""):
+		c.fail("invalid_arguments")
+	case utf8.RuneCountInString(c.md) > MaxMarkdown:
+		c.fail("msg_too_long")
+	default:
+		ts := fmt.Sprintf("1800000000.%06d", s.nextTS)
+		s.nextTS++
+		s.messages = append(s.messages, &Msg{Channel: c.channel, ThreadTS: p.Get("thread_ts"), TS: ts, Text: c.md,
+			Streamed: true, Streaming: true, RecipientUser: p.Get("recipient_user_id"), RecipientTeam: p.Get("recipient_team_id"), At: c.now})
+		c.logCall(ts, c.md)
+		writeJSON(c.w, map[string]any{"ok": true, "channel": c.channel, "ts": ts})
+	}
+}
+
+// appendStream is chat.appendStream and chat.stopStream: text added to a
+// streaming message, which stopStream then posts.
+func (c *liveCall) appendStream() {
+	m := c.s.message(c.channel, c.ts)
+	switch {
+	case m == nil:
+		c.fail("message_not_found")
+	case !m.Streaming:
+		c.fail("message_not_in_streaming_state")
+	case c.method == "chat.appendStream" && c.md == "":
+		c.fail("no_text")
+	case utf8.RuneCountInString(m.Text+c.md) > MaxMarkdown:
+		c.fail("msg_too_long")
+	default:
+		m.Text += c.md
+		c.logCall(c.ts, c.md)
+		if c.method == "chat.stopStream" {
+			m.Streaming = false
+			c.s.posts = append(c.s.posts, Post{Channel: c.channel, Text: m.Text, ThreadTS: m.ThreadTS, TS: c.ts, At: c.now})
+		}
+		c.ok()
+	}
+}
+
+// update is chat.update of a message that is not streaming.
+func (c *liveCall) update() {
+	m := c.s.message(c.channel, c.ts)
+	switch {
+	case m == nil:
+		c.fail("message_not_found")
+	case c.p.Get("text") == "":
+		c.fail("no_text")
+	case m.Streaming:
+		c.fail("message_is_streaming") // stop the stream first
+	default:
+		m.Text = c.p.Get("text")
+		m.Updates++
+		c.logCall(c.ts, m.Text)
+		writeJSON(c.w, map[string]any{"ok": true, "channel": c.channel, "ts": c.ts, "text": m.Text})
+	}
 }

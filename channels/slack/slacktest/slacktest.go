@@ -255,37 +255,8 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 	method := strings.TrimPrefix(r.URL.Path, "/api/")
-	var params url.Values
-	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
-		var m map[string]any
-		json.NewDecoder(r.Body).Decode(&m)
-		params = url.Values{}
-		for k, v := range m {
-			params.Set(k, fmt.Sprint(v))
-		}
-	} else {
-		r.ParseForm()
-		params = r.Form
-	}
-	token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if token == "" {
-		token = params.Get("token")
-	}
-
-	s.mu.Lock()
-	s.calls = append(s.calls, method)
-	var fail *Failure
-	if fs := s.failures[method]; len(fs) > 0 {
-		fail = &fs[0]
-		s.failures[method] = fs[1:]
-		if fail.Pass {
-			fail = nil
-		}
-	} else if code, ok := s.refused[method]; ok {
-		fail = &Failure{Error: code}
-	}
-	s.mu.Unlock()
-
+	params, token := apiParams(r)
+	fail := s.failureFor(method)
 	want := BotToken
 	if method == "apps.connections.open" {
 		want = AppToken
@@ -317,19 +288,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"ok": true, "url": "https://parley.slack.com/", "team": "Parley", "user": "parley",
 			"team_id": TeamID, "user_id": BotUserID, "bot_id": BotID})
 	case "chat.postMessage":
-		if params.Get("text") == "" {
-			writeJSON(w, map[string]any{"ok": false, "error": "no_text"})
-			return
-		}
-		s.mu.Lock()
-		ts := fmt.Sprintf("1800000000.%06d", s.nextTS)
-		s.nextTS++
-		now := time.Now()
-		s.posts = append(s.posts, Post{Channel: params.Get("channel"), Text: params.Get("text"), ThreadTS: params.Get("thread_ts"), TS: ts, At: now})
-		s.messages = append(s.messages, &Msg{Channel: params.Get("channel"), ThreadTS: params.Get("thread_ts"), TS: ts, Text: params.Get("text"), At: now})
-		s.log = append(s.log, Call{Method: method, Channel: params.Get("channel"), TS: ts, Text: params.Get("text"), At: now})
-		s.mu.Unlock()
-		writeJSON(w, map[string]any{"ok": true, "channel": params.Get("channel"), "ts": ts})
+		s.postMessage(w, method, params)
 	case "conversations.info":
 		id := params.Get("channel")
 		s.mu.Lock()
@@ -354,6 +313,65 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, map[string]any{"ok": false, "error": "unknown_method"})
 		}
 	}
+}
+
+// apiParams reads a Web API call's parameters (a form or a JSON body) and
+// its token (the Authorization header or the token parameter).
+func apiParams(r *http.Request) (url.Values, string) {
+	var params url.Values
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		var m map[string]any
+		json.NewDecoder(r.Body).Decode(&m)
+		params = url.Values{}
+		for k, v := range m {
+			params.Set(k, fmt.Sprint(v))
+		}
+	} else {
+		r.ParseForm()
+		params = r.Form
+	}
+	token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if token == "" {
+		token = params.Get("token")
+	}
+	return params, token
+}
+
+// failureFor records a call of method and returns the failure it is to
+// answer, if any: the next one queued for it, or its standing refusal.
+func (s *Server) failureFor(method string) *Failure {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, method)
+	var fail *Failure
+	if fs := s.failures[method]; len(fs) > 0 {
+		fail = &fs[0]
+		s.failures[method] = fs[1:]
+		if fail.Pass {
+			fail = nil
+		}
+	} else if code, ok := s.refused[method]; ok {
+		fail = &Failure{Error: code}
+	}
+	return fail
+}
+
+// postMessage is chat.postMessage: the message is recorded and gets the
+// next ts.
+func (s *Server) postMessage(w http.ResponseWriter, method string, params url.Values) {
+	if params.Get("text") == "" {
+		writeJSON(w, map[string]any{"ok": false, "error": "no_text"})
+		return
+	}
+	s.mu.Lock()
+	ts := fmt.Sprintf("1800000000.%06d", s.nextTS)
+	s.nextTS++
+	now := time.Now()
+	s.posts = append(s.posts, Post{Channel: params.Get("channel"), Text: params.Get("text"), ThreadTS: params.Get("thread_ts"), TS: ts, At: now})
+	s.messages = append(s.messages, &Msg{Channel: params.Get("channel"), ThreadTS: params.Get("thread_ts"), TS: ts, Text: params.Get("text"), At: now})
+	s.log = append(s.log, Call{Method: method, Channel: params.Get("channel"), TS: ts, Text: params.Get("text"), At: now})
+	s.mu.Unlock()
+	writeJSON(w, map[string]any{"ok": true, "channel": params.Get("channel"), "ts": ts})
 }
 
 func (s *Server) response(w http.ResponseWriter, r *http.Request) {

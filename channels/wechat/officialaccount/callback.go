@@ -109,6 +109,13 @@ func (a *Adapter) callback(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		msg, encrypted, err = a.open(q, body)
 	}
+	if err == nil {
+		if err = a.replays.Check(r.Context(), q, body); err != nil && !errors.Is(err, wxcrypto.ErrRefused) {
+			a.log.Error("could not record the callback; WeChat will retry it", "err", err)
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+			return
+		}
+	}
 	if err != nil {
 		a.refuse(w, r, err)
 		return

@@ -135,6 +135,8 @@ type Adapter struct {
 	api     *wxapi.Client
 	typing  *retry.Retrier // one try: a typing indicator is not worth a retry
 	passive *passive
+	// replays refuses a signed query seen before with another body.
+	replays *wxcrypto.Replays
 	// refusals keeps refused callbacks from flooding the log.
 	refusals *logthrottle.Throttle
 
@@ -208,8 +210,9 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 	a.typing = a.api.Retrier.WithAttempts(1)
 	a.passive = &passive{client: opts.Redis, prefix: opts.Prefix + Name + ":reply:{" + cfg.AppID + ":",
 		wait: opts.PassiveWait, ttl: opts.StateTTL, polling: pollEvery}
+	a.replays = wxcrypto.NewReplays(opts.Redis, opts.Prefix+Name+":{"+cfg.AppID+"}:", opts.Window)
 	if !crypter.Encrypts() {
-		log.Info("no encoding_aes_key: callbacks are accepted in plaintext mode only")
+		log.Warn("no encoding_aes_key: callbacks are accepted in plaintext mode only, where the signature does not cover the message; use safe mode to authenticate it")
 	}
 	return a, nil
 }

@@ -305,43 +305,7 @@ func (f *ILink) handle(w http.ResponseWriter, r *http.Request) {
 		_ = json.Unmarshal(body["get_updates_buf"], &cursor)
 		f.getUpdates(w, r, cursor, replica)
 	case "/ilink/bot/sendmessage":
-		var req struct {
-			Msg struct {
-				To       string `json:"to_user_id"`
-				ClientID string `json:"client_id"`
-				Items    []struct {
-					Text struct {
-						Text string `json:"text"`
-					} `json:"text_item"`
-				} `json:"item_list"`
-				ContextToken string `json:"context_token"`
-				MessageType  int    `json:"message_type"`
-				MessageState int    `json:"message_state"`
-			} `json:"msg"`
-		}
-		raw, _ := json.Marshal(body)
-		_ = json.Unmarshal(raw, &req)
-		s := Sent{To: req.Msg.To, ClientID: req.Msg.ClientID, ContextToken: req.Msg.ContextToken, Replica: replica}
-		for _, it := range req.Msg.Items {
-			s.Text += it.Text.Text
-		}
-		f.mu.Lock()
-		if len(f.sendStatus) > 0 {
-			s.Status, f.sendStatus = f.sendStatus[0], f.sendStatus[1:]
-		} else if len(f.sendRet) > 0 {
-			s.Ret, f.sendRet = f.sendRet[0], f.sendRet[1:]
-		}
-		f.sends = append(f.sends, s)
-		f.mu.Unlock()
-		if s.Status != 0 {
-			http.Error(w, "scripted failure", s.Status)
-			return
-		}
-		if s.Ret != 0 {
-			writeJSON(w, map[string]any{"ret": s.Ret, "errmsg": "scripted failure"})
-			return
-		}
-		writeJSON(w, map[string]any{"ret": 0})
+		f.sendMessage(w, body, replica)
 	case "/ilink/bot/getconfig":
 		writeJSON(w, map[string]any{"ret": 0, "typing_ticket": "ticket-1"})
 	case "/ilink/bot/sendtyping":
@@ -359,6 +323,48 @@ func (f *ILink) handle(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// sendMessage records a sendmessage call and answers it, or fails it as
+// the test scripted.
+func (f *ILink) sendMessage(w http.ResponseWriter, body map[string]json.RawMessage, replica string) {
+	var req struct {
+		Msg struct {
+			To       string `json:"to_user_id"`
+			ClientID string `json:"client_id"`
+			Items    []struct {
+				Text struct {
+					Text string `json:"text"`
+				} `json:"text_item"`
+			} `json:"item_list"`
+			ContextToken string `json:"context_token"`
+			MessageType  int    `json:"message_type"`
+			MessageState int    `json:"message_state"`
+		} `json:"msg"`
+	}
+	raw, _ := json.Marshal(body)
+	_ = json.Unmarshal(raw, &req)
+	s := Sent{To: req.Msg.To, ClientID: req.Msg.ClientID, ContextToken: req.Msg.ContextToken, Replica: replica}
+	for _, it := range req.Msg.Items {
+		s.Text += it.Text.Text
+	}
+	f.mu.Lock()
+	if len(f.sendStatus) > 0 {
+		s.Status, f.sendStatus = f.sendStatus[0], f.sendStatus[1:]
+	} else if len(f.sendRet) > 0 {
+		s.Ret, f.sendRet = f.sendRet[0], f.sendRet[1:]
+	}
+	f.sends = append(f.sends, s)
+	f.mu.Unlock()
+	if s.Status != 0 {
+		http.Error(w, "scripted failure", s.Status)
+		return
+	}
+	if s.Ret != 0 {
+		writeJSON(w, map[string]any{"ret": s.Ret, "errmsg": "scripted failure"})
+		return
+	}
+	writeJSON(w, map[string]any{"ret": 0})
 }
 
 func (f *ILink) loginStatus(w http.ResponseWriter, r *http.Request) {

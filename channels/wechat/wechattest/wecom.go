@@ -143,56 +143,7 @@ func (f *WeCom) serve(ws *websocket.Conn) {
 			continue
 		}
 		fr.ReqID, fr.Conn, fr.At = fr.Headers.ReqID, c.n, time.Now()
-		f.mu.Lock()
-		f.frames = append(f.frames, fr)
-		ack := map[string]any{"headers": map[string]string{"req_id": fr.ReqID}, "errcode": 0, "errmsg": "ok"}
-		var kick *wsConn
-		switch fr.Cmd {
-		case "aibot_subscribe":
-			var b struct {
-				BotID  string `json:"bot_id"`
-				Secret string `json:"secret"`
-			}
-			_ = json.Unmarshal(fr.Body, &b)
-			if b.BotID != f.BotID || b.Secret != f.Secret {
-				ack["errcode"], ack["errmsg"] = 40058, "invalid bot_id or secret"
-				break
-			}
-			f.subscribes++
-			if f.current != nil && f.current != c {
-				kick = f.current
-			}
-			c.subscribed = true
-			f.current = c
-			live := 0
-			for _, x := range f.conns {
-				if x.subscribed && !x.closed && x != kick {
-					live++
-				}
-			}
-			f.maxLive = max(f.maxLive, live)
-		case "aibot_respond_msg":
-			if code, ok := f.respondErr[fr.ReqID]; ok {
-				ack["errcode"], ack["errmsg"] = code, "req_id expired"
-				break
-			}
-			st := fr.Stream()
-			if st.ID == "" {
-				break
-			}
-			switch {
-			case f.finished[st.ID]:
-				ack["errcode"], ack["errmsg"] = 846605, "stream message already finished"
-			case f.expired[st.ID]:
-				ack["errcode"], ack["errmsg"] = 846608, "stream message update expired"
-			case st.Finish:
-				f.finished[st.ID] = true
-			}
-		}
-		if code, _ := ack["errcode"].(int); code != 0 {
-			f.frames[len(f.frames)-1].ErrCode = code
-		}
-		f.mu.Unlock()
+		ack, kick := f.answer(c, fr)
 		if kick != nil {
 			_ = kick.send(map[string]any{"cmd": "aibot_event_callback", "headers": map[string]string{"req_id": "evt"},
 				"body": map[string]any{"msgtype": "event", "event": map[string]string{"eventtype": "disconnected_event"}}})
@@ -201,6 +152,75 @@ func (f *WeCom) serve(ws *websocket.Conn) {
 		if err := c.send(ack); err != nil {
 			return
 		}
+	}
+}
+
+// answer records a frame from c and returns its ack, and the connection
+// a subscription takes over from (to be kicked), if any.
+func (f *WeCom) answer(c *wsConn, fr Frame) (map[string]any, *wsConn) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.frames = append(f.frames, fr)
+	ack := map[string]any{"headers": map[string]string{"req_id": fr.ReqID}, "errcode": 0, "errmsg": "ok"}
+	var kick *wsConn
+	switch fr.Cmd {
+	case "aibot_subscribe":
+		kick = f.subscribe(c, fr, ack)
+	case "aibot_respond_msg":
+		f.respond(fr, ack)
+	}
+	if code, _ := ack["errcode"].(int); code != 0 {
+		f.frames[len(f.frames)-1].ErrCode = code
+	}
+	return ack, kick
+}
+
+// subscribe makes c the bot's connection if the credentials hold, and
+// returns the one it replaces. f.mu is held.
+func (f *WeCom) subscribe(c *wsConn, fr Frame, ack map[string]any) (kick *wsConn) {
+	var b struct {
+		BotID  string `json:"bot_id"`
+		Secret string `json:"secret"`
+	}
+	_ = json.Unmarshal(fr.Body, &b)
+	if b.BotID != f.BotID || b.Secret != f.Secret {
+		ack["errcode"], ack["errmsg"] = 40058, "invalid bot_id or secret"
+		return nil
+	}
+	f.subscribes++
+	if f.current != nil && f.current != c {
+		kick = f.current
+	}
+	c.subscribed = true
+	f.current = c
+	live := 0
+	for _, x := range f.conns {
+		if x.subscribed && !x.closed && x != kick {
+			live++
+		}
+	}
+	f.maxLive = max(f.maxLive, live)
+	return kick
+}
+
+// respond checks a reply frame against the scripted failures and the
+// stream's state. f.mu is held.
+func (f *WeCom) respond(fr Frame, ack map[string]any) {
+	if code, ok := f.respondErr[fr.ReqID]; ok {
+		ack["errcode"], ack["errmsg"] = code, "req_id expired"
+		return
+	}
+	st := fr.Stream()
+	if st.ID == "" {
+		return
+	}
+	switch {
+	case f.finished[st.ID]:
+		ack["errcode"], ack["errmsg"] = 846605, "stream message already finished"
+	case f.expired[st.ID]:
+		ack["errcode"], ack["errmsg"] = 846608, "stream message update expired"
+	case st.Finish:
+		f.finished[st.ID] = true
 	}
 }
 

@@ -80,6 +80,13 @@ func (a *Adapter) callback(w http.ResponseWriter, r *http.Request, ap *app) {
 		return
 	}
 	msg, err := ap.crypter.OpenMessage(q, body, a.opts.Now(), a.opts.Window)
+	if err == nil {
+		if err = ap.replays.Check(r.Context(), q, body); err != nil && !errors.Is(err, wxcrypto.ErrRefused) {
+			ap.log.Error("could not record the callback; WeCom will retry it", "err", err)
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+			return
+		}
+	}
 	if err != nil {
 		a.refuse(w, r, ap, err)
 		return

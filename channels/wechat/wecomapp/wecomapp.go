@@ -102,6 +102,8 @@ type app struct {
 	crypter *wxcrypto.Crypter
 	api     *wxapi.Client
 	log     *slog.Logger
+	// replays refuses a signed query seen before with another body.
+	replays *wxcrypto.Replays
 }
 
 var (
@@ -164,7 +166,8 @@ func (a *Adapter) newApp(c App) (*app, error) {
 		TokenOp: "gettoken", TokenPath: "/cgi-bin/gettoken",
 		TokenQuery: func() url.Values { return url.Values{"corpid": {c.CorpID}, "corpsecret": {c.Secret.Reveal()}} },
 	}, a.opts.API, a.opts.Redis, a.opts.Prefix, a.m, log)
-	ap := &app{cfg: c, crypter: crypter, api: api, log: log}
+	ap := &app{cfg: c, crypter: crypter, api: api, log: log,
+		replays: wxcrypto.NewReplays(a.opts.Redis, a.opts.Prefix+Name+":{"+c.Name+"}:", a.opts.Window)}
 	return ap, nil
 }
 

@@ -22,7 +22,8 @@ const MaxParam = 1024
 // DefaultWindow is how far a callback's timestamp may be from the clock.
 // The platforms retry for about 15 seconds; five minutes absorbs clock
 // skew while bounding how long a captured callback can be replayed (a
-// replay inside it is de-duplicated on its MsgId).
+// replay inside it is refused by Replays unless it repeats the body, and
+// then de-duplicated on its MsgId).
 const DefaultWindow = 5 * time.Minute
 
 // ErrRefused is every failed check of a callback. Answer it with

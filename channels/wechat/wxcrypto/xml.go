@@ -3,6 +3,8 @@ package wxcrypto
 import (
 	"bytes"
 	"encoding/xml"
+	"errors"
+	"io"
 	"strconv"
 	"time"
 )
@@ -38,8 +40,13 @@ type Message struct {
 	Encrypt string `xml:"Encrypt"`
 }
 
-// document reads the root element <xml> into v, refusing anything else.
+// document reads the root element <xml> into v, refusing anything else:
+// a field named twice (encoding/xml would keep the last), and anything but
+// whitespace and comments after </xml> (which it would leave unread).
 func document(raw []byte, v any) error {
+	if err := checkShape(raw); err != nil {
+		return err
+	}
 	dec := xml.NewDecoder(bytes.NewReader(raw))
 	dec.Strict = true // and no CharsetReader: a charset other than UTF-8 is an error
 	start, err := firstElement(dec)
@@ -53,6 +60,53 @@ func document(raw []byte, v any) error {
 		return refuse(ReasonBadRequest, "malformed XML")
 	}
 	return nil
+}
+
+// checkShape refuses a document whose root names a child element twice,
+// or that goes on after the root element ends.
+func checkShape(raw []byte) error {
+	dec := xml.NewDecoder(bytes.NewReader(raw))
+	dec.Strict = true
+	if _, err := firstElement(dec); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for depth := 1; depth > 0; {
+		tok, err := dec.Token()
+		if err != nil {
+			return refuse(ReasonBadRequest, "malformed XML")
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			if depth == 1 {
+				if seen[t.Name.Local] {
+					return refuse(ReasonBadRequest, "element <"+t.Name.Local+"> appears twice")
+				}
+				seen[t.Name.Local] = true
+			}
+			depth++
+		case xml.EndElement:
+			depth--
+		}
+	}
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return refuse(ReasonBadRequest, "malformed XML after the root element")
+		}
+		switch t := tok.(type) {
+		case xml.Comment:
+		case xml.CharData:
+			if len(bytes.TrimSpace(t)) != 0 {
+				return refuse(ReasonBadRequest, "text after the root element")
+			}
+		default:
+			return refuse(ReasonBadRequest, "content after the root element")
+		}
+	}
 }
 
 // firstElement skips the prolog (declaration, comments, whitespace).
