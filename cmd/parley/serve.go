@@ -13,6 +13,7 @@ import (
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway"
 	"github.com/parleyhq/parley/internal/logthrottle"
+	"github.com/parleyhq/parley/listener"
 )
 
 func (e *environment) serve(args []string) (err error) {
@@ -59,29 +60,13 @@ func (e *environment) serve(args []string) (err error) {
 	if err := a.startAdmin(); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-	}
-	busy := logthrottle.New(logthrottle.DefaultEvery, nil) // a flood of slow bodies logs a line per interval
-	srv := newServer(cfg.Server, limitBodies(cfg.Server.MaxConcurrentBodies, timeWebhooks(mux, a.metrics), func() {
-		a.metrics.MessagesRejected.WithLabelValues("http", "busy").Inc()
-		busy.Log(context.Background(), log, slog.LevelWarn, "busy", "http", "request refused: server.max_concurrent_bodies requests are reading a body already", "limit", cfg.Server.MaxConcurrentBodies)
-	}))
 	serveErr := make(chan error, 2)
-	go func() { serveErr <- srv.Serve(ln) }()
-	a.onStop("http server", srv.Shutdown)
-	if cfg.Server.MetricsListen != "" {
-		mln, err := net.Listen("tcp", cfg.Server.MetricsListen)
-		if err != nil {
-			return fmt.Errorf("listen on %s (PARLEY_METRICS_LISTEN): %w", cfg.Server.MetricsListen, err)
-		}
-		metricsMux := http.NewServeMux()
-		metricsMux.Handle("GET /metrics", a.metricsHandler())
-		msrv := newServer(cfg.Server, metricsMux)
-		go func() { serveErr <- msrv.Serve(mln) }()
-		a.onStop("metrics server", msrv.Shutdown)
-		log.Info("metrics served on their own listener", "addr", mln.Addr().String())
+	addr, err := a.serveWebhooks(mux, serveErr)
+	if err != nil {
+		return err
+	}
+	if err := a.serveMetrics(serveErr); err != nil {
+		return err
 	}
 	// Stop intake first: readiness fails, so no new requests are routed
 	// here while running turns finish.
@@ -90,7 +75,7 @@ func (e *environment) serve(args []string) (err error) {
 		draining.Store(true)
 		return nil
 	})
-	log.Info("parley serving", "addr", ln.Addr().String(), "version", version, "model", cfg.Model.Name)
+	log.Info("parley serving", "addr", addr, "version", version, "model", cfg.Model.Name)
 
 	select {
 	case <-e.ctx.Done():
@@ -99,6 +84,45 @@ func (e *environment) serve(args []string) (err error) {
 			log.Error("http server", "err", err)
 		}
 	}
+	return nil
+}
+
+// serveWebhooks serves mux on the listen address, behind the listener's
+// deadlines, body limit and webhook timing; a server that stops on its own
+// reports to serveErr. It returns the address it listens on.
+func (a *app) serveWebhooks(mux *http.ServeMux, serveErr chan<- error) (string, error) {
+	c := a.cfg
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return "", fmt.Errorf("listen on %s: %w", c.Listen, err)
+	}
+	busy := logthrottle.New(logthrottle.DefaultEvery, nil) // a flood of slow bodies logs a line per interval
+	srv := listener.New(c.Server, listener.LimitBodies(c.Server.MaxConcurrentBodies, listener.TimeWebhooks(mux, a.metrics), func() {
+		a.metrics.MessagesRejected.WithLabelValues("http", "busy").Inc()
+		busy.Log(context.Background(), a.log, slog.LevelWarn, "busy", "http", "request refused: server.max_concurrent_bodies requests are reading a body already", "limit", c.Server.MaxConcurrentBodies)
+	}))
+	go func() { serveErr <- srv.Serve(ln) }()
+	a.onStop("http server", srv.Shutdown)
+	return ln.Addr().String(), nil
+}
+
+// serveMetrics serves /metrics on server.metrics_listen, when set, instead
+// of on the webhook listener.
+func (a *app) serveMetrics(serveErr chan<- error) error {
+	c := a.cfg.Server
+	if c.MetricsListen == "" {
+		return nil
+	}
+	mln, err := net.Listen("tcp", c.MetricsListen)
+	if err != nil {
+		return fmt.Errorf("listen on %s (PARLEY_METRICS_LISTEN): %w", c.MetricsListen, err)
+	}
+	metricsMux := http.NewServeMux()
+	metricsMux.Handle("GET /metrics", a.metricsHandler())
+	msrv := listener.New(c, metricsMux)
+	go func() { serveErr <- msrv.Serve(mln) }()
+	a.onStop("metrics server", msrv.Shutdown)
+	a.log.Info("metrics served on their own listener", "addr", mln.Addr().String())
 	return nil
 }
 
@@ -144,17 +168,4 @@ func (a *app) routes(draining *atomic.Bool) *http.ServeMux {
 		mux.Handle("GET /metrics", a.metricsHandler())
 	}
 	return mux
-}
-
-// newServer is an HTTP server with every phase of a request under a
-// deadline (config server:), so a slow client is cut off.
-func newServer(c config.Server, h http.Handler) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: c.ReadHeaderTimeout,
-		ReadTimeout:       c.ReadTimeout,
-		WriteTimeout:      c.WriteTimeout,
-		IdleTimeout:       c.IdleTimeout,
-		MaxHeaderBytes:    64 << 10,
-	}
 }

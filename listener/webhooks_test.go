@@ -1,4 +1,4 @@
-package main
+package listener
 
 import (
 	"net/http"
@@ -19,7 +19,7 @@ func TestTimeWebhooksObservesRoutedPosts(t *testing.T) {
 	mux.HandleFunc("POST /slack/events", func(w http.ResponseWriter, r *http.Request) {})
 	mux.HandleFunc("POST /feishu/events", func(w http.ResponseWriter, r *http.Request) {})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {})
-	h := timeWebhooks(mux, m)
+	h := TimeWebhooks(mux, m)
 	for _, req := range []struct{ method, path string }{
 		{"POST", "/slack/events"}, {"POST", "/slack/events"}, {"POST", "/feishu/events"},
 		{"GET", "/healthz"}, {"POST", "/nowhere"}, {"GET", "/slack/events"},
