@@ -39,7 +39,7 @@ func (e *environment) config(args []string) error {
 		return fmt.Errorf("render config: %w", err)
 	}
 	e.stdout.Write(out)
-	if err := cfg.RequireModelKey(); err != nil {
+	if err := agent.ModelsFrom(cfg).RequireKey(); err != nil {
 		warnings = append(warnings, err.Error())
 	}
 	// serve starts without them too, with the server down: a warning
