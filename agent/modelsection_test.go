@@ -117,6 +117,9 @@ func TestModelsValidation(t *testing.T) {
 		{"unknown chat model", "models:\n  b: {name: x}\npolicies:\n  platforms:\n    slack:\n      workspaces:\n        T1:\n          chats:\n            C1: {model: c}\n", nil,
 			[]string{"policies.platforms.slack.workspaces.T1.chats.C1.model", `"c"`}},
 		{"unknown default-level model", "policies:\n  default: {model: x}\n", nil, []string{"policies.default.model"}},
+		{"unknown model under an unknown platform", "policies:\n  platforms:\n    bogus: {model: x}\n", nil, []string{"policies.platforms.bogus: unknown platform"}},
+		// models: is a mapping in the file, though its section is a struct.
+		{"models a list", "models: [a]\n", nil, []string{"line 1: models: a list where a mapping (key: value) belongs"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,6 +131,9 @@ func TestModelsValidation(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not mention %q", err, w)
 				}
+			}
+			if strings.Contains(tt.name, "unknown platform") && strings.Contains(err.Error(), "bogus.model") {
+				t.Errorf("error %q checks the model of a platform the policy cannot know", err)
 			}
 		})
 	}

@@ -5,7 +5,7 @@
 // The keys of the file itself (listen, home, workspace, log, redis,
 // server, …) are defined here. Each other section is defined by the
 // package that uses it and registered from its init function: a top-level
-// section (sessions:, media:, gateway:) with RegisterSection, a chat
+// section (model:, sessions:, media:, gateway:) with RegisterSection, a chat
 // platform's (slack:, feishu:, wechat:) with RegisterPlatform, one under
 // tools: (tools.mcp, tools.web_fetch, …) with RegisterToolSection. Load
 // decodes, overrides, validates and prints those sections like the rest;
