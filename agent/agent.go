@@ -35,7 +35,7 @@ import (
 )
 
 // Defaults applied by New to zero Config fields that are not keys of the
-// file (those fall back to the config.Default* constants).
+// file (those fall back to DefaultModelSection).
 const (
 	DefaultBackoffBase = 500 * time.Millisecond
 	DefaultBackoffMax  = 8 * time.Second
@@ -74,7 +74,7 @@ const (
 )
 
 // Config tunes an Agent. Zero fields take the file's defaults
-// (config.Default*) or the ones above; MaxRetries zero means no retries,
+// (DefaultModelSection) or the ones above; MaxRetries zero means no retries,
 // as in the file.
 type Config struct {
 	// Model is the model name sent with every request. Required.
@@ -82,7 +82,7 @@ type Config struct {
 	// Vision marks Model as accepting images.
 	Vision bool
 	// Fallbacks are the keys of the Models tried after Model when it
-	// fails, in order: the whole chain (see config.Endpoint.Fallbacks).
+	// fails, in order: the whole chain (see Endpoint.Fallbacks).
 	Fallbacks []string
 	// Models are further models, for Fallbacks and for turns that name
 	// one (TurnRequest.Model). Model is config.DefaultModelKey among them.
@@ -102,7 +102,7 @@ type Config struct {
 	TurnTimeout time.Duration
 	// MaxRetries is how many times a failed request is sent again after
 	// the first attempt; 0 (or less) never retries. The file's default is
-	// config.DefaultMaxRetries.
+	// DefaultModelSection's.
 	MaxRetries int
 	// MaxTokens caps the completion tokens of each request (sent as
 	// max_completion_tokens).
@@ -129,14 +129,15 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
+	file := DefaultModelSection()
 	if c.MaxToolIterations <= 0 {
-		c.MaxToolIterations = config.DefaultMaxToolIterations
+		c.MaxToolIterations = file.MaxToolIterations
 	}
 	if c.Timeout <= 0 {
-		c.Timeout = config.DefaultModelTimeout
+		c.Timeout = file.Timeout
 	}
 	if c.TurnTimeout <= 0 {
-		c.TurnTimeout = config.DefaultTurnTimeout
+		c.TurnTimeout = file.TurnTimeout
 	}
 	if c.StreamIdleTimeout <= 0 {
 		c.StreamIdleTimeout = DefaultStreamIdleTimeout
@@ -144,13 +145,13 @@ func (c Config) withDefaults() Config {
 	c.StreamIdleTimeout = min(c.StreamIdleTimeout, c.Timeout)
 	c.MaxRetries = max(c.MaxRetries, 0)
 	if c.MaxTokens <= 0 {
-		c.MaxTokens = config.DefaultMaxTokens
+		c.MaxTokens = file.MaxTokens
 	}
 	if c.MaxToolCallsPerAnswer <= 0 {
-		c.MaxToolCallsPerAnswer = config.DefaultMaxToolCallsPerAnswer
+		c.MaxToolCallsPerAnswer = file.MaxToolCallsPerAnswer
 	}
 	if c.MaxToolCallsPerTurn <= 0 {
-		c.MaxToolCallsPerTurn = config.DefaultMaxToolCallsPerTurn
+		c.MaxToolCallsPerTurn = file.MaxToolCallsPerTurn
 	}
 	if c.SystemPrompt == "" {
 		c.SystemPrompt = DefaultSystemPrompt

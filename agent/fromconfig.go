@@ -19,10 +19,12 @@ import (
 // model and its fallbacks.
 func FromConfig(c config.Config, conns int, tracer tracing.Tracer, tools *Registry, m *metrics.Metrics, log *slog.Logger) *Agent {
 	pool := outbound.Options{Conns: conns}
-	client := NewClient(c.Model.BaseURL, c.Model.APIKey.Reveal(), outbound.Client(pool))
+	set := ModelsFrom(c)
+	d := set.Default
+	client := NewClient(d.BaseURL, d.APIKey.Reveal(), outbound.Client(pool))
 	var models []ModelConfig
 	chains := map[string][]string{}
-	for _, ep := range c.Endpoints() {
+	for _, ep := range set.Endpoints() {
 		chains[ep.Key] = ep.Fallbacks
 		if ep.Key == config.DefaultModelKey {
 			continue
@@ -35,21 +37,21 @@ func FromConfig(c config.Config, conns int, tracer tracing.Tracer, tools *Regist
 	if m != nil {
 		m.PrimeModels(chains)
 	}
-	primary, _ := c.Endpoint(config.DefaultModelKey)
+	primary, _ := set.Endpoint(config.DefaultModelKey)
 	return New(Config{
-		Model:             c.Model.Name,
-		Vision:            c.Model.Vision,
+		Model:             d.Name,
+		Vision:            d.Vision,
 		Fallbacks:         primary.Fallbacks,
 		Models:            models,
-		MaxToolIterations: c.Model.MaxToolIterations,
-		Timeout:           c.Model.Timeout,
-		TurnTimeout:       c.Model.TurnTimeout,
-		MaxRetries:        c.Model.MaxRetries, // 0 means no retries in both
-		MaxTokens:         c.Model.MaxTokens,
-		SystemPrompt:      c.Model.SystemPrompt,
+		MaxToolIterations: d.MaxToolIterations,
+		Timeout:           d.Timeout,
+		TurnTimeout:       d.TurnTimeout,
+		MaxRetries:        d.MaxRetries, // 0 means no retries in both
+		MaxTokens:         d.MaxTokens,
+		SystemPrompt:      d.SystemPrompt,
 		Tracer:            tracer,
 
-		MaxToolCallsPerAnswer: c.Model.MaxToolCallsPerAnswer,
-		MaxToolCallsPerTurn:   c.Model.MaxToolCallsPerTurn,
+		MaxToolCallsPerAnswer: d.MaxToolCallsPerAnswer,
+		MaxToolCallsPerTurn:   d.MaxToolCallsPerTurn,
 	}, client, tools, m, log)
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/agent/openaitest"
-	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/metrics"
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -82,7 +81,7 @@ func newHarnessMetrics(t testing.TB, cfg Config, m *metrics.Metrics, tools []Too
 		cfg.Model = "test-model"
 	}
 	if cfg.MaxRetries == 0 {
-		cfg.MaxRetries = config.DefaultMaxRetries // as the file's default
+		cfg.MaxRetries = DefaultModelSection().MaxRetries // as the file's default
 	}
 	if cfg.BackoffBase == 0 {
 		cfg.BackoffBase = time.Millisecond

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/agent/openaitest"
-	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/metrics"
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -174,7 +173,7 @@ func TestModelResponseBodyLimited(t *testing.T) {
 func TestMaxTokensDefault(t *testing.T) {
 	for _, tt := range []struct {
 		set, want int
-	}{{0, config.DefaultMaxTokens}, {500, 500}} {
+	}{{0, DefaultModelSection().MaxTokens}, {500, 500}} {
 		h := newHarness(t, Config{MaxTokens: tt.set}, nil)
 		h.run(t, TurnRequest{UserText: "hi"})
 		if got := h.srv.Requests()[0].MaxCompletionTokens; got != tt.want {

@@ -29,7 +29,7 @@ type ModelConfig struct {
 	// attempt, 0 never retries.
 	MaxRetries int
 	// Fallbacks are the keys of the models tried after it, in order:
-	// the whole chain (see config.Endpoint.Fallbacks).
+	// the whole chain (see Endpoint.Fallbacks).
 	Fallbacks []string
 }
 

@@ -21,7 +21,7 @@ import (
 const maxRetryAfter = 30 * time.Second
 
 // maxResponseBytes bounds the body of a model response that is read: an
-// answer of config.DefaultMaxTokens tokens is a few tens of kilobytes, and
+// answer of the default model.max_tokens is a few tens of kilobytes, and
 // a server must not make Parley hold (or wait for) more.
 const maxResponseBytes = 4 << 20
 

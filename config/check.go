@@ -237,6 +237,9 @@ func (f *fileIndex) unknownKey(line int, key string) string {
 // into the Go type it was meant for.
 func (f *fileIndex) wrongType(line int, tag, value, into string) string {
 	want := typeWords(into)
+	if isMappingSection(into) {
+		want = typeWords("map[string]")
+	}
 	// The deepest entry on the line whose value fits: "log:\n  level: {x: 1}"
 	// has log's mapping and level's on line 2, and level is meant.
 	var found *fileEntry
@@ -266,6 +269,21 @@ func (f *fileIndex) wrongType(line int, tag, value, into string) string {
 	default:
 		return fmt.Sprintf("line %d: %sthe value is not %s", line, key, want)
 	}
+}
+
+// isMappingSection reports whether goType is the type of a registered
+// section that is one mapping in the file (models:, a struct holding only
+// an inline map): to an operator it is a mapping, not a section of keys.
+func isMappingSection(goType string) bool {
+	for _, s := range Sections() {
+		t := reflect.TypeOf(s.NewConfig()).Elem()
+		if t.String() != strings.TrimLeft(goType, "*") || t.NumField() != 1 {
+			continue
+		}
+		_, inline, ok := YAMLField(t.Field(0))
+		return ok && inline && t.Field(0).Type.Kind() == reflect.Map
+	}
+	return false
 }
 
 // typeWords names a Go type as the reference does, with an example.

@@ -5,7 +5,7 @@
 // The keys of the file itself (listen, home, workspace, log, redis,
 // server, …) are defined here. Each other section is defined by the
 // package that uses it and registered from its init function: a top-level
-// section (sessions:, media:, gateway:) with RegisterSection, a chat
+// section (model:, sessions:, media:, gateway:) with RegisterSection, a chat
 // platform's (slack:, feishu:, wechat:) with RegisterPlatform, one under
 // tools: (tools.mcp, tools.web_fetch, …) with RegisterToolSection. Load
 // decodes, overrides, validates and prints those sections like the rest;
@@ -33,16 +33,12 @@ type Config struct {
 	Home      string `yaml:"home"`
 	Workspace string `yaml:"workspace"`
 
-	Log   Log   `yaml:"log"`
-	Model Model `yaml:"model"`
-	// Models are further models by name, for fallbacks and for policies
-	// that choose another model (see NamedModel).
-	Models map[string]*NamedModel `yaml:"models"`
-	Redis  Redis                  `yaml:"redis"`
-	Outbox Outbox                 `yaml:"outbox"`
-	Server Server                 `yaml:"server"`
-	Skills Skills                 `yaml:"skills"`
-	Admin  Admin                  `yaml:"admin"`
+	Log    Log    `yaml:"log"`
+	Redis  Redis  `yaml:"redis"`
+	Outbox Outbox `yaml:"outbox"`
+	Server Server `yaml:"server"`
+	Skills Skills `yaml:"skills"`
+	Admin  Admin  `yaml:"admin"`
 
 	// Sections holds every registered top-level section (sessions:,
 	// media:, gateway:, …) by name (see SectionOf and RegisterSection).
@@ -68,35 +64,6 @@ type core Config
 type Log struct {
 	Format string `yaml:"format"` // text or json (PARLEY_LOG_FORMAT)
 	Level  string `yaml:"level"`  // debug, info, warn, error
-}
-
-// Model is the OpenAI-compatible endpoint and the agent loop's limits.
-type Model struct {
-	BaseURL string        `yaml:"base_url"`
-	APIKey  Secret        `yaml:"api_key"`
-	Name    string        `yaml:"name"`
-	Timeout time.Duration `yaml:"timeout"`
-	// TurnTimeout bounds a whole turn: every request with its retries and
-	// backoffs, and the tool calls between them.
-	TurnTimeout time.Duration `yaml:"turn_timeout"`
-	// MaxRetries is how often a failed request is sent again after the
-	// first attempt; 0 never retries.
-	MaxRetries        int    `yaml:"max_retries"`
-	MaxToolIterations int    `yaml:"max_tool_iterations"`
-	MaxTokens         int    `yaml:"max_tokens"`
-	SystemPrompt      string `yaml:"system_prompt"`
-
-	// MaxToolCallsPerAnswer and MaxToolCallsPerTurn cap the tool calls
-	// run for one model answer and for a whole turn; calls past a cap
-	// are answered with an error result instead of running.
-	MaxToolCallsPerAnswer int `yaml:"max_tool_calls_per_answer"`
-	MaxToolCallsPerTurn   int `yaml:"max_tool_calls_per_turn"`
-
-	// Vision marks a model that accepts images.
-	Vision bool `yaml:"vision"`
-	// Fallbacks name models of models: (or DefaultModelKey, from one of
-	// those) tried in order when this model fails.
-	Fallbacks []string `yaml:"fallbacks"`
 }
 
 // Redis is the shared store. An empty URL means the in-memory store.
@@ -141,18 +108,12 @@ type Skills struct {
 // same constant when a caller leaves it zero, so that a zero means the
 // same in the file, in a Config built by hand and in a package.
 const (
-	DefaultListen            = ":8080"
-	DefaultLogFormat         = "text"
-	DefaultLogLevel          = "info"
-	DefaultModelBaseURL      = "https://api.openai.com/v1"
-	DefaultModelName         = "gpt-4o-mini"
-	DefaultModelTimeout      = 60 * time.Second
-	DefaultTurnTimeout       = 90 * time.Second
-	DefaultMaxRetries        = 3
-	DefaultMaxToolIterations = 8
-	DefaultRedisPrefix       = "parley:"
-	DefaultOutboxMaxAge      = 10 * time.Minute
-	DefaultSkillBodyBudget   = 16 * 1024
+	DefaultListen          = ":8080"
+	DefaultLogFormat       = "text"
+	DefaultLogLevel        = "info"
+	DefaultRedisPrefix     = "parley:"
+	DefaultOutboxMaxAge    = 10 * time.Minute
+	DefaultSkillBodyBudget = 16 * 1024
 )
 
 // Defaults of the server: section.
@@ -162,18 +123,6 @@ const (
 	DefaultWriteTimeout        = 30 * time.Second
 	DefaultIdleTimeout         = 60 * time.Second
 	DefaultMaxConcurrentBodies = 32
-)
-
-// Defaults of the limits a public bot needs (see the Security model in
-// docs/operations.md).
-const (
-	// DefaultMaxTokens bounds what one model answer may cost; a chat
-	// reply rarely needs a tenth of it.
-	DefaultMaxTokens = 4096
-	// DefaultMaxToolCallsPerAnswer matches the read-only calls the agent
-	// runs at once; DefaultMaxToolCallsPerTurn is four such answers.
-	DefaultMaxToolCallsPerAnswer = 16
-	DefaultMaxToolCallsPerTurn   = 64
 )
 
 // Default returns the configuration used when no file and no environment
@@ -190,19 +139,7 @@ func Default() Config {
 		Home:      home,
 		Workspace: wd,
 		Log:       Log{Format: DefaultLogFormat, Level: DefaultLogLevel},
-		Model: Model{
-			BaseURL:           DefaultModelBaseURL,
-			Name:              DefaultModelName,
-			Timeout:           DefaultModelTimeout,
-			TurnTimeout:       DefaultTurnTimeout,
-			MaxRetries:        DefaultMaxRetries,
-			MaxToolIterations: DefaultMaxToolIterations,
-			MaxTokens:         DefaultMaxTokens,
-
-			MaxToolCallsPerAnswer: DefaultMaxToolCallsPerAnswer,
-			MaxToolCallsPerTurn:   DefaultMaxToolCallsPerTurn,
-		},
-		Redis: Redis{Prefix: DefaultRedisPrefix},
+		Redis:     Redis{Prefix: DefaultRedisPrefix},
 		Server: Server{
 			ReadHeaderTimeout:   DefaultReadHeaderTimeout,
 			ReadTimeout:         DefaultReadTimeout,
@@ -261,9 +198,6 @@ func (c *Config) env() []EnvVar {
 		Env("PARLEY_WORKSPACE", &c.Workspace),
 		Env("PARLEY_LOG_FORMAT", &c.Log.Format),
 		Env("PARLEY_LOG_LEVEL", &c.Log.Level),
-		Env("OPENAI_API_KEY", &c.Model.APIKey),
-		Env("OPENAI_BASE_URL", &c.Model.BaseURL),
-		Env("PARLEY_MODEL", &c.Model.Name),
 		Env("REDIS_URL", &c.Redis.URL),
 		Env("PARLEY_ADMIN_LISTEN", &c.Admin.Listen),
 		Env("PARLEY_ADMIN_TOKEN", &c.Admin.Token),
@@ -280,7 +214,7 @@ func (c *Config) env() []EnvVar {
 
 // envVars is every binding of c: the core keys', then each section's.
 func (c *Config) envVars() []EnvVar {
-	vars := append(c.env(), c.modelEnv()...)
+	vars := c.env()
 	for _, s := range Sections() {
 		if sec, ok := c.Sections[s.Name]; ok && sec != nil {
 			vars = append(vars, sec.Env()...)
@@ -370,42 +304,11 @@ func (c Config) problems() []string {
 	default:
 		bad("log.level", "%q must be debug, info, warn or error", c.Log.Level)
 	}
-	if u, err := url.Parse(c.Model.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		bad("model.base_url", "%q is not an http(s) URL", c.Model.BaseURL)
+	if c.Skills.BodyBudget <= 0 {
+		bad("skills.body_budget", "must be greater than 0, got %d", c.Skills.BodyBudget)
 	}
-	if c.Model.Name == "" {
-		bad("model.name", "must not be empty")
-	}
-	positive := []struct {
-		key string
-		v   int
-	}{
-		{"model.max_tool_iterations", c.Model.MaxToolIterations},
-		{"model.max_tool_calls_per_answer", c.Model.MaxToolCallsPerAnswer},
-		{"model.max_tool_calls_per_turn", c.Model.MaxToolCallsPerTurn},
-		{"model.max_tokens", c.Model.MaxTokens},
-		{"skills.body_budget", c.Skills.BodyBudget},
-	}
-	for _, p := range positive {
-		if p.v <= 0 {
-			bad(p.key, "must be greater than 0, got %d", p.v)
-		}
-	}
-	if c.Model.MaxRetries < 0 {
-		bad("model.max_retries", "must not be negative")
-	}
-	durations := []struct {
-		key string
-		v   time.Duration
-	}{
-		{"model.timeout", c.Model.Timeout},
-		{"model.turn_timeout", c.Model.TurnTimeout},
-		{"outbox.max_age", c.Outbox.MaxAge},
-	}
-	for _, d := range durations {
-		if d.v <= 0 {
-			bad(d.key, "must be a positive duration such as 30s")
-		}
+	if c.Outbox.MaxAge <= 0 {
+		bad("outbox.max_age", "must be a positive duration such as 30s")
 	}
 	if c.Redis.URL != "" {
 		if u, err := url.Parse(c.Redis.URL.Reveal()); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
@@ -415,37 +318,11 @@ func (c Config) problems() []string {
 	if c.Redis.Prefix == "" {
 		bad("redis.prefix", "must not be empty")
 	}
-	errs = append(errs, c.validateModels()...)
 	errs = append(errs, c.Admin.validate()...)
 	errs = append(errs, c.validateSections()...)
 	errs = append(errs, c.validateTools()...)
 	errs = append(errs, c.validatePlatforms()...)
 	return errs
-}
-
-// RequireModelKey reports a one-line error naming OPENAI_API_KEY when the
-// configured endpoint is a hosted service, which always needs a key; local
-// servers (Ollama, vLLM on loopback or a private network) usually do not.
-func (c Config) RequireModelKey() error {
-	if c.Model.APIKey.IsSet() {
-		return c.requireModelKeys()
-	}
-	u, err := url.Parse(c.Model.BaseURL)
-	if err != nil {
-		return nil // Validate already names the bad URL
-	}
-	if isLocalHost(u.Hostname()) {
-		return c.requireModelKeys()
-	}
-	return fmt.Errorf("OPENAI_API_KEY is not set; %s needs an API key (set it, or point OPENAI_BASE_URL at a local server)", u.Host)
-}
-
-func isLocalHost(host string) bool {
-	if host == "localhost" || strings.HasSuffix(host, ".local") || strings.HasSuffix(host, ".localhost") || !strings.Contains(host, ".") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && (ip.IsLoopback() || ip.IsPrivate())
 }
 
 // YAML renders the configuration as the file format, each secret as

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/config"
 )
 
@@ -54,8 +55,8 @@ func TestEnvironmentOverridesFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Model.Name != "from-env" || cfg.Listen != ":9000" || cfg.Model.Timeout != 5*time.Second {
-		t.Errorf("model/listen = %q %q %v", cfg.Model.Name, cfg.Listen, cfg.Model.Timeout)
+	if m := agent.ModelSectionFrom(cfg); m.Name != "from-env" || cfg.Listen != ":9000" || m.Timeout != 5*time.Second {
+		t.Errorf("model/listen = %q %q %v", m.Name, cfg.Listen, m.Timeout)
 	}
 	if cfg.Redis.URL != "redis://localhost:6380/1" || cfg.Redis.Prefix != "x:" || cfg.Skills.BodyBudget != 2048 || cfg.Log.Format != "json" || cfg.Home != "/srv/parley" {
 		t.Errorf("overrides not applied: %+v", cfg)
@@ -68,7 +69,7 @@ func TestConfigFileFromEnvAndEmptyFile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("empty file: %v", err)
 	}
-	if cfg.Model.MaxToolIterations != 8 || cfg.Skills.BodyBudget != 16*1024 {
+	if agent.ModelSectionFrom(cfg).MaxToolIterations != 8 || cfg.Skills.BodyBudget != 16*1024 {
 		t.Errorf("defaults lost: %+v", cfg)
 	}
 	if _, err := config.Load(filepath.Join(t.TempDir(), "missing.yaml"), env(nil)); err == nil {
@@ -78,7 +79,8 @@ func TestConfigFileFromEnvAndEmptyFile(t *testing.T) {
 
 func TestYAMLMasksTheCoreSecrets(t *testing.T) {
 	cfg := config.Default()
-	cfg.Model.APIKey = "sk-live-123"
+	model := agent.ModelSectionFrom(cfg)
+	model.APIKey = "sk-live-123"
 	cfg.Redis.URL = "redis://user:hunter2@redis:6379/0"
 	out, err := cfg.YAML()
 	if err != nil {
@@ -92,34 +94,8 @@ func TestYAMLMasksTheCoreSecrets(t *testing.T) {
 	if !strings.Contains(string(out), "api_key: <secret>") || !strings.Contains(string(out), "redis://user:xxxxx@redis:6379/0") {
 		t.Errorf("secrets not masked as expected:\n%s", out)
 	}
-	if cfg.Model.APIKey.Reveal() != "sk-live-123" {
+	if model.APIKey.Reveal() != "sk-live-123" {
 		t.Error("printing changed the value")
-	}
-}
-
-func TestRequireModelKey(t *testing.T) {
-	tests := []struct {
-		base, key string
-		wantErr   bool
-	}{
-		{"https://api.openai.com/v1", "", true},
-		{"https://api.deepseek.com/v1", "", true},
-		{"https://api.openai.com/v1", "sk-1", false},
-		{"http://localhost:11434/v1", "", false},
-		{"http://127.0.0.1:8000/v1", "", false},
-		{"http://ollama:11434/v1", "", false},
-		{"http://10.0.0.5:8000/v1", "", false},
-	}
-	for _, tt := range tests {
-		cfg := config.Default()
-		cfg.Model.BaseURL, cfg.Model.APIKey = tt.base, config.Secret(tt.key)
-		err := cfg.RequireModelKey()
-		if (err != nil) != tt.wantErr {
-			t.Errorf("%s key=%q: err = %v, want error %v", tt.base, tt.key, err, tt.wantErr)
-		}
-		if err != nil && (!strings.Contains(err.Error(), "OPENAI_API_KEY") || strings.Contains(err.Error(), "\n")) {
-			t.Errorf("error %q must be one line naming OPENAI_API_KEY", err)
-		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parleyhq/parley/agent"
 	_ "github.com/parleyhq/parley/agent/mcp" // tools.mcp
 	_ "github.com/parleyhq/parley/agent/web" // tools.web_fetch, tools.web_search
 	_ "github.com/parleyhq/parley/channels/install"
@@ -276,7 +277,7 @@ func TestEverySecretIsMaskedEverywhere(t *testing.T) {
 			t.Errorf("tool section %s has no section in Default()", s.Name)
 		}
 	}
-	for _, want := range []string{"Config.Model.APIKey", "Config.Redis.URL", "Config.Platforms[slack].BotToken", "Config.Platforms[wechat].WeComSecret", "Config.Platforms[wecom_app].Apps[0].Secret",
+	for _, want := range []string{"Config.Sections[model].APIKey", "Config.Redis.URL", "Config.Platforms[slack].BotToken", "Config.Platforms[wechat].WeComSecret", "Config.Platforms[wecom_app].Apps[0].Secret",
 		"Config.Tools[web_search].APIKey", "Config.Tools[mcp].Servers[gh].Headers[Authorization]", "Config.Tools[mcp].Servers[files].Env[FILES_TOKEN]"} {
 		if !slices.Contains(paths, want) {
 			t.Fatalf("the walk did not reach %s (found %v)", want, paths)
@@ -300,8 +301,8 @@ func TestEverySecretIsMaskedEverywhere(t *testing.T) {
 		}
 	}
 	var text, js bytes.Buffer
-	slog.New(slog.NewTextHandler(&text, nil)).Info("config", "cfg", cfg, "model", cfg.Model, "slack", cfg.Platforms["slack"])
-	slog.New(slog.NewJSONHandler(&js, nil)).Info("config", "model", cfg.Model, "redis", cfg.Redis, "feishu", cfg.Platforms["feishu"], "mcp", cfg.Tools["mcp"])
+	slog.New(slog.NewTextHandler(&text, nil)).Info("config", "cfg", cfg, "model", agent.ModelSectionFrom(cfg), "slack", cfg.Platforms["slack"])
+	slog.New(slog.NewJSONHandler(&js, nil)).Info("config", "model", agent.ModelSectionFrom(cfg), "redis", cfg.Redis, "feishu", cfg.Platforms["feishu"], "mcp", cfg.Tools["mcp"])
 	renderings["slog text"], renderings["slog json"] = text.String(), js.String()
 	for name, sec := range cfg.Tools {
 		b, err := json.Marshal(sec)

@@ -7,6 +7,12 @@ package config
 
 import "time"
 
+// DefaultModelKey is how fallbacks, policies and metrics name the model:
+// section, the model every turn uses unless a policy names another. The
+// sections are the agent's; the name is here, below both the policy that
+// names a model and the agent that runs it.
+const DefaultModelKey = "default"
+
 // Names is a list of names or globs in which leaving the key out and
 // writing [] differ: nil is "not set here", an empty list is set and
 // empty. Under omitempty a nil list is not printed and an empty one is

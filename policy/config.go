@@ -30,12 +30,10 @@ func init() {
 	config.RegisterSection(config.SectionSpec{
 		Name:      SectionName,
 		NewConfig: func() config.SectionConfig { return &Config{} },
-		// A level names models of model: and models:, and platforms:
-		// both are other sections, so the tree is checked with the whole
-		// configuration.
-		Check: func(c config.Config) error {
-			return config.Problems(FromConfig(c).validate(c.HasModel, c.ModelChoices()))
-		},
+		// A level names platforms, which are other sections, so the tree
+		// is checked with the whole configuration. The models a level
+		// names are the agent's, which checks them (see Levels).
+		Check: func(c config.Config) error { return config.Problems(FromConfig(c).validate()) },
 	})
 }
 
@@ -79,15 +77,11 @@ type WorkspacePolicy struct {
 	Chats        map[string]config.Level `yaml:"chats,omitempty"`
 }
 
-// validate checks the tree; hasModel tells the model names a level may
-// choose, models lists them for the error. Every problem names its key
-// in full, and they are sorted.
-func (p *Config) validate(hasModel func(string) bool, models string) []string {
+// validate checks the tree but for the models its levels name. Every
+// problem names its key in full, and they are sorted.
+func (p *Config) validate() []string {
 	var errs []string
 	check := func(key string, l config.Level) {
-		if l.Model != "" && !hasModel(l.Model) {
-			errs = append(errs, fmt.Sprintf("%s.model: unknown model %q (want %s)", key, l.Model, models))
-		}
 		for _, n := range []struct {
 			name string
 			v    *int64

@@ -92,7 +92,7 @@ type Resolver struct {
 }
 
 // WithModels returns a copy of r whose Explain describes each model by
-// key (see config.Endpoint.Describe).
+// key (see agent.Endpoint.Describe, which the binary hands over).
 func (r *Resolver) WithModels(describe map[string]string) *Resolver {
 	c := *r
 	c.models = maps.Clone(describe)

@@ -3,6 +3,8 @@ package mcp
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,7 +14,37 @@ import (
 )
 
 func init() {
-	toolsource.Register(toolsource.Source{Name: Section, Part: "MCP server", Open: openSource})
+	toolsource.Register(toolsource.Source{Name: Section, Part: "MCP server", Open: openSource, Warnings: envWarnings, Names: names})
+}
+
+// envWarnings names the variables the servers refer to as ${NAME} that
+// are not set: those servers cannot connect. serve starts without them
+// too, with the server down, so config check warns rather than refuses.
+func envWarnings(c config.Config, getenv func(string) string) []string {
+	var out []string
+	servers := FromConfig(c).Servers
+	for _, name := range slices.Sorted(maps.Keys(servers)) {
+		var missing []string
+		for _, v := range (Config{Servers: map[string]ServerConfig{name: servers[name]}}).EnvVars() {
+			if getenv(v) == "" {
+				missing = append(missing, v)
+			}
+		}
+		if len(missing) > 0 {
+			out = append(out, fmt.Sprintf("tools.mcp.servers.%s: environment variable %s is not set; the server stays down until it is", name, strings.Join(missing, ", ")))
+		}
+	}
+	return out
+}
+
+// names is a prefix per server (SERVER__): its tools are only known once
+// it answers, which config check does not wait for.
+func names(c config.Config) toolsource.Names {
+	var n toolsource.Names
+	for _, s := range slices.Sorted(maps.Keys(FromConfig(c).Servers)) {
+		n.Prefixes = append(n.Prefixes, s+"__")
+	}
+	return n
 }
 
 // source is the configured MCP servers as the binary sees them.

@@ -30,6 +30,51 @@ type Source struct {
 	// deps.Wait for a first connection. The caller closes what it returns;
 	// on error nothing is left running.
 	Open func(ctx context.Context, c config.Config, deps Deps) (Opened, error)
+	// Warnings, when set, names what is suspect in the source's sections
+	// of c, for `parley config check`, which opens nothing: a variable a
+	// server needs that getenv does not have. Nil: nothing.
+	Warnings func(c config.Config, getenv func(string) string) []string
+	// Names, when set, is what the source would offer with c, known
+	// without opening it, so that config check can tell a policy's typo
+	// from a tool. Nil: no tools.
+	Names func(c config.Config) Names
+}
+
+// Names is the tools a source offers, as far as they are known before it
+// is opened.
+type Names struct {
+	// Tools are the names of tools known by their configuration.
+	Tools []string
+	// Prefixes begin the names of tools known only once what serves them
+	// answers ("gh__" for an MCP server's), in order.
+	Prefixes []string
+}
+
+// Warnings lists the warnings of every registered source about c, in
+// source order (see Source.Warnings).
+func Warnings(c config.Config, getenv func(string) string) []string {
+	var out []string
+	for _, s := range Sources() {
+		if s.Warnings != nil {
+			out = append(out, s.Warnings(c, getenv)...)
+		}
+	}
+	return out
+}
+
+// KnownNames gathers the Names of every registered source, its tools
+// sorted and its prefixes in source order.
+func KnownNames(c config.Config) Names {
+	var all Names
+	for _, s := range Sources() {
+		if s.Names != nil {
+			n := s.Names(c)
+			all.Tools = append(all.Tools, n.Tools...)
+			all.Prefixes = append(all.Prefixes, n.Prefixes...)
+		}
+	}
+	slices.Sort(all.Tools)
+	return all
 }
 
 // Deps is what the process shares with every source it opens.

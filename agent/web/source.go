@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/parleyhq/parley/agent/toolsource"
@@ -9,7 +10,21 @@ import (
 )
 
 func init() {
-	toolsource.Register(toolsource.Source{Name: "web", Open: openSource})
+	toolsource.Register(toolsource.Source{Name: "web", Open: openSource, Names: names})
+}
+
+// names lists web_fetch, and web_search when a provider is configured;
+// none when the sections are wrong, which Load reports.
+func names(c config.Config) toolsource.Names {
+	var n toolsource.Names
+	tools, err := Tools(FromConfig(c), Deps{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return n
+	}
+	for _, t := range tools {
+		n.Tools = append(n.Tools, t.Name())
+	}
+	return n
 }
 
 // openSource registers web_fetch, and web_search when a provider is

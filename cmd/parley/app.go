@@ -115,7 +115,7 @@ func plural(n int, noun string) string {
 // registers their teardown. The caller closes it; when newApp fails it has
 // undone what it set up.
 func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err error) {
-	if err := cfg.RequireModelKey(); err != nil {
+	if err := agent.ModelsFrom(cfg).RequireKey(); err != nil {
 		return nil, err
 	}
 	m := metrics.New()
@@ -169,7 +169,7 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 	a.onStop("tool sources", func(context.Context) error { return a.toolset.close() })
 	a.tools = a.toolset.registry
 	a.agent = agent.FromConfig(cfg, gateway.SectionFrom(cfg).Workers, tracer, a.tools, m, log)
-	a.policy = policy.New(*policy.FromConfig(cfg)).WithModels(cfg.ModelDescriptions())
+	a.policy = policy.New(*policy.FromConfig(cfg)).WithModels(agent.ModelsFrom(cfg).Descriptions())
 
 	var stopBg context.CancelFunc
 	a.bg, stopBg = context.WithCancel(context.Background())

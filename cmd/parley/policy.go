@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/skills/live"
@@ -57,7 +58,7 @@ func (e *environment) policy(args []string) error {
 	for _, s := range lib.Registry.Catalog().All() {
 		names = append(names, s.Name)
 	}
-	if err := policy.New(*policy.FromConfig(cfg)).WithModels(cfg.ModelDescriptions()).Explain(e.stdout, policy.Scope{Channel: *channel, Workspace: *workspace, Chat: *chat}, tools, names); err != nil {
+	if err := policy.New(*policy.FromConfig(cfg)).WithModels(agent.ModelsFrom(cfg).Descriptions()).Explain(e.stdout, policy.Scope{Channel: *channel, Workspace: *workspace, Chat: *chat}, tools, names); err != nil {
 		return err
 	}
 	if len(notes) > 0 {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway"
 	"github.com/parleyhq/parley/internal/logthrottle"
@@ -75,7 +76,7 @@ func (e *environment) serve(args []string) (err error) {
 		draining.Store(true)
 		return nil
 	})
-	log.Info("parley serving", "addr", addr, "version", version, "model", cfg.Model.Name)
+	log.Info("parley serving", "addr", addr, "version", version, "model", agent.ModelSectionFrom(cfg).Name)
 
 	select {
 	case <-e.ctx.Done():

@@ -1,11 +1,15 @@
-package config_test
+package agent_test
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/parleyhq/parley/agent"
+	_ "github.com/parleyhq/parley/channels/install" // the platforms a policy names
 	"github.com/parleyhq/parley/config"
 )
 
@@ -28,28 +32,29 @@ func TestModelsLoadAndResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.ModelKeys(); !slices.Equal(got, []string{"default", "backup", "cheap"}) {
+	models := agent.ModelsFrom(cfg)
+	if got := models.Keys(); !slices.Equal(got, []string{"default", "backup", "cheap"}) {
 		t.Errorf("ModelKeys = %v", got)
 	}
-	def, _ := cfg.Endpoint(config.DefaultModelKey)
-	if def.Name != "gpt-4.1" || !def.Vision || !slices.Equal(def.Fallbacks, []string{"backup", "cheap"}) || def.MaxRetries != config.DefaultMaxRetries {
+	def, _ := models.Endpoint(config.DefaultModelKey)
+	if def.Name != "gpt-4.1" || !def.Vision || !slices.Equal(def.Fallbacks, []string{"backup", "cheap"}) || def.MaxRetries != agent.DefaultModelSection().MaxRetries {
 		t.Errorf("default = %+v (fallbacks follow the fallbacks' own, depth first)", def)
 	}
-	backup, ok := cfg.Endpoint("backup")
+	backup, ok := models.Endpoint("backup")
 	if !ok || backup.APIKey.Reveal() != "qwen-secret-999" || backup.BaseURL != "http://vllm:8000/v1" || !backup.Vision ||
-		backup.Timeout != config.DefaultModelTimeout || !slices.Equal(backup.Fallbacks, []string{"cheap"}) {
+		backup.Timeout != agent.DefaultModelSection().Timeout || !slices.Equal(backup.Fallbacks, []string{"cheap"}) {
 		t.Errorf("backup = %+v", backup)
 	}
 	// cheap shares model:'s endpoint, so it inherits model:'s key; its own
 	// timeout and retry budget replace model:'s.
-	cheap, _ := cfg.Endpoint("cheap")
-	if cheap.APIKey.Reveal() != "sk-primary-777" || cheap.BaseURL != config.DefaultModelBaseURL || cheap.Timeout != 5*time.Second || cheap.MaxRetries != 0 {
+	cheap, _ := models.Endpoint("cheap")
+	if cheap.APIKey.Reveal() != "sk-primary-777" || cheap.BaseURL != agent.DefaultModelSection().BaseURL || cheap.Timeout != 5*time.Second || cheap.MaxRetries != 0 {
 		t.Errorf("cheap = %+v", cheap)
 	}
-	if _, ok := cfg.Endpoint("nope"); ok {
+	if _, ok := models.Endpoint("nope"); ok {
 		t.Error("an unknown model resolved")
 	}
-	if d := cfg.ModelDescriptions()["backup"]; d != "qwen2.5-vl at http://vllm:8000/v1, vision, then cheap" {
+	if d := models.Descriptions()["backup"]; d != "qwen2.5-vl at http://vllm:8000/v1, vision, then cheap" {
 		t.Errorf("description = %q", d)
 	}
 	// config check masks every model's key.
@@ -75,11 +80,11 @@ func TestModelKeyStaysWithItsHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"local", "remote"} {
-		if e, _ := cfg.Endpoint(k); e.APIKey.IsSet() {
+		if e, _ := agent.ModelsFrom(cfg).Endpoint(k); e.APIKey.IsSet() {
 			t.Errorf("%s got model:'s key", k)
 		}
 	}
-	err = cfg.RequireModelKey()
+	err = agent.ModelsFrom(cfg).RequireKey()
 	if err == nil || !strings.Contains(err.Error(), "models.remote.api_key") || strings.Contains(err.Error(), "local") {
 		t.Errorf("RequireModelKey = %v, want models.remote.api_key named (a private-network model needs none)", err)
 	}
@@ -112,6 +117,9 @@ func TestModelsValidation(t *testing.T) {
 		{"unknown chat model", "models:\n  b: {name: x}\npolicies:\n  platforms:\n    slack:\n      workspaces:\n        T1:\n          chats:\n            C1: {model: c}\n", nil,
 			[]string{"policies.platforms.slack.workspaces.T1.chats.C1.model", `"c"`}},
 		{"unknown default-level model", "policies:\n  default: {model: x}\n", nil, []string{"policies.default.model"}},
+		{"unknown model under an unknown platform", "policies:\n  platforms:\n    bogus: {model: x}\n", nil, []string{"policies.platforms.bogus: unknown platform"}},
+		// models: is a mapping in the file, though its section is a struct.
+		{"models a list", "models: [a]\n", nil, []string{"line 1: models: a list where a mapping (key: value) belongs"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,6 +132,9 @@ func TestModelsValidation(t *testing.T) {
 					t.Errorf("error %q does not mention %q", err, w)
 				}
 			}
+			if strings.Contains(tt.name, "unknown platform") && strings.Contains(err.Error(), "bogus.model") {
+				t.Errorf("error %q checks the model of a platform the policy cannot know", err)
+			}
 		})
 	}
 }
@@ -135,8 +146,48 @@ func TestOneModelStillWorks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eps := cfg.Endpoints()
+	eps := agent.ModelsFrom(cfg).Endpoints()
 	if len(eps) != 1 || eps[0].Key != config.DefaultModelKey || eps[0].Name != "m2" || eps[0].BaseURL != "http://localhost:1/v1" || len(eps[0].Fallbacks) != 0 {
 		t.Errorf("endpoints = %+v", eps)
 	}
+}
+
+func TestRequireModelKey(t *testing.T) {
+	tests := []struct {
+		base, key string
+		wantErr   bool
+	}{
+		{"https://api.openai.com/v1", "", true},
+		{"https://api.deepseek.com/v1", "", true},
+		{"https://api.openai.com/v1", "sk-1", false},
+		{"http://localhost:11434/v1", "", false},
+		{"http://127.0.0.1:8000/v1", "", false},
+		{"http://ollama:11434/v1", "", false},
+		{"http://10.0.0.5:8000/v1", "", false},
+	}
+	for _, tt := range tests {
+		cfg := config.Default()
+		model := agent.ModelSectionFrom(cfg)
+		model.BaseURL, model.APIKey = tt.base, config.Secret(tt.key)
+		err := agent.ModelsFrom(cfg).RequireKey()
+		if (err != nil) != tt.wantErr {
+			t.Errorf("%s key=%q: err = %v, want error %v", tt.base, tt.key, err, tt.wantErr)
+		}
+		if err != nil && (!strings.Contains(err.Error(), "OPENAI_API_KEY") || strings.Contains(err.Error(), "\n")) {
+			t.Errorf("error %q must be one line naming OPENAI_API_KEY", err)
+		}
+	}
+}
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "parley.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func env(kv map[string]string) func(string) string {
+	return func(k string) string { return kv[k] }
 }
