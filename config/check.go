@@ -27,12 +27,13 @@ func LoadWithWarnings(path string, getenv func(string) string) (Config, []string
 		path = getenv("PARLEY_CONFIG")
 	}
 	file := &fileIndex{}
+	var typeErrs []string // wrong types and unknown keys: the rest of the file is still read
 	if path != "" {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return cfg, nil, fmt.Errorf("config: %w", err)
 		}
-		if file, err = decode(data, &cfg); err != nil {
+		if file, typeErrs, err = decode(data, &cfg); err != nil {
 			return cfg, nil, fmt.Errorf("config %s: %w", path, err)
 		}
 	}
@@ -42,31 +43,86 @@ func LoadWithWarnings(path string, getenv func(string) string) (Config, []string
 	}
 	cfg.Home = expandHome(cfg.Home)
 	warnings = append(warnings, cfg.maskedSecrets(file, fromEnv)...)
-	if problems := cfg.problems(); len(problems) > 0 {
-		for i, p := range problems {
-			problems[i] = file.locate(p, fromEnv)
-		}
-		return cfg, warnings, errors.New("invalid config: " + strings.Join(problems, "; "))
+	problems := typeErrs
+	for _, p := range cfg.problems() {
+		problems = append(problems, file.locate(p, fromEnv))
+	}
+	if len(problems) > 0 {
+		return cfg, warnings, &Invalid{Path: path, List: InLineOrder(problems)}
 	}
 	return cfg, warnings, nil
 }
 
+// Invalid is every problem of a configuration that is refused: the
+// values of the wrong type, the unknown keys and what validation found,
+// each naming its key, and its line when the file sets it.
+type Invalid struct {
+	Path string   // the file; "" when there is none (the environment alone)
+	List []string // in line order (see InLineOrder)
+}
+
+func (p *Invalid) Error() string {
+	const head = "invalid config"
+	if len(p.List) == 1 {
+		return head + ": " + p.List[0]
+	}
+	return fmt.Sprintf("%s: %d problems:\n%s", head, len(p.List), strings.Join(p.List, "\n"))
+}
+
+// InLineOrder sorts problems and warnings that start "line N:" (or
+// "warning: line N:") by N,
+// keeping the order of those on one line; those without a line (a value
+// from an environment variable, a key the file leaves out) come last, in
+// the order given.
+func InLineOrder(msgs []string) []string {
+	out := slices.Clone(msgs)
+	slices.SortStableFunc(out, func(a, b string) int {
+		la, oka := lineOf(a)
+		lb, okb := lineOf(b)
+		switch {
+		case oka && okb:
+			return la - lb
+		case oka:
+			return -1
+		case okb:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// lineOf reads the N of a message starting "line N:" (after "warning: ",
+// if it is one).
+func lineOf(msg string) (int, bool) {
+	rest, ok := strings.CutPrefix(strings.TrimPrefix(msg, "warning: "), "line ")
+	if !ok {
+		return 0, false
+	}
+	num, _, ok := strings.Cut(rest, ":")
+	n, err := strconv.Atoi(num)
+	return n, ok && err == nil
+}
+
 // decode reads the file into cfg and returns where its keys are. The file
 // is one YAML document: a second one (after ---) would be ignored by the
-// decoder, so it is refused rather than silently dropped.
-func decode(data []byte, cfg *Config) (*fileIndex, error) {
-	file := &fileIndex{}
+// decoder, so it is refused rather than silently dropped. A file that is
+// not YAML is an error; values of the wrong type and unknown keys are
+// typeErrs, one a problem, with every other value still read, so that
+// validation can report its problems beside them.
+func decode(data []byte, cfg *Config) (file *fileIndex, typeErrs []string, err error) {
+	file = &fileIndex{}
 	nodes := yaml.NewDecoder(bytes.NewReader(data))
 	var root yaml.Node
 	if err := nodes.Decode(&root); err != nil {
 		if errors.Is(err, io.EOF) {
-			return file, nil // an empty file is a valid, empty config
+			return file, nil, nil // an empty file is a valid, empty config
 		}
-		return file, cleanSyntaxError(err)
+		return file, nil, cleanSyntaxError(err)
 	}
 	var next yaml.Node
 	if err := nodes.Decode(&next); !errors.Is(err, io.EOF) {
-		return file, fmt.Errorf("line %d: a second YAML document starts here (after ---); the configuration is one document: remove the --- and merge what follows into the first", next.Line)
+		return file, nil, fmt.Errorf("line %d: a second YAML document starts here (after ---); the configuration is one document: remove the --- and merge what follows into the first", next.Line)
 	}
 	file.index(&root, "")
 
@@ -74,10 +130,14 @@ func decode(data []byte, cfg *Config) (*fileIndex, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(doc.Addr().Interface()); err != nil {
-		return file, file.cleanYAMLError(err)
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return file, nil, cleanSyntaxError(err)
+		}
+		typeErrs = file.typeErrors(te)
 	}
 	cfg.fromDocument(doc)
-	return file, nil
+	return file, typeErrs, nil
 }
 
 func cleanSyntaxError(err error) error {
@@ -191,16 +251,12 @@ var (
 	unknownKeyRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^line (\d+): field (.+) not found in type (.+)$`) })
 )
 
-// cleanYAMLError rewrites yaml.v3's type errors into plain words naming
-// the key and its line: `line 12: model.timeout: "10" is not a duration
-// (like 30s or 2m)` rather than "cannot unmarshal !!int `10` into
+// typeErrors rewrites yaml.v3's type errors into plain words naming the
+// key and its line: `line 12: model.timeout: "10" is not a duration (like
+// 30s or 2m)` rather than "cannot unmarshal !!int `10` into
 // time.Duration", `line 3: unknown key "bot_tokn" in slack` rather than
 // "field bot_tokn not found in type slack.Config".
-func (f *fileIndex) cleanYAMLError(err error) error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		return cleanSyntaxError(err)
-	}
+func (f *fileIndex) typeErrors(te *yaml.TypeError) []string {
 	msgs := make([]string, 0, len(te.Errors))
 	for _, e := range te.Errors {
 		e = strings.TrimPrefix(e, "yaml: ")
@@ -213,7 +269,7 @@ func (f *fileIndex) cleanYAMLError(err error) error {
 		}
 		msgs = append(msgs, e)
 	}
-	return errors.New(strings.Join(msgs, "; "))
+	return msgs
 }
 
 func (f *fileIndex) unknownKey(line int, key string) string {

@@ -65,3 +65,52 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigCheckReportsEveryProblemInLineOrder: one run names every
+// problem of the file — values of the wrong type, unknown keys, what
+// validation refuses — and the warnings, one a line, in the file's order,
+// so that one pass fixes the whole file; the exit code is 1 and nothing
+// of the effective config is printed.
+func TestConfigCheckReportsEveryProblemInLineOrder(t *testing.T) {
+	file := "listen: nope\n" + // 1: validation
+		"model:\n" +
+		"  timeout: \"10\"\n" + // 3: type
+		"  max_tokens: -1\n" + // 4: validation
+		"gateway:\n" +
+		"  workers: abc\n" + // 6: type
+		"log:\n" +
+		"  levle: info\n" // 8: unknown key
+	env := map[string]string{"OPENAI_API_KEY": "sk-test", "PARLEY_HOME": t.TempDir()}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"config", "check", "--config", writeConfig(t, file)}, nil, &stdout, &stderr, mapEnv(env))
+	if code != 1 || stdout.Len() != 0 {
+		t.Fatalf("exit %d, stdout %q; want 1 and nothing printed", code, stdout.String())
+	}
+	want := []string{
+		`line 1: listen: "nope" is not host:port`,
+		`line 3: model.timeout: "10" is not a duration`,
+		`line 4: model.max_tokens: must be greater than 0`,
+		`line 6: gateway.workers: "abc" is not a whole number`,
+		`line 8: unknown key "levle" in log`,
+		`parley: invalid config: 5 problems`,
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("stderr has %d lines, want %d:\n%s", len(lines), len(want), stderr.String())
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("line %d of the report is %q, want it to start %q", i+1, lines[i], w)
+		}
+	}
+
+	// A warning takes its place among the problems.
+	stderr.Reset()
+	run(context.Background(), []string{"config", "check", "--config", writeConfig(t, "log:\n  level: info\nmodel:\n  max_tokens: -1\n")}, nil, &stdout, &stderr,
+		mapEnv(map[string]string{"OPENAI_API_KEY": "sk-test", "PARLEY_HOME": t.TempDir(), "PARLEY_LOG_LEVEL": "debug"}))
+	got := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	if len(got) != 3 || !strings.HasPrefix(got[0], "warning: line 2: log.level is set in the file and by the environment variable PARLEY_LOG_LEVEL") ||
+		!strings.HasPrefix(got[1], "line 4: model.max_tokens") {
+		t.Fatalf("want the warning of line 2 before the problem of line 4:\n%s", stderr.String())
+	}
+}

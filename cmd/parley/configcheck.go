@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -28,14 +29,10 @@ func (e *environment) config(args []string) error {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	cfg, warnings, err := config.LoadWithWarnings(*path, e.getenv)
-	if err != nil {
-		return err
+	var invalid *config.Invalid
+	if err != nil && !errors.As(err, &invalid) {
+		return err // not YAML, or no file: nothing more can be read
 	}
-	out, err := cfg.YAML() // every secret prints as <secret>
-	if err != nil {
-		return fmt.Errorf("render config: %w", err)
-	}
-	e.stdout.Write(out)
 	if err := agent.ModelsFrom(cfg).RequireKey(); err != nil {
 		warnings = append(warnings, err.Error())
 	}
@@ -43,6 +40,23 @@ func (e *environment) config(args []string) error {
 	// too, so a warning here, not a refusal, and check and serve agree.
 	warnings = append(warnings, toolsource.Warnings(cfg, e.getenv)...)
 	warnings = append(warnings, policyNameWarnings(cfg)...)
+	if invalid != nil {
+		// Every problem at once, with the warnings, one a line in the
+		// file's order: one run to fix the whole file.
+		msgs := slices.Clone(invalid.List)
+		for _, w := range warnings {
+			msgs = append(msgs, "warning: "+w)
+		}
+		for _, m := range config.InLineOrder(msgs) {
+			fmt.Fprintln(e.stderr, m)
+		}
+		return fmt.Errorf("invalid config: %s", plural(len(invalid.List), "problem"))
+	}
+	out, err := cfg.YAML() // every secret prints as <secret>
+	if err != nil {
+		return fmt.Errorf("render config: %w", err)
+	}
+	e.stdout.Write(out)
 	for _, w := range warnings {
 		fmt.Fprintf(e.stderr, "warning: %s\n", w)
 	}
