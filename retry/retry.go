@@ -110,6 +110,7 @@ type Retrier struct {
 	policy      Policy
 	m           *metrics.Metrics
 	log         *slog.Logger
+	quiet       bool // Once: the caller reports the failure
 }
 
 // New returns a Retrier for integration, the value of the integration label
@@ -137,6 +138,18 @@ func (r *Retrier) WithAttempts(n int) *Retrier {
 	c := *r
 	c.policy.Attempts = max(n, 1)
 	return &c
+}
+
+// Once returns a Retrier like r that tries once and leaves the failure to
+// its caller to report: for a call whose caller tries again itself (a
+// RetryUntil, the outbox), which logs what follows. Its failure is still
+// counted, and logged at debug: a warning of "attempts used up" before the
+// caller's "retrying" would say two things of one failure, the first
+// untrue.
+func (r *Retrier) Once() *Retrier {
+	c := r.WithAttempts(1)
+	c.quiet = true
+	return c
 }
 
 // Do runs attempt until it succeeds, it says not to retry, the attempts
@@ -178,7 +191,11 @@ func (r *Retrier) Do(ctx context.Context, op string, attempt Attempt) error {
 		if why != "" {
 			r.count(reason, metrics.OutcomeError)
 			r.observe(Attempted{Outcome: metrics.OutcomeError, Duration: elapsed, Reason: reason, Err: err, Context: ctx})
-			log.Warn("outbound call failed", "op", op, "attempts", n, "reason", reason.String(), "why", why, "err", err)
+			level := slog.LevelWarn
+			if r.quiet {
+				level = slog.LevelDebug
+			}
+			log.Log(ctx, level, "outbound call failed", "op", op, "attempts", n, "reason", reason.String(), "why", why, "err", err)
 			if n == 1 {
 				return unmark(err)
 			}

@@ -319,3 +319,39 @@ func BenchmarkDoSucceeds(b *testing.B) {
 		}
 	}
 }
+
+// TestOnceLeavesTheFailureToItsCaller: a call made Once inside a
+// RetryUntil fails twice and then works; the log says "retrying" once (the
+// reason did not change) and never "attempts used up", which was untrue
+// of a call that was about to be tried again. The failures still count.
+func TestOnceLeavesTheFailureToItsCaller(t *testing.T) {
+	inner, outer := newHarness(Policy{Attempts: 3}), newHarness(Policy{})
+	outer.logs = inner.logs
+	outer.r.log = inner.r.log
+	attempt, calls := inner.script(step{true, 0, errBusy}, step{true, 0, errBusy}, step{true, 0, nil})
+	once := inner.r.Once()
+	err := RetryUntil(context.Background(), outer.r, "bot_info", func(ctx context.Context) error {
+		return once.Do(ctx, "bot_info", attempt)
+	})
+	if err != nil || calls() != 3 {
+		t.Fatalf("RetryUntil = %v after %d calls; want success on the third", err, calls())
+	}
+	var warns []string
+	for _, line := range strings.Split(strings.TrimSpace(inner.logs.String()), "\n") {
+		if strings.Contains(line, "level=WARN") {
+			warns = append(warns, line)
+		}
+	}
+	if len(warns) != 1 || !strings.Contains(warns[0], "retrying") {
+		t.Errorf("warnings:\n%s\nwant the caller's one \"retrying\"", strings.Join(warns, "\n"))
+	}
+	if strings.Contains(inner.logs.String(), "level=WARN msg=\"outbound call failed\" ") {
+		t.Errorf("the call made once warned of its own failure:\n%s", inner.logs.String())
+	}
+	if got := inner.failures(ServerError, "error"); got != 2 {
+		t.Errorf("the call's failures counted %v times, want 2", got)
+	}
+	if h := newHarness(Policy{Attempts: 5}); h.r.Once().policy.Attempts != 1 || h.r.quiet {
+		t.Error("Once changed the Retrier it was made from, or tries more than once")
+	}
+}

@@ -334,7 +334,7 @@ func (a *Adapter) Run(ctx context.Context, h channels.Handler) error {
 // learnBotID fetches the bot's open_id, retrying with backoff until it
 // succeeds or ctx ends. Until then group mentions cannot be recognised.
 func (a *Adapter) learnBotID(ctx context.Context) {
-	identity := a.calls.WithAttempts(1) // RetryUntil does the retrying
+	identity := a.calls.Once() // RetryUntil does the retrying, and says so
 	_ = retry.RetryUntil(ctx, retry.New(Name, retry.Policy{MinWait: a.opts.ReconnectMin, MaxWait: a.opts.ReconnectMax}, a.m, a.log),
 		"bot_info", func(ctx context.Context) error {
 			_, err := a.botOpenID(ctx, identity)

@@ -53,7 +53,7 @@ func (a *Adapter) Post(ctx context.Context, m channels.Message, part string) (st
 	if err := json.Unmarshal([]byte(part), &p); err != nil || p.Text == "" {
 		return "", &channels.PostError{Err: errors.New("feishu: an outbox part that is not a Feishu part")}
 	}
-	id, err := a.postChunk(ctx, a.calls.WithAttempts(1), false, m, p.Index, p.Text)
+	id, err := a.postChunk(ctx, a.calls.Once(), false, m, p.Index, p.Text) // the outbox tries again, and logs it
 	if err != nil {
 		return "", postError(ctx, err)
 	}
