@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/config"
 	tokenusage "github.com/parleyhq/parley/gateway/usage"
 	"github.com/parleyhq/parley/sessions"
@@ -56,7 +57,17 @@ func (e *environment) usageCLI(args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	return writeUsage(e, rep)
+	return writeUsage(e, rep, agent.ModelsFrom(cfg))
+}
+
+// modelLabel names a model the way an operator knows it: its key in the
+// configuration with the model it asks for, "default (gpt-4o-mini)". A key
+// the configuration no longer has (a model removed since) stays bare.
+func modelLabel(models agent.ModelSet, key string) string {
+	if ep, ok := models.Endpoint(key); ok && ep.Name != "" && ep.Name != key {
+		return key + " (" + ep.Name + ")"
+	}
+	return key
 }
 
 func contains(list []string, s string) bool {
@@ -70,7 +81,7 @@ func contains(list []string, s string) bool {
 
 // writeUsage prints a report as a table, the biggest spender first, with
 // a total line.
-func writeUsage(e *environment, rep tokenusage.Report) error {
+func writeUsage(e *environment, rep tokenusage.Report, models agent.ModelSet) error {
 	fmt.Fprintf(e.stdout, "Model tokens from %s to %s (UTC), by %s\n\n", rep.From.Format("2006-01-02 15:04"), rep.To.Format("2006-01-02 15:04"), rep.By)
 	if len(rep.Rows) == 0 {
 		fmt.Fprintln(e.stdout, "No turns in this window.")
@@ -107,7 +118,7 @@ func writeUsage(e *environment, rep tokenusage.Report) error {
 		case tokenusage.ByChannel:
 			names = []string{r.Channel}
 		case tokenusage.ByModel:
-			names = []string{r.Model}
+			names = []string{modelLabel(models, r.Model)}
 		}
 		for i, n := range names {
 			names[i] = printable(n)

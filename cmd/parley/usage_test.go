@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/config"
 	tokenusage "github.com/parleyhq/parley/gateway/usage"
 	"github.com/parleyhq/parley/internal/redistest"
 	"github.com/parleyhq/parley/sessions"
@@ -113,5 +115,31 @@ func TestUsageReportsWhatTurnsSpent(t *testing.T) {
 	delete(env, "REDIS_URL")
 	if _, errs, code := usage(); code != 1 || !strings.Contains(errs, "REDIS_URL") {
 		t.Errorf("usage without Redis exited %d: %s", code, errs)
+	}
+}
+
+// TestUsageByModelShowsTheModelsName: --by model names each model by its
+// key and the model it asks for, as the operator knows it; a key the
+// configuration no longer has stays bare.
+func TestUsageByModelShowsTheModelsName(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load(writeConfig(t, "model:\n  name: gpt-4o-mini\nmodels:\n  backup:\n    name: qwen2.5\n    base_url: http://127.0.0.1:11434/v1\n"), mapEnv(map[string]string{"PARLEY_HOME": t.TempDir()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := tokenusage.Report{By: tokenusage.ByModel, Rows: []tokenusage.Row{
+		{Model: "default", Turns: 3, Prompt: 30}, {Model: "backup", Turns: 2, Prompt: 20}, {Model: "gone", Turns: 1, Prompt: 10},
+	}}
+	var out bytes.Buffer
+	if err := writeUsage(&environment{stdout: &out}, rep, agent.ModelsFrom(cfg)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"default (gpt-4o-mini)", "backup (qwen2.5)", "gone"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the table lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "gone (") {
+		t.Errorf("a model the configuration lacks got a name:\n%s", out.String())
 	}
 }
