@@ -223,9 +223,12 @@ func (s *Server) routes() {
 
 // view is what every page template gets.
 type view struct {
-	Title  string
-	Nav    string // the active page
-	User   string
+	Title string
+	Nav   string // the active page
+	User  string
+	// Token is set for a sign-in with the admin token, which names no
+	// one: the page says so instead of "as token".
+	Token  bool
 	CSRF   string
 	Notice string // the outcome of the change that led here
 	Error  string
@@ -253,7 +256,7 @@ func (s *Server) page(fn pageFunc) http.Handler {
 			id.sess = sess
 			s.setCookie(w, r, sess)
 		}
-		v := &view{User: id.user}
+		v := &view{User: id.user, Token: id.user == tokenUser && id.via != viaHeader}
 		if id.sess != nil {
 			v.CSRF = id.sess.csrf
 		}

@@ -336,6 +336,10 @@ type policiesData struct {
 	Explain string
 }
 
+// IsChosen reports whether sc is the scope explained, so that the list of
+// conversations seen keeps it selected.
+func (d *policiesData) IsChosen(sc policy.Scope) bool { return sc == d.Chosen }
+
 // maxScopes bounds the scopes offered, and the conversations read for them.
 const maxScopes = 500
 

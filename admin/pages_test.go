@@ -228,3 +228,26 @@ func TestNoticesCannotBeForged(t *testing.T) {
 		t.Fatal("a notice's target was not escaped")
 	}
 }
+
+// TestConsoleSaysHowItWasSignedIn: a sign-in with the admin token says so
+// ("Signed in with the admin token"), not "Signed in as token"; and the
+// Policies page keeps the conversation it explains selected in its list.
+func TestConsoleSaysHowItWasSignedIn(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	a := w.replica(t, "a", options{})
+	w.converse(t, a, "C1", "release-notes")
+	c := a.client(t)
+	c.signIn()
+	page := c.get("/admin/policies?scope=slack:T1:C1")
+	has(t, "policies page", page.body, "Signed in with the admin token")
+	if strings.Contains(page.body, "Signed in as <strong>token</strong>") {
+		t.Error("the token sign-in is shown as a user called token")
+	}
+	if !strings.Contains(page.body, `<option value="slack:T1:C1" selected>`) {
+		t.Errorf("the explained scope is not selected in the list:\n%s", page.body)
+	}
+	if other := c.get("/admin/policies?channel=wechat"); strings.Contains(other.body, " selected>") {
+		t.Error("a scope is selected that is not the one explained")
+	}
+}
