@@ -112,10 +112,7 @@ func init() {
 // ModelSectionFrom returns c's model: section, or the defaults when c has
 // none (a Config built by hand).
 func ModelSectionFrom(c config.Config) *ModelSection {
-	if s, ok := config.SectionOf[*ModelSection](c, ModelSectionName); ok {
-		return s
-	}
-	return DefaultModelSection()
+	return config.SectionOr(c, ModelSectionName, DefaultModelSection)
 }
 
 // ModelsSectionFrom returns c's models: section, or an empty one when c

@@ -64,6 +64,16 @@ func SectionOf[T SectionConfig](c Config, name string) (T, bool) {
 	return s, ok
 }
 
+// SectionOr returns c's top-level section name as T, or what def returns
+// when c has none (a Config built by hand): the FromConfig of each
+// package that owns a section.
+func SectionOr[T SectionConfig](c Config, name string, def func() T) T {
+	if s, ok := SectionOf[T](c, name); ok {
+		return s
+	}
+	return def()
+}
+
 // keyOrder is the order of the top-level keys in what `parley config
 // check` prints, the core keys' and the registered sections' together, so
 // that a section moving to the package that uses it does not reorder the

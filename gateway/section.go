@@ -37,10 +37,7 @@ func init() {
 // SectionFrom returns c's gateway: section, or the defaults when c has
 // none (a Config built by hand).
 func SectionFrom(c config.Config) *Section {
-	if s, ok := config.SectionOf[*Section](c, SectionName); ok {
-		return s
-	}
-	return DefaultSection()
+	return config.SectionOr(c, SectionName, DefaultSection)
 }
 
 // Env implements config.SectionConfig: no variable overrides the section.

@@ -46,10 +46,7 @@ func init() {
 // FromConfig returns c's sessions: section, or the defaults when c has
 // none (a Config built by hand).
 func FromConfig(c config.Config) *Config {
-	if s, ok := config.SectionOf[*Config](c, SectionName); ok {
-		return s
-	}
-	return DefaultConfig()
+	return config.SectionOr(c, SectionName, DefaultConfig)
 }
 
 // Env implements config.SectionConfig: no variable overrides the section.

@@ -51,10 +51,7 @@ func init() {
 // FromConfig returns c's media: section, or the defaults when c has none
 // (a Config built by hand).
 func FromConfig(c config.Config) *Config {
-	if s, ok := config.SectionOf[*Config](c, SectionName); ok {
-		return s
-	}
-	return DefaultConfig()
+	return config.SectionOr(c, SectionName, DefaultConfig)
 }
 
 // Env implements config.SectionConfig: no variable overrides the section.
