@@ -32,8 +32,9 @@ type SkillSet struct {
 	// It should change only when the tools or the policy do, so that the
 	// index stays byte-identical from turn to turn.
 	Tools []string
-	// Used, if set, records that a skill was injected, for the index
-	// order (skills.IndexRule).
+	// Used, if set, records that a skill was injected. The counts are
+	// advice for skills.index pins (`parley skills list`); the index
+	// never reads them, so that it is the same in every process.
 	Used func(name string)
 }
 
@@ -107,7 +108,24 @@ func (s *SkillSet) Index() (string, []string) {
 	if s == nil || s.Catalog == nil {
 		return "", nil
 	}
-	return s.Catalog.Index(func(sk *skills.Skill) bool { return s.Visible(sk) && s.IsTrusted(sk) })
+	return s.Catalog.Index(s.Indexable)
+}
+
+// Indexable reports whether sk may be in the system-prompt index: visible
+// and trusted. An untrusted workspace skill is visible (find_skills lists
+// it) but never indexable.
+func (s *SkillSet) Indexable(sk *skills.Skill) bool {
+	return s.Visible(sk) && s.IsTrusted(sk)
+}
+
+// IndexListing names the skills Index lists and those it has no room
+// for, in index order: what the system prompt really holds, for reports
+// that count it (the gauges, `parley skills list`).
+func (s *SkillSet) IndexListing() (listed, leftOut []string) {
+	if s == nil || s.Catalog == nil {
+		return nil, nil
+	}
+	return s.Catalog.IndexListing(s.Indexable)
 }
 
 // Injection returns the injection message for sk.

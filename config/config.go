@@ -100,7 +100,7 @@ type Outbox struct {
 type Skills struct {
 	BodyBudget int `yaml:"body_budget"` // bytes of injections kept in one history
 	// Index pins skills into the system-prompt index, after the builtin
-	// and workspace skills and before the most used (skills.IndexRule).
+	// and workspace skills and before the rest by name (skills.IndexRule).
 	Index []string `yaml:"index"`
 }
 

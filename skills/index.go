@@ -32,34 +32,32 @@ func indexFooter(n int) string {
 }
 
 // IndexOrder is what, besides the layers, decides which skills the index
-// lists when more are visible than it has room for.
+// lists when more are visible than it has room for. It is configuration
+// only: the index is a function of the skills and of it, so every process
+// and replica with the same skills and configuration sends the same system
+// prompt (providers' prompt caches are shared across a fleet). Load counts
+// are not part of it; `parley skills list` shows them as advice for pins.
 type IndexOrder struct {
 	// Pinned names skills to list before the rest (skills.index), in order.
 	Pinned []string
-	// Uses counts how often each skill was loaded (the skill state keeps
-	// it when in Redis). Read when the skills are loaded or reloaded, not
-	// per turn, so the index stays byte-identical between reloads.
-	Uses map[string]int64
 }
 
 // IndexRule says in words which skills the index lists first; `parley
 // skills list` shows it.
-const IndexRule = "builtin skills, then workspace skills, then those named in skills.index, then the most loaded, then by name"
+const IndexRule = "builtin skills, then workspace skills, then those named in skills.index, then by name"
 
 // Index tiers, in the order of IndexRule.
 const (
 	tierBuiltin = iota
 	tierWorkspace
 	tierPinned
-	tierUsed
 	tierRest
 )
 
 // rank orders the catalog's skills for the index (IndexRule): Parley's own
 // builtins (also when a layer replaced one: the name is Parley's) and the
 // project's workspace skills first, as they are the few the deployment
-// chose; then the operator's pins; then what users actually load; then by
-// name.
+// chose; then the operator's pins; then by name.
 func (c *Catalog) rank(o IndexOrder) []*Skill {
 	pinned := map[string]int{}
 	for i, n := range o.Pinned {
@@ -68,17 +66,11 @@ func (c *Catalog) rank(o IndexOrder) []*Skill {
 		}
 	}
 	tier := func(s *Skill) int {
-		switch {
-		case s.Source == SourceBuiltin || c.builtin[s.Name]:
-			return tierBuiltin
-		case s.Source == SourceWorkspace:
-			return tierWorkspace
+		if t, ok := c.leadTier(s); ok {
+			return t
 		}
 		if _, ok := pinned[s.Name]; ok {
 			return tierPinned
-		}
-		if o.Uses[s.Name] > 0 {
-			return tierUsed
 		}
 		return tierRest
 	}
@@ -88,15 +80,32 @@ func (c *Catalog) rank(o IndexOrder) []*Skill {
 		if ta != tb {
 			return cmp.Compare(ta, tb)
 		}
-		switch ta {
-		case tierPinned:
+		if ta == tierPinned {
 			return cmp.Compare(pinned[a.Name], pinned[b.Name])
-		case tierUsed:
-			return cmp.Compare(o.Uses[b.Name], o.Uses[a.Name]) // ties: by name (stable)
 		}
-		return 0
+		return 0 // by name: c.sorted is
 	})
 	return out
+}
+
+// leadTier is s's tier when it is one of those listed before any pin:
+// Parley's builtins (also when a layer replaced one: the name is
+// Parley's), then the workspace's skills.
+func (c *Catalog) leadTier(s *Skill) (int, bool) {
+	switch {
+	case s.Source == SourceBuiltin || c.builtin[s.Name]:
+		return tierBuiltin, true
+	case s.Source == SourceWorkspace:
+		return tierWorkspace, true
+	}
+	return 0, false
+}
+
+// Pinnable reports whether naming s in skills.index moves it up the
+// index: builtin and workspace skills are listed before any pin anyway.
+func (c *Catalog) Pinnable(s *Skill) bool {
+	_, leads := c.leadTier(s)
+	return !leads
 }
 
 // WithOrder returns a copy of c whose index follows o (see IndexRule). The

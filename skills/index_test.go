@@ -2,7 +2,6 @@ package skills
 
 import (
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -146,7 +145,7 @@ func TestSummary(t *testing.T) {
 		&Skill{Name: "code-review", Description: "Review.", Source: SourceWorkspace},
 		&Skill{Name: "trusted-one", Description: "T.", Source: SourceWorkspace},
 	)
-	out := c.Summary(map[string]bool{"code-review": true}, func(s *Skill) bool { return s.Name == "trusted-one" }, 1234, map[string]bool{"web-access": true})
+	out := c.Summary(SummaryState{Disabled: map[string]bool{"code-review": true}, Trusted: func(s *Skill) bool { return s.Name == "trusted-one" }, IndexBytes: 1234, Indexed: map[string]bool{"web-access": true}})
 	for _, want := range []string{"Skills loaded (3)", "user (replaces builtin)", "description 4 chars", "disabled, untrusted", "enabled, trusted, find_skills only", "enabled, indexed", "2/3 enabled", "index 1234 bytes", "The index lists 1 skill(s)", IndexRule} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
@@ -154,10 +153,64 @@ func TestSummary(t *testing.T) {
 	}
 }
 
+// An untrusted workspace skill is find_skills only whatever the index's
+// room, said once; load counts are shown, and the most loaded skills a
+// pin would move up are suggested as skills.index after the current pins.
+func TestSummaryMarksUntrustedAndAdvisesPins(t *testing.T) {
+	c := newCatalog(
+		&Skill{Name: "repo", Description: "Repo.", Source: SourceWorkspace},
+		&Skill{Name: "manual", Description: "M.", Source: SourceWorkspace, DisableModelInvocation: true},
+		&Skill{Name: "web-access", Description: "Web.", Source: SourceBuiltin},
+		&Skill{Name: "pinned", Description: "P."},
+		&Skill{Name: "often", Description: "O."},
+		&Skill{Name: "sometimes", Description: "S."},
+		&Skill{Name: "off", Description: "Off."},
+		&Skill{Name: "never", Description: "N."},
+	)
+	out := c.Summary(SummaryState{
+		Disabled:   map[string]bool{"off": true},
+		Trusted:    func(*Skill) bool { return false },
+		Indexed:    map[string]bool{"web-access": true, "pinned": true},
+		IndexBytes: 300,
+		Uses:       map[string]int64{"repo": 50, "web-access": 40, "often": 9, "sometimes": 1, "off": 30, "pinned": 2},
+		Pinned:     []string{"pinned"},
+	})
+	line := func(name string) string {
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) > 1 && f[1] == name {
+				return l
+			}
+		}
+		t.Fatalf("no line for %s:\n%s", name, out)
+		return ""
+	}
+	if l := line("repo"); !strings.HasSuffix(l, "enabled, find_skills only (untrusted), 50 loads") {
+		t.Errorf("untrusted workspace skill: %q", l)
+	}
+	if l := line("manual"); !strings.HasSuffix(l, "enabled, untrusted, manual only") {
+		t.Errorf("untrusted manual skill: %q", l)
+	}
+	if l := line("sometimes"); !strings.HasSuffix(l, "enabled, find_skills only, 1 load") {
+		t.Errorf("loaded once: %q", l)
+	}
+	if l := line("never"); !strings.HasSuffix(l, "enabled, find_skills only") {
+		t.Errorf("never loaded: %q", l)
+	}
+	if !strings.Contains(out, "The index lists 2 skill(s)") {
+		t.Errorf("the index's size counts other than the prompt's:\n%s", out)
+	}
+	want := "Loaded often but left out of the index: often (9 loads), sometimes (1 load). To list them, pin them: skills.index: [pinned, often, sometimes]\n"
+	if !strings.HasSuffix(out, want) {
+		t.Errorf("pin advice: want %q in\n%s", want, out)
+	}
+	if quiet := c.Summary(SummaryState{Indexed: map[string]bool{}}); strings.Contains(quiet, "pin them") {
+		t.Errorf("pin advice without load counts:\n%s", quiet)
+	}
+}
+
 // Which skills make the 20-entry index is a rule, not the alphabet:
-// builtin, then workspace, then skills.index, then the most loaded, then
-// by name; the index says how many it left out and that find_skills
-// reaches them.
+// builtin, then workspace, then skills.index, then by name; the index says
+// how many it left out and that find_skills reaches them.
 func TestIndexRule(t *testing.T) {
 	var all []*Skill
 	for i := range 25 {
@@ -168,18 +221,18 @@ func TestIndexRule(t *testing.T) {
 		&Skill{Name: "skill-authoring", Description: "Builtin.", Source: SourceBuiltin},
 		&Skill{Name: "zz-repo", Description: "Workspace.", Source: SourceWorkspace},
 	)
-	order := IndexOrder{Pinned: []string{"a23", "missing", "a23"}, Uses: map[string]int64{"a22": 5, "a21": 9, "a24": 0}}
+	order := IndexOrder{Pinned: []string{"a23", "missing", "a21", "a23"}}
 	c := newCatalog(all...).WithOrder(order)
 	text, _ := c.Index(nil)
 	listed, leftOut := c.IndexListing(nil)
-	want := []string{"skill-authoring", "web-access", "zz-repo", "a23", "a21", "a22"}
-	for i := range 14 {
+	want := []string{"skill-authoring", "web-access", "zz-repo", "a23", "a21"}
+	for i := range 15 {
 		want = append(want, fmt.Sprintf("a%02d", i))
 	}
 	if !reflect.DeepEqual(listed, want) {
 		t.Errorf("listed %v\nwant   %v", listed, want)
 	}
-	if wantOut := []string{"a14", "a15", "a16", "a17", "a18", "a19", "a20", "a24"}; !reflect.DeepEqual(leftOut, wantOut) {
+	if wantOut := []string{"a15", "a16", "a17", "a18", "a19", "a20", "a22", "a24"}; !reflect.DeepEqual(leftOut, wantOut) {
 		t.Errorf("left out %v, want %v", leftOut, wantOut)
 	}
 	if !strings.HasSuffix(text, "\n8 more skills are not listed here; find_skills(query) searches every skill.\n") {
@@ -198,10 +251,26 @@ func TestIndexRule(t *testing.T) {
 	}
 }
 
-// A builtin replaced by a user skill keeps the builtin's place; load
-// counts read at a reload, never in between, so the index is stable from
-// turn to turn.
-func TestIndexOrderFollowsReloadsOnly(t *testing.T) {
+// The index is a function of the skills and the configuration: the same
+// skills, found in any order, with the same pins give byte-identical
+// indexes, through a registry and its reloads too; only the pins move it.
+// A builtin replaced by a user skill keeps the builtin's place.
+func TestIndexOrderDependsOnlyOnSkillsAndConfig(t *testing.T) {
+	var all []*Skill
+	for i := range 25 {
+		all = append(all, &Skill{Name: fmt.Sprintf("a%02d", i), Description: "Library skill."})
+	}
+	pins := IndexOrder{Pinned: []string{"a24"}}
+	want, _ := newCatalog(all...).WithOrder(pins).Index(nil)
+	reversed := slices.Clone(all)
+	slices.Reverse(reversed)
+	if got, _ := newCatalog(reversed...).WithOrder(pins).Index(nil); got != want {
+		t.Errorf("the same skills in another order give another index:\n%s\nwant\n%s", got, want)
+	}
+	if other, _ := newCatalog(all...).WithOrder(IndexOrder{}).Index(nil); other == want {
+		t.Error("the pins do not move the index")
+	}
+
 	home := t.TempDir()
 	files := map[string]string{}
 	for i := range 22 {
@@ -210,27 +279,25 @@ func TestIndexOrderFollowsReloadsOnly(t *testing.T) {
 	}
 	files["web-access/SKILL.md"] = skillMD("web-access", "The user's own web access.", "")
 	writeTree(t, UserSkillsDir(home), files)
-	reg, err := NewRegistry(Layers{Builtin: builtinFS("1", ""), Home: home})
-	if err != nil {
+	open := func() *Registry {
+		reg, err := NewRegistry(Layers{Builtin: builtinFS("1", ""), Home: home})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg.SetIndexOrder(IndexOrder{Pinned: []string{"a21"}})
+		return reg
+	}
+	first, second := open(), open()
+	listed, _ := first.Catalog().IndexListing(nil)
+	if listed[0] != "web-access" || listed[1] != "a21" {
+		t.Fatalf("listed %v: want the replaced builtin first, then the pin", listed)
+	}
+	text, _ := first.Catalog().Index(nil)
+	if _, err := second.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	uses := map[string]int64{}
-	reg.SetIndexOrder(func() IndexOrder { return IndexOrder{Uses: maps.Clone(uses)} })
-	listed, _ := reg.Catalog().IndexListing(nil)
-	if listed[0] != "web-access" || slices.Contains(listed, "a21") {
-		t.Fatalf("listed %v: want the replaced builtin first and a21 left out", listed)
-	}
-	before, _ := reg.Catalog().Index(nil)
-	uses["a21"] = 3
-	if now, _ := reg.Catalog().Index(nil); now != before {
-		t.Fatal("the index changed between reloads")
-	}
-	if _, err := reg.Reload(); err != nil {
-		t.Fatal(err)
-	}
-	listed, _ = reg.Catalog().IndexListing(nil)
-	if listed[1] != "a21" {
-		t.Errorf("after a reload, the most loaded skill is not next: %v", listed)
+	if again, _ := second.Catalog().Index(nil); again != text {
+		t.Errorf("two registries of the same skills and pins, one reloaded, differ:\n%s\nwant\n%s", again, text)
 	}
 }
 

@@ -41,8 +41,10 @@ func NewRedisState(client redis.UniversalClient, prefix string) *RedisState {
 func (r *RedisState) disabledKey() string { return r.prefix + "skills:disabled" }
 func (r *RedisState) usesKey() string     { return r.prefix + "skills:uses" }
 
-// Usage counts skill loads, so that the index can list the most used
-// first. RedisState implements it; without Redis nothing is counted.
+// Usage counts skill loads: advice for the operator's skills.index pins,
+// which `parley skills list` shows. The index never reads it, so that it
+// stays the same in every process. RedisState implements it; without
+// Redis nothing is counted.
 type Usage interface {
 	// CountUse records one load of the skill.
 	CountUse(ctx context.Context, name string) error

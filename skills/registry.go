@@ -11,7 +11,7 @@ import (
 type Registry struct {
 	layers Layers
 	mu     sync.Mutex // serialises reloads
-	order  func() IndexOrder
+	order  IndexOrder
 	cur    atomic.Pointer[Catalog]
 }
 
@@ -36,19 +36,17 @@ func (r *Registry) Reload() (*Catalog, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.order != nil {
-		c = c.WithOrder(r.order())
-	}
+	c = c.WithOrder(r.order)
 	r.cur.Store(c)
 	return c, nil
 }
 
-// SetIndexOrder makes the index follow order, read now and at every
-// reload (never per turn: the index must stay byte-identical between
-// reloads for prompt caches).
-func (r *Registry) SetIndexOrder(order func() IndexOrder) {
+// SetIndexOrder makes the index follow o, now and at every reload. o is
+// configuration (skills.index), so the index stays a function of the
+// skills and the configuration.
+func (r *Registry) SetIndexOrder(o IndexOrder) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.order = order
-	r.cur.Store(r.cur.Load().WithOrder(order()))
+	r.order = o
+	r.cur.Store(r.cur.Load().WithOrder(o))
 }

@@ -51,11 +51,10 @@ func (e *environment) skills(args []string) error {
 	if err != nil {
 		return err
 	}
-	reg, state := lib.Registry, lib.State
-	c := reg.Catalog()
 	if sub == "list" {
-		return e.listSkills(c, state, *asJSON, *verbose)
+		return e.listSkills(lib, cfg.Skills.Index, *asJSON, *verbose)
 	}
+	c, state := lib.Registry.Catalog(), lib.State
 	switch sub {
 	case "show", "on", "off", "trust":
 	default:
@@ -92,24 +91,30 @@ func skillNamed(c *skills.Catalog, sub, name string) (*skills.Skill, error) {
 }
 
 // listSkills is `parley skills list`: the summary, or JSON, and what was
-// not loaded.
-func (e *environment) listSkills(c *skills.Catalog, state skills.State, asJSON, verbose bool) error {
-	disabled, err := state.Disabled(e.ctx)
+// not loaded. What it calls indexed is what the bot-wide system prompt
+// holds (untrusted workspace skills never are); the load counts, where
+// Redis keeps them, are shown as advice for the pins.
+func (e *environment) listSkills(lib *live.Library, pinned []string, asJSON, verbose bool) error {
+	set, err := lib.BotSkills(e.ctx)
 	if err != nil {
 		return err
 	}
-	trusted := func(s *skills.Skill) bool { ok, _ := state.Trusted(e.ctx, s.Path, s.SHA256); return ok }
-	enabled := func(s *skills.Skill) bool { return !disabled[s.Name] }
-	listed, _ := c.IndexListing(enabled)
-	indexed := map[string]bool{}
+	index, _ := set.Index()
+	listed, _ := set.IndexListing()
+	st := skills.SummaryState{Disabled: set.Disabled, Trusted: set.Trusted, Indexed: map[string]bool{}, IndexBytes: len(index), Pinned: pinned}
 	for _, n := range listed {
-		indexed[n] = true
+		st.Indexed[n] = true
 	}
+	if u, ok := lib.State.(skills.Usage); ok {
+		if st.Uses, err = u.Uses(e.ctx); err != nil {
+			return err
+		}
+	}
+	c := set.Catalog
 	if asJSON {
-		return writeSkillsJSON(e.stdout, c, disabled, trusted, indexed)
+		return writeSkillsJSON(e.stdout, c, st)
 	}
-	index, _ := c.Index(enabled)
-	fmt.Fprintln(e.stdout, c.Summary(disabled, trusted, len(index), indexed))
+	fmt.Fprintln(e.stdout, c.Summary(st))
 	e.reportLoadProblems(c, verbose)
 	return nil
 }
@@ -208,6 +213,7 @@ type skillJSON struct {
 	Trusted     bool   `json:"trusted"`
 	Invocable   bool   `json:"model_invocable"`
 	Indexed     bool   `json:"indexed"` // listed in the bot-wide index
+	Loads       int64  `json:"loads"`   // counted in Redis; 0 without it
 	BodyBytes   int    `json:"body_bytes"`
 }
 
@@ -226,13 +232,13 @@ type skillsListJSON struct {
 	Warnings []problemJSON `json:"warnings"`
 }
 
-func writeSkillsJSON(w io.Writer, c *skills.Catalog, disabled map[string]bool, trusted func(*skills.Skill) bool, indexed map[string]bool) error {
+func writeSkillsJSON(w io.Writer, c *skills.Catalog, st skills.SummaryState) error {
 	out := skillsListJSON{Skills: []skillJSON{}, Skipped: []problemJSON{}, Warnings: []problemJSON{}}
 	for _, s := range c.All() {
 		out.Skills = append(out.Skills, skillJSON{
 			Name: s.Name, Description: s.Description, Source: string(s.Source), Replaced: string(s.Replaced),
-			Path: s.Path, Enabled: !disabled[s.Name], Trusted: !s.NeedsTrust() || trusted(s),
-			Invocable: !s.DisableModelInvocation, Indexed: indexed[s.Name], BodyBytes: len(s.Body),
+			Path: s.Path, Enabled: !st.Disabled[s.Name], Trusted: !s.NeedsTrust() || st.Trusted(s),
+			Invocable: !s.DisableModelInvocation, Indexed: st.Indexed[s.Name], Loads: st.Uses[s.Name], BodyBytes: len(s.Body),
 		})
 	}
 	for _, wn := range c.Warnings() {

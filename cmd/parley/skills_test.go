@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -405,75 +404,5 @@ func TestSkillMetricsRightFromStartAndAfterSkillsOff(t *testing.T) {
 				time.Sleep(20 * time.Millisecond)
 			}
 		})
-	}
-}
-
-// The index rule end to end, on Redis: with more skills than fit, the
-// builtins come first, then skills.index, then the skills users load most
-// (counted at each injection, read at a reload); the system prompt says
-// how many were left out, and stays byte-identical between reloads even
-// while loads are counted. skills list marks the indexed skills.
-func TestIndexListsPinnedAndMostLoadedSkills(t *testing.T) {
-	r := redistest.New(t)
-	model := openaitest.New(t)
-	home := t.TempDir()
-	for i := range 25 {
-		skillFile(t, filepath.Join(home, "skills"), fmt.Sprintf("a%02d", i), "")
-	}
-	vars := map[string]string{"OPENAI_BASE_URL": model.URL(), "PARLEY_HOME": home, "PARLEY_WORKSPACE": t.TempDir(), "REDIS_URL": r.URL,
-		"PARLEY_CONFIG": writeConfig(t, fmt.Sprintf("redis:\n  prefix: %q\nskills:\n  index: [a20]\n", r.Prefix))}
-	env := &environment{ctx: context.Background(), stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, getenv: mapEnv(vars)}
-	cfg, err := config.Load("", env.getenv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := env.newApp(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.gateway.Start()
-	t.Cleanup(func() { a.close(context.Background()) })
-	ch := console.New("index-rule", "tester", console.Options{})
-	a.gateway.Register(ch)
-	listed, _ := a.skills.Registry.Catalog().IndexListing(nil)
-	if want := []string{"skill-authoring", "web-access", "a20", "a00"}; !slices.Equal(listed[:4], want) {
-		t.Fatalf("index starts %v, want %v", listed[:4], want)
-	}
-	if slices.Contains(listed, "a24") {
-		t.Fatal("a24 is indexed before anyone loaded it")
-	}
-	for range 2 {
-		model.Script(openaitest.Tools(openaitest.Call("load_skill", `{"name":"a24"}`)), openaitest.Text("done"))
-		if _, err := ch.Ask(context.Background(), a.gateway, "/reset"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := ch.Ask(context.Background(), a.gateway, "use a24"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	reqs := model.Requests()
-	first, last := reqs[0].Messages[0].Content, reqs[len(reqs)-1].Messages[0].Content
-	if first != last {
-		t.Error("the system prompt changed between turns although no reload happened")
-	}
-	if !strings.Contains(first, "7 more skills are not listed here; find_skills(query) searches every skill.") {
-		t.Errorf("the prompt does not say what the index left out:\n%s", first)
-	}
-	if _, err := a.skills.Reload(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	listed, _ = a.skills.Registry.Catalog().IndexListing(nil)
-	if want := []string{"skill-authoring", "web-access", "a20", "a24", "a00"}; !slices.Equal(listed[:5], want) {
-		t.Errorf("after a reload the index starts %v, want %v", listed[:5], want)
-	}
-	var stdout bytes.Buffer
-	if code := run(context.Background(), []string{"skills", "list"}, nil, &stdout, io.Discard, mapEnv(vars)); code != 0 {
-		t.Fatal("skills list failed")
-	}
-	out := stdout.String()
-	for _, want := range []string{"a24", "indexed", "find_skills only", "The index lists 20 skill(s)", skills.IndexRule} {
-		if !strings.Contains(out, want) {
-			t.Errorf("skills list lacks %q:\n%s", want, out)
-		}
 	}
 }

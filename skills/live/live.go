@@ -68,14 +68,14 @@ func Open(o Options) (*Library, error) {
 			o.Log.Warn("skills.index names a skill no layer has", "skill", name)
 		}
 	}
+	// Configuration only: the index is the same in every process with
+	// these skills and this configuration, whatever the load counts.
+	reg.SetIndexOrder(skills.IndexOrder{Pinned: o.Index})
 	l := &Library{Registry: reg, redis: o.Redis, prefix: o.Prefix, metrics: o.Metrics, log: o.Log}
 	if o.Redis != nil {
-		st := skills.NewRedisState(o.Redis, o.Prefix)
-		reg.SetIndexOrder(indexOrder(o.Index, st, o.Log))
-		l.State = st
+		l.State = skills.NewRedisState(o.Redis, o.Prefix)
 		return l, nil
 	}
-	reg.SetIndexOrder(indexOrder(o.Index, nil, o.Log))
 	st, warns := skills.OpenFileState(o.Home)
 	for _, w := range warns {
 		o.Log.Warn("skills state: " + w.String())
@@ -84,26 +84,25 @@ func Open(o Options) (*Library, error) {
 	return l, nil
 }
 
-// indexOrderWait bounds reading the load counts at a (re)load.
-const indexOrderWait = 2 * time.Second
-
-// indexOrder is what decides the index beyond the layers: skills.index,
-// and the load counts when the state keeps them (u may be nil).
-func indexOrder(pinned []string, u skills.Usage, log *slog.Logger) func() skills.IndexOrder {
-	return func() skills.IndexOrder {
-		o := skills.IndexOrder{Pinned: pinned}
-		if u == nil {
-			return o
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), indexOrderWait)
-		defer cancel()
-		uses, err := u.Uses(ctx)
+// BotSkills is the bot-wide skill set of the current catalog: every
+// enabled skill, trusted as the state says, before channel policies and a
+// conversation's tools narrow it (those only make the index smaller). The
+// gauges, the start-up line and `parley skills list` count its index, the
+// one the system prompt holds. An error reading the disabled list comes
+// with a set that treats every skill as enabled.
+func (l *Library) BotSkills(ctx context.Context) (*agent.SkillSet, error) {
+	disabled, err := l.State.Disabled(ctx)
+	set := &agent.SkillSet{Catalog: l.Registry.Catalog(), Disabled: disabled, Trusted: func(s *skills.Skill) bool {
+		ok, err := l.State.Trusted(ctx, s.Path, s.SHA256)
 		if err != nil {
-			log.Warn("skills: load counts unavailable; the index orders the rest by name", "err", err)
+			l.log.Debug("skills: cannot read trust; counting the skill as untrusted", "skill", s.Name, "err", err)
 		}
-		o.Uses = uses
-		return o
+		return ok
+	}}
+	if err != nil {
+		return set, fmt.Errorf("skills: read the disabled list: %w", err)
 	}
+	return set, nil
 }
 
 // Start sets the gauges and, with Redis, follows the reloads and the
@@ -196,33 +195,30 @@ type counts struct {
 	total      int
 	enabled    int
 	indexed    int // skills listed in the bot-wide index
-	leftOut    int // enabled, model-invocable skills the index has no room for
+	leftOut    int // indexable skills the index has no room for
 	indexBytes int
 }
 
 // count reads the current catalog and state. The index counted is the
-// bot-wide one: every enabled skill, before channel policies and the
-// tools of a conversation narrow it (those only make it smaller).
+// bot-wide one (BotSkills).
 func (l *Library) count(ctx context.Context) counts {
-	c := l.Registry.Catalog()
-	disabled, err := l.State.Disabled(ctx)
+	set, err := l.BotSkills(ctx)
 	if err != nil {
 		l.log.Debug("skills: cannot read the disabled list for the metrics", "err", err)
 	}
-	n := counts{known: map[[2]string]int{}, total: c.Len()}
-	for _, s := range c.All() {
+	n := counts{known: map[[2]string]int{}, total: set.Catalog.Len()}
+	for _, s := range set.Catalog.All() {
 		state := "enabled"
-		if disabled[s.Name] {
+		if set.Disabled[s.Name] {
 			state = "disabled"
 		} else {
 			n.enabled++
 		}
 		n.known[[2]string{string(s.Source), state}]++
 	}
-	set := &agent.SkillSet{Catalog: c, Disabled: disabled}
 	index, _ := set.Index()
 	n.indexBytes = len(index)
-	listed, leftOut := c.IndexListing(set.Visible)
+	listed, leftOut := set.IndexListing()
 	n.indexed, n.leftOut = len(listed), len(leftOut)
 	return n
 }
