@@ -344,7 +344,7 @@ func startTyping(ctx context.Context, caps *channels.Capabilities, m channels.Me
 }
 
 func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Message, eff *policy.Effective, text string) (result, error) {
-	if notice, refused, err := g.acct.admit(ctx, m, eff); err != nil || refused {
+	if notice, refused, err := g.acct.admit(ctx, m, eff, g.caps(m.Channel).Awaited != nil); err != nil || refused {
 		return result{reply: notice}, err
 	}
 	r := result{channel: m.Channel, turn: true, start: time.Now(), outcome: metrics.OutcomeOK}
