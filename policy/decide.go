@@ -155,8 +155,12 @@ func (e *Effective) DMMatters() bool {
 // that platform's user ID; a bare ID, under policies.platforms.P, only
 // P's user; and a bare ID in policies.default matches nobody, since it
 // does not say which platform's user it means. The empty id is never an
-// admin.
+// admin. The operator of the process (Resolver.WithOperator) is an admin
+// too.
 func (e *Effective) IsAdmin(user string) bool {
+	if user != "" && user == e.operator {
+		return true
+	}
 	return matchAdmin(e.admins.val, e.admins.level != levelConfigDefault, e.channel, user)
 }
 
