@@ -36,6 +36,8 @@ func (e *environment) chat(args []string) error {
 		cfg.Log.Level = "warn"
 	}
 	log := newLogger(e.stderr, cfg)
+	e.oneShotChat = f.oneShot
+	e.operator = e.consoleUser()
 	a, err := e.newApp(cfg, log)
 	if err != nil {
 		return err
@@ -97,10 +99,7 @@ func (e *environment) openConsole(a *app, f chatFlags) (*console.Adapter, error)
 	if conv == "" {
 		conv = console.NewConversationID()
 	}
-	user := e.getenv("USER")
-	if user == "" {
-		user = "console"
-	}
+	user := e.consoleUser()
 	// On a terminal the answer is printed as it is written; into a file or
 	// a pipe it is printed whole, so that the output is only the answer.
 	live := isTerminal(e.stdout)
@@ -122,6 +121,15 @@ func (e *environment) openConsole(a *app, f chatFlags) (*console.Adapter, error)
 		fmt.Fprintln(e.stdout, conv)
 	}
 	return ch, nil
+}
+
+// consoleUser is the console's user id: the login name of the person at
+// the terminal.
+func (e *environment) consoleUser() string {
+	if user := e.getenv("USER"); user != "" {
+		return user
+	}
+	return "console"
 }
 
 // askOnce sends message, prints the answer (unless it was shown as it was
