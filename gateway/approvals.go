@@ -148,6 +148,9 @@ func (g *Gateway) resume(ctx context.Context, c *sessions.Claim, m channels.Mess
 	images, history := g.att.resumeImages(ctx, g.caps(m.Channel).AttachmentFetcher, m, eff, c.History)
 	r.route = g.route(to)
 	live := r.route.StartLive(ctx)
+	if r.stopTyping != nil {
+		live.OnVisible(r.stopTyping)
+	}
 	res, err := g.agent.Run(ctx, agent.TurnRequest{
 		Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat, Conversation: c.Lock.Conversation(), User: m.User,
 		History: c.History, SystemExtra: index, Skills: set,

@@ -394,6 +394,9 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 	}
 	rt := g.route(m)
 	live := rt.StartLive(ctx)
+	if r.stopTyping != nil {
+		live.OnVisible(r.stopTyping)
+	}
 	defer func() {
 		if !handedOver {
 			live.Discard(ctx)
