@@ -336,3 +336,22 @@ func TestChatTerminalUserAdministersTheConsole(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want the skill list", code, stdout.String(), stderr.String())
 	}
 }
+
+// TestChatConversationAcceptsTheShownID: --conversation takes the id the
+// banner shows, the conversation as logs and the admin console show it,
+// and its key with the trailing separator, all naming one conversation.
+func TestChatConversationAcceptsTheShownID(t *testing.T) {
+	model := openaitest.New(t)
+	getenv := mapEnv(map[string]string{"OPENAI_BASE_URL": model.URL(), "OPENAI_API_KEY": "sk-test", "PARLEY_HOME": t.TempDir()})
+	for _, named := range []string{"f0804e6bda20", "console::f0804e6bda20", "console::f0804e6bda20:"} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), []string{"chat", "--print-conversation", "--conversation", named, "-m", "hi"}, strings.NewReader(""), &stdout, &stderr, getenv)
+		if code != 0 || !strings.HasPrefix(stdout.String(), "f0804e6bda20\n") {
+			t.Errorf("--conversation %s: exit %d, stdout %q, stderr %q; want conversation f0804e6bda20", named, code, stdout.String(), stderr.String())
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"chat", "--conversation", "slack:T1:C1:", "-m", "hi"}, strings.NewReader(""), &stdout, &stderr, getenv); code != 2 {
+		t.Errorf("--conversation of a Slack conversation: exit %d, want 2 (usage)", code)
+	}
+}
