@@ -155,13 +155,17 @@ func (e *Effective) DMMatters() bool {
 // that platform's user ID; a bare ID, under policies.platforms.P, only
 // P's user; and a bare ID in policies.default matches nobody, since it
 // does not say which platform's user it means. The empty id is never an
-// admin. The operator of the process (Resolver.WithOperator) is an admin
-// too.
+// admin.
 func (e *Effective) IsAdmin(user string) bool {
-	if user != "" && user == e.operator {
-		return true
-	}
 	return matchAdmin(e.admins.val, e.admins.level != levelConfigDefault, e.channel, user)
+}
+
+// IsOperator reports whether user runs this process
+// (Resolver.WithOperator): they may run the admin commands of its
+// conversations. The access rules still apply to them, so that an
+// operator can try what a refused user hears.
+func (e *Effective) IsOperator(user string) bool {
+	return user != "" && user == e.operator
 }
 
 // IsGlobalAdmin reports whether user is named in policies.default.admins

@@ -94,9 +94,9 @@ type Resolver struct {
 	operator, operatorOn string
 }
 
-// WithOperator returns a copy of r in which user, on platform, is an
-// admin of every conversation of that platform besides the admins the
-// tree names: the person at the terminal of `parley chat` owns the
+// WithOperator returns a copy of r in which user, on platform, may run
+// the admin commands of every conversation of that platform besides the
+// admins the tree names (Effective.IsOperator): the person at the terminal of `parley chat` owns the
 // process, its configuration and its store, so nothing the tree could
 // refuse them would be kept from them. Global admins stay those of
 // policies.default.admins.
@@ -244,7 +244,7 @@ type Effective struct {
 	admins                setting[[]string]
 	// channel is the scope's platform: admin ids are matched on it.
 	channel string
-	// operator is the user who runs the process, an admin here (see
+	// operator is the user who runs the process (see
 	// Resolver.WithOperator); "" for none.
 	operator string
 	// global is policies.default.admins, the admins of state shared by
