@@ -442,13 +442,15 @@ func (s *Server) conversationsPage(r *http.Request, id identity, v *view) (strin
 		d.ByChannel[i].Conversations = append(d.ByChannel[i].Conversations, c)
 	}
 	slices.SortFunc(d.ByChannel, func(a, b channelGroup) int { return strings.Compare(a.Channel, b.Channel) })
-	if key := r.URL.Query().Get("c"); key != "" {
+	// A conversation is named as it is shown (sessions.ShownKey) or by
+	// its key.
+	if key := sessions.KeyOf(r.URL.Query().Get("c")); key != "" {
 		det, err := s.conversationDetail(ctx, key, inv)
 		if err != nil {
 			return "", err
 		}
 		d.Detail = det
-		v.Title = "Conversation " + key
+		v.Title = "Conversation " + sessions.ShownKey(key)
 	}
 	v.Data = d
 	return "conversations", nil
@@ -510,30 +512,31 @@ const maxKeyLen = 1024
 
 func (s *Server) conversationAction(w http.ResponseWriter, r *http.Request, id identity) (string, int, error) {
 	ctx := r.Context()
-	key, action := r.PostFormValue("c"), r.PostFormValue("action")
+	key, action := sessions.KeyOf(r.PostFormValue("c")), r.PostFormValue("action")
 	if key == "" || len(key) > maxKeyLen {
 		return "", http.StatusBadRequest, nil
 	}
-	back := func(code string) string { return doneURL("/admin/conversations", code, key, "c", key) }
+	shown := sessions.ShownKey(key)
+	back := func(code string) string { return doneURL("/admin/conversations", code, shown, "c", shown) }
 	switch action {
 	case "reset":
 		err := s.cfg.Conversations.ResetConversation(ctx, key)
 		if code, ok := busyOrFailed(err); ok {
-			s.audit(r, id, "conversation reset", key, code)
+			s.audit(r, id, "conversation reset", shown, code)
 			return back(code), 0, nil
 		}
-		s.audit(r, id, "conversation reset", key, "ok")
+		s.audit(r, id, "conversation reset", shown, "ok")
 		return back("reset"), 0, nil
 	case "compact":
 		outcome, err := s.cfg.Conversations.CompactConversation(ctx, key)
 		if code, ok := busyOrFailed(err); ok {
 			if code == "failed" {
-				s.log.Warn("admin: compact", "conversation", key, "err", err)
+				s.log.Warn("admin: compact", "conversation", shown, "err", err)
 			}
-			s.audit(r, id, "conversation compact", key, code)
+			s.audit(r, id, "conversation compact", shown, code)
 			return back(code), 0, nil
 		}
-		s.audit(r, id, "conversation compact", key, outcome)
+		s.audit(r, id, "conversation compact", shown, outcome)
 		if outcome == "ok" {
 			return back("compacted"), 0, nil
 		}

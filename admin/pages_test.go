@@ -8,8 +8,10 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/parleyhq/parley/agent/openaitest"
+	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/sessions"
 )
 
@@ -249,5 +251,38 @@ func TestConsoleSaysHowItWasSignedIn(t *testing.T) {
 	}
 	if other := c.get("/admin/policies?channel=wechat"); strings.Contains(other.body, " selected>") {
 		t.Error("a scope is selected that is not the one explained")
+	}
+}
+
+// TestConversationIDShownWithoutTrailingSeparator: a conversation without
+// a thread is listed as "slack:T1:C9", not "slack:T1:C9:", and the page
+// and the reset take it back in either form.
+func TestConversationIDShownWithoutTrailingSeparator(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	r := w.replica(t, "a", options{})
+	c := r.client(t)
+	csrf := c.signIn()
+	w.model.Script(openaitest.Text("threadless answer"))
+	m := channels.Message{ID: "m-threadless", Channel: "slack", Workspace: "T1", Chat: "C9", User: "U1", Text: "a question without a thread", Received: time.Now()}
+	if err := r.gw.Submit(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the reply", func() bool { return r.ch.replies() > 0 })
+	const shown = "slack:T1:C9"
+	list := c.get("/admin/conversations").body
+	has(t, "the list", list, "<code>"+shown+"</code>")
+	if strings.Contains(list, shown+":") {
+		t.Errorf("the list shows the key's trailing separator:\n%s", list)
+	}
+	for _, named := range []string{shown, m.ConversationKey()} {
+		has(t, "the page of "+named, c.get("/admin/conversations?c="+url.QueryEscape(named)).body, "a question without a thread", "threadless answer")
+	}
+	resp := c.post("/admin/conversations", url.Values{"csrf": {csrf}, "action": {"reset"}, "c": {shown}})
+	if resp.status != http.StatusSeeOther {
+		t.Fatalf("reset: %d", resp.status)
+	}
+	if n, _ := r.store.HistoryLen(context.Background(), m.ConversationKey()); n != 0 {
+		t.Errorf("the reset of %q left %d messages", shown, n)
 	}
 }

@@ -377,7 +377,7 @@ func (s saveSkillReference) Call(_ context.Context, tc *TurnContext, raw json.Ra
 	st.m.SkillReferenceWrites.WithLabelValues(tc.Channel, sk.Name, outcome).Inc()
 	// The audit log: every call, with who and where, success or not.
 	st.log.Info("audit: save_skill_reference", "skill", sk.Name, "file", args.File, "overwrite", args.Overwrite,
-		"bytes", n, "path", path, "outcome", outcome, "channel", tc.Channel, "conversation", tc.Conversation, "user", tc.User, "err", err)
+		"bytes", n, "path", path, "outcome", outcome, "channel", tc.Channel, "conversation", sessions.ShownKey(tc.Conversation), "user", tc.User, "err", err)
 	if err != nil {
 		if errors.Is(err, skills.ErrPathEscape) {
 			return Result{}, errors.New("refused: write only .md files under references/ with a relative path")

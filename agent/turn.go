@@ -124,7 +124,7 @@ func (a *Agent) newTurn(ctx, parent context.Context, req TurnRequest) (*turnRun,
 		User:         req.User,
 		Skills:       req.Skills,
 	}
-	t.log = withAttrs(a.log, slog.String("channel", req.Channel), slog.String("conversation", req.Conversation))
+	t.log = withAttrs(a.log, slog.String("channel", req.Channel), slog.String("conversation", sessions.ShownKey(req.Conversation)))
 	t.system = a.systemMessage(req.SystemExtra)
 	t.ev = &emitter{fn: req.Events}
 	t.chain = a.chainFor(ctx, req.Model)

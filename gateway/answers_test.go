@@ -94,3 +94,34 @@ func TestBrokenTurnIsAnswered(t *testing.T) {
 		t.Fatalf("reply = %+v; want the dropped-message notice", r)
 	}
 }
+
+// TestRateLimitedAwaitedSenderIsAnswered: on a channel whose sender waits
+// for each answer, every message a quota refuses is answered at once with
+// the notice, marked failed (so `parley chat -m` exits non-zero), also
+// within the minute in which elsewhere the user is told only once; none
+// of them reaches the model.
+func TestRateLimitedAwaitedSenderIsAnswered(t *testing.T) {
+	t.Parallel()
+	rs := newReplicas(t, 1, policy.Config{Default: config.Level{Limits: config.Limits{UserPerMinute: new(1)}}})
+	ch := awaitedRecorder{newRecorder("console")}
+	rs.gws[0].Register(ch)
+	for i, text := range []string{"first", "second", "third", "fourth"} {
+		if err := rs.gws[0].Submit(context.Background(), channels.Message{Channel: "console", Chat: "c1", User: "alice", DM: true, Text: text}); err != nil {
+			t.Fatal(err)
+		}
+		// One at a time, as the console asks: each waits for its answer.
+		ch.wait(t, i+1)
+	}
+	got := ch.snapshot()
+	if r := got[0].reply; r.Notice || r.Failed {
+		t.Errorf("reply to the first message = %+v; want the model's answer", r)
+	}
+	for i, s := range got[1:] {
+		if r := s.reply; !r.Notice || !r.Failed || !strings.Contains(r.Text, "faster than I can answer") {
+			t.Errorf("reply %d = %+v; want the failed rate notice", i+1, r)
+		}
+	}
+	if n := rs.model.RequestCount(); n != 1 {
+		t.Errorf("the model saw %d requests; want 1 (limits.user_per_minute: 1)", n)
+	}
+}

@@ -148,6 +148,9 @@ func (g *Gateway) resume(ctx context.Context, c *sessions.Claim, m channels.Mess
 	images, history := g.att.resumeImages(ctx, g.caps(m.Channel).AttachmentFetcher, m, eff, c.History)
 	r.route = g.route(to)
 	live := r.route.StartLive(ctx)
+	if r.stopTyping != nil {
+		live.OnVisible(r.stopTyping)
+	}
 	res, err := g.agent.Run(ctx, agent.TurnRequest{
 		Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat, Conversation: c.Lock.Conversation(), User: m.User,
 		History: c.History, SystemExtra: index, Skills: set,
@@ -174,6 +177,7 @@ func (g *Gateway) resume(ctx context.Context, c *sessions.Claim, m channels.Mess
 // reply, or the pause.
 func (g *Gateway) ran(ctx context.Context, m channels.Message, eff *policy.Effective, r result, res agent.TurnResult) result {
 	r.spent = g.acct.spentOf(m, eff, res)
+	r.tokens = res.Usage.Prompt + res.Usage.Completion
 	if res.Paused != nil {
 		r.pause = &pending{Paused: res.Paused, timeout: eff.ApprovalTimeout()}
 		return r
@@ -280,7 +284,7 @@ func (g *approvals) toolLabel(name string) string {
 func (g *approvals) audit(ctx context.Context, msg string, rec *approval.Record) {
 	sum := sha256.Sum256([]byte(rec.Args))
 	g.log.LogAttrs(ctx, slog.LevelInfo, msg, slog.String("audit", "approval"), slog.String("approval", rec.ID),
-		slog.String("channel", rec.Channel), slog.String("conversation", rec.Conversation),
+		slog.String("channel", rec.Channel), slog.String("conversation", sessions.ShownKey(rec.Conversation)),
 		slog.String("tool", rec.Tool), slog.String("args_sha256", hex.EncodeToString(sum[:])),
 		slog.String("requester", rec.Requester), slog.String("approver", rec.By), slog.String("outcome", rec.State))
 }

@@ -29,7 +29,9 @@ var quotaNotices = map[string]string{
 type accounting interface {
 	// admit counts m against its scope's quotas; refused reports that it
 	// may not reach the model, notice (maybe nil) what to answer it with.
-	admit(ctx context.Context, m channels.Message, eff *policy.Effective) (notice *channels.Reply, refused bool, err error)
+	// awaited says that m's sender waits for an answer to each message
+	// (channels.Awaited): every refusal is then answered.
+	admit(ctx context.Context, m channels.Message, eff *policy.Effective, awaited bool) (notice *channels.Reply, refused bool, err error)
 	// spentOf is what res cost; nil when nothing counts it.
 	spentOf(m channels.Message, eff *policy.Effective, res agent.TurnResult) *spent
 	// count counts s by itself.
@@ -53,10 +55,12 @@ func subjectOf(m channels.Message) quota.Subject {
 
 // admit counts m against the quotas of its scope. A refused message
 // (refused true) returns the notice that answers it: a notice the first time in
-// quota.NoticeEvery, else nothing; either way it never reaches the model
-// and its turn stores nothing. A failing Redis is a storeError: the
-// message stays queued.
-func (g *ledger) admit(ctx context.Context, m channels.Message, eff *policy.Effective) (_ *channels.Reply, refused bool, _ error) {
+// quota.NoticeEvery, else nothing — except when its sender is awaited,
+// who is answered every time, since they wait for an answer that would
+// never come; either way it never reaches the model and its turn stores
+// nothing. The notice is a failed reply: the message was refused. A
+// failing Redis is a storeError: the message stays queued.
+func (g *ledger) admit(ctx context.Context, m channels.Message, eff *policy.Effective, awaited bool) (_ *channels.Reply, refused bool, _ error) {
 	if g.quotas == nil {
 		return nil, false, nil
 	}
@@ -73,13 +77,13 @@ func (g *ledger) admit(ctx context.Context, m channels.Message, eff *policy.Effe
 	g.metrics.QuotaRefusals.WithLabelValues(m.Channel, v.Refused).Inc()
 	g.metrics.MessagesRejected.WithLabelValues(m.Channel, "quota").Inc()
 	d := eff.LimitRule(v.Refused)
-	if !v.Notify {
+	if !v.Notify && !awaited {
 		g.refusals.Log(ctx, g.log, slog.LevelDebug, "quota "+v.Refused, m.Channel, "message refused by a quota", "channel", m.Channel, "limit", v.Refused, "rule", d.Rule, "level", d.Level)
 		return nil, true, nil
 	}
 	g.refusals.Log(ctx, g.log, slog.LevelInfo, "quota notice "+v.Refused, m.Channel, "message refused by a quota; the user is told", "channel", m.Channel, "limit", v.Refused,
 		"rule", d.Rule, "level", d.Level, "retry_after", v.RetryAfter)
-	return &channels.Reply{Notice: true, Text: quotaNotices[v.Refused]}, true, nil
+	return &channels.Reply{Notice: true, Failed: true, Text: quotaNotices[v.Refused]}, true, nil
 }
 
 // spent is what a turn's model calls cost, counted once the turn is

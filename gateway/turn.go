@@ -72,6 +72,8 @@ type result struct {
 	// spent is what the model cost, for the budget and the usage report
 	// (nil: neither counts it).
 	spent *spent
+	// tokens are the model's tokens of the turn, prompt and completion.
+	tokens int
 }
 
 // storeError marks a failure of Redis during a turn: the message stays
@@ -208,6 +210,7 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 	// the reply (a user, a test, a dashboard a moment later) also sees the
 	// turn in the metrics; delivery time has metrics of its own.
 	observe(ctx, g.metrics, r, r.outcome)
+	g.logTurn(ctx, c.Lock.Conversation(), r)
 	if r.reply != nil {
 		rt.Deliver(ctx, *r.reply, r.live, slot)
 	} else {
@@ -344,7 +347,7 @@ func startTyping(ctx context.Context, caps *channels.Capabilities, m channels.Me
 }
 
 func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Message, eff *policy.Effective, text string) (result, error) {
-	if notice, refused, err := g.acct.admit(ctx, m, eff); err != nil || refused {
+	if notice, refused, err := g.acct.admit(ctx, m, eff, g.caps(m.Channel).Awaited != nil); err != nil || refused {
 		return result{reply: notice}, err
 	}
 	r := result{channel: m.Channel, turn: true, start: time.Now(), outcome: metrics.OutcomeOK}
@@ -394,6 +397,9 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 	}
 	rt := g.route(m)
 	live := rt.StartLive(ctx)
+	if r.stopTyping != nil {
+		live.OnVisible(r.stopTyping)
+	}
 	defer func() {
 		if !handedOver {
 			live.Discard(ctx)
@@ -423,6 +429,18 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 		r.reply.Text = withNotes(r.reply.Text, tm.notes)
 	}
 	return r, nil
+}
+
+// logTurn says, in one line an operator tailing the log reads as the
+// traffic, that a model turn was answered and written: where, how long it
+// took, how it went and what it cost. Nothing of what was said.
+func (g *Gateway) logTurn(ctx context.Context, conversation string, r result) {
+	if !r.turn {
+		return
+	}
+	g.log.LogAttrs(ctx, slog.LevelInfo, "turn answered", slog.String("channel", r.channel),
+		slog.String("conversation", sessions.ShownKey(conversation)), slog.Duration("duration", time.Since(r.start)),
+		slog.String("outcome", r.outcome), slog.Int("tokens", r.tokens))
 }
 
 // itemID names a queued item by its content.

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,4 +70,69 @@ func TestTypingReactionOnlyForSlowTurns(t *testing.T) {
 			}
 		}
 	})
+}
+
+// typingStreamer is a streamer with a typing indicator, whose sink holds
+// the finished answer for hold before delivering it.
+type typingStreamer struct {
+	*streamer
+	hold time.Duration
+}
+
+func (s typingStreamer) StartTyping(context.Context, channels.Message) func() {
+	s.log("typing start")
+	return func() { s.log("typing stop") }
+}
+
+func (s typingStreamer) StartReply(ctx context.Context, m channels.Message) (channels.ReplySink, error) {
+	sink, err := s.streamer.StartReply(ctx, m)
+	return heldSink{ReplySink: sink, s: s}, err
+}
+
+type heldSink struct {
+	channels.ReplySink
+	s typingStreamer
+}
+
+func (k heldSink) Finish(ctx context.Context, r channels.Reply) error {
+	// Past the typing delay, whenever the answer became visible: an
+	// indicator still due would be shown by now.
+	time.Sleep(k.s.hold)
+	k.s.log("finishing")
+	return k.ReplySink.Finish(ctx, r)
+}
+
+// TestNoTypingOnceLiveReplyVisible: once the live reply shows the answer,
+// the typing indicator is not shown (a delay not yet passed is cancelled,
+// two platform calls saved) or, shown already, is cleared then rather
+// than when the answer is complete.
+func TestNoTypingOnceLiveReplyVisible(t *testing.T) {
+	t.Parallel()
+	const delay = 50 * time.Millisecond
+	rg := newRig(t, gateway.Config{TypingDelay: delay}, openaitest.WithChunkRunes(4))
+	ch := typingStreamer{streamer: newStreamer(), hold: 4 * delay}
+	rg.gw.Register(ch)
+	rg.submit(t, liveMsg("hello there, how are you"))
+	ch.wait(t, 1)
+	var visible, standing bool
+	for _, c := range ch.all() {
+		switch {
+		case strings.HasPrefix(c, "show text:"):
+			visible = true
+		case c == "typing start":
+			if visible {
+				t.Errorf("the typing indicator was shown after the answer was visible: %q", ch.all())
+			}
+			standing = true
+		case c == "typing stop":
+			standing = false
+		case c == "finishing":
+			if standing {
+				t.Errorf("the typing indicator stands beside the visible answer until it is complete: %q", ch.all())
+			}
+		}
+	}
+	if !visible {
+		t.Fatalf("the answer was not shown live: %q", ch.all())
+	}
 }

@@ -160,6 +160,14 @@ func (e *Effective) IsAdmin(user string) bool {
 	return matchAdmin(e.admins.val, e.admins.level != levelConfigDefault, e.channel, user)
 }
 
+// IsOperator reports whether user runs this process
+// (Resolver.WithOperator): they may run the admin commands of its
+// conversations. The access rules still apply to them, so that an
+// operator can try what a refused user hears.
+func (e *Effective) IsOperator(user string) bool {
+	return user != "" && user == e.operator
+}
+
 // IsGlobalAdmin reports whether user is named in policies.default.admins
 // for this conversation's platform: the admins of state shared by every
 // platform, chat and replica, such as which skills are on and trusted.

@@ -89,6 +89,21 @@ type Resolver struct {
 	platforms map[string]*config.Level
 	// models describes each model key for Explain (nil: keys only).
 	models map[string]string
+	// operator is the user who runs this process on the platform
+	// operatorOn (see WithOperator); "" for none.
+	operator, operatorOn string
+}
+
+// WithOperator returns a copy of r in which user, on platform, may run
+// the admin commands of every conversation of that platform besides the
+// admins the tree names (Effective.IsOperator): the person at the terminal of `parley chat` owns the
+// process, its configuration and its store, so nothing the tree could
+// refuse them would be kept from them. Global admins stay those of
+// policies.default.admins.
+func (r *Resolver) WithOperator(platform, user string) *Resolver {
+	c := *r
+	c.operator, c.operatorOn = user, platform
+	return &c
 }
 
 // WithModels returns a copy of r whose Explain describes each model by
@@ -190,6 +205,9 @@ func (r *Resolver) Resolve(s Scope) *Effective {
 	levels, _ := r.chain(s)
 	e := resolve(levels)
 	e.channel, e.global = s.Channel, r.p.Default.Admins
+	if r.operatorOn != "" && r.operatorOn == s.Channel {
+		e.operator = r.operator
+	}
 	return e
 }
 
@@ -226,6 +244,9 @@ type Effective struct {
 	admins                setting[[]string]
 	// channel is the scope's platform: admin ids are matched on it.
 	channel string
+	// operator is the user who runs the process (see
+	// Resolver.WithOperator); "" for none.
+	operator string
 	// global is policies.default.admins, the admins of state shared by
 	// every platform and chat.
 	global []string

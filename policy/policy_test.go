@@ -650,6 +650,31 @@ func TestAdmins(t *testing.T) {
 	}
 }
 
+// TestTerminalUserAdministersTheConsole: the operator a Resolver is
+// given may run the admin commands of every conversation of their
+// platform, also one whose chat level names other admins (who stay
+// admins), and of no other platform's; they are no global admin by it.
+func TestTerminalUserAdministersTheConsole(t *testing.T) {
+	pol := Config{Platforms: map[string]PlatformPolicy{
+		"console": {Workspaces: map[string]WorkspacePolicy{"": {Chats: map[string]config.Level{"c2": {Admins: []string{"bob"}}}}}},
+	}}
+	r := New(pol).WithOperator("console", "alice")
+	for _, chat := range []string{"c1", "c2"} {
+		if e := r.Resolve(Scope{Channel: "console", Chat: chat}); !e.IsOperator("alice") || e.IsGlobalAdmin("alice") || e.IsOperator("mallory") {
+			t.Errorf("console chat %s: alice operator %t, global %t, mallory operator %t; want true, false, false", chat, e.IsOperator("alice"), e.IsGlobalAdmin("alice"), e.IsOperator("mallory"))
+		}
+	}
+	if !r.Resolve(Scope{Channel: "console", Chat: "c2"}).IsAdmin("bob") {
+		t.Error("the chat's own admin bob is no admin beside the operator")
+	}
+	if r.Resolve(Scope{Channel: "slack", Workspace: "T1", Chat: "C1"}).IsOperator("alice") {
+		t.Error("the console's operator administers Slack")
+	}
+	if New(pol).Resolve(Scope{Channel: "console", Chat: "c1"}).IsOperator("alice") {
+		t.Error("without an operator, alice administers the console")
+	}
+}
+
 // TestIsolation checks that neither the caller's config nor a caller
 // modifying Admins() can change later decisions.
 func TestIsolation(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/parleyhq/parley/agent"
+	"github.com/parleyhq/parley/sessions"
 )
 
 // Limits on what a server hands the model. They live here, in code, so that
@@ -113,7 +114,7 @@ func (t *tool) Call(ctx context.Context, tc *agent.TurnContext, args json.RawMes
 	}
 	attrs := []any{"tool", t.name, "writes", def.writes, "duration", time.Since(start), "bytes", len(content), "err", err}
 	if tc != nil {
-		attrs = append(attrs, "channel", tc.Channel, "conversation", tc.Conversation, "user", tc.User)
+		attrs = append(attrs, "channel", tc.Channel, "conversation", sessions.ShownKey(tc.Conversation), "user", tc.User)
 	}
 	s.log.Log(ctx, level, msg, attrs...)
 	if err != nil {

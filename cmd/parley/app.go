@@ -12,6 +12,7 @@ import (
 
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/channels/console"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway"
 	"github.com/parleyhq/parley/gateway/approval"
@@ -71,7 +72,11 @@ func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
 func (e *environment) openStore(cfg config.Config, log *slog.Logger) (*sessions.RedisStore, bool, error) {
 	opts := sessions.FromConfig(cfg).Options(cfg.Redis.Prefix)
 	if cfg.Redis.URL == "" {
-		log.Warn("REDIS_URL is not set: using the in-memory store, which keeps conversations in this process only — run one replica, and expect a restart to forget everything")
+		level := slog.LevelWarn
+		if e.oneShotChat {
+			level = slog.LevelDebug
+		}
+		log.Log(e.ctx, level, "REDIS_URL is not set: using the in-memory store, which keeps conversations in this process only — run one replica, and expect a restart to forget everything")
 		s, err := sessions.NewMemory(opts)
 		return s, false, err
 	}
@@ -170,6 +175,9 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 	a.tools = a.toolset.registry
 	a.agent = agent.FromConfig(cfg, gateway.SectionFrom(cfg).Workers, tracer, a.tools, m, log)
 	a.policy = policy.New(*policy.FromConfig(cfg)).WithModels(agent.ModelsFrom(cfg).Descriptions())
+	if e.operator != "" {
+		a.policy = a.policy.WithOperator(console.Name, e.operator)
+	}
 
 	var stopBg context.CancelFunc
 	a.bg, stopBg = context.WithCancel(context.Background())

@@ -12,6 +12,7 @@ import (
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/console"
 	"github.com/parleyhq/parley/gateway"
+	"github.com/parleyhq/parley/sessions"
 )
 
 func (e *environment) chat(args []string) error {
@@ -36,6 +37,8 @@ func (e *environment) chat(args []string) error {
 		cfg.Log.Level = "warn"
 	}
 	log := newLogger(e.stderr, cfg)
+	e.oneShotChat = f.oneShot
+	e.operator = e.consoleUser()
 	a, err := e.newApp(cfg, log)
 	if err != nil {
 		return err
@@ -93,14 +96,14 @@ func (f *chatFlags) check(fs *flag.FlagSet) error {
 // openConsole registers the console channel for the conversation f names
 // (or a new one) with a's gateway.
 func (e *environment) openConsole(a *app, f chatFlags) (*console.Adapter, error) {
-	conv := f.conversation
+	conv, err := consoleChat(f.conversation)
+	if err != nil {
+		return nil, err
+	}
 	if conv == "" {
 		conv = console.NewConversationID()
 	}
-	user := e.getenv("USER")
-	if user == "" {
-		user = "console"
-	}
+	user := e.consoleUser()
 	// On a terminal the answer is printed as it is written; into a file or
 	// a pipe it is printed whole, so that the output is only the answer.
 	live := isTerminal(e.stdout)
@@ -122,6 +125,29 @@ func (e *environment) openConsole(a *app, f chatFlags) (*console.Adapter, error)
 		fmt.Fprintln(e.stdout, conv)
 	}
 	return ch, nil
+}
+
+// consoleChat is the conversation id --conversation names: the id the
+// banner shows, or the conversation as logs and the admin console show
+// it (console::ID, with or without the key's trailing separator).
+func consoleChat(named string) (string, error) {
+	if !strings.Contains(named, ":") {
+		return named, nil
+	}
+	parts := strings.SplitN(sessions.KeyOf(named), ":", 4)
+	if len(parts) != 4 || parts[0] != console.Name || parts[1] != "" || parts[2] == "" || parts[3] != "" {
+		return "", fmt.Errorf("%w: --conversation %q is no console conversation (want ID or console::ID)", errUsage, named)
+	}
+	return parts[2], nil
+}
+
+// consoleUser is the console's user id: the login name of the person at
+// the terminal.
+func (e *environment) consoleUser() string {
+	if user := e.getenv("USER"); user != "" {
+		return user
+	}
+	return "console"
 }
 
 // askOnce sends message, prints the answer (unless it was shown as it was

@@ -161,4 +161,12 @@ type environment struct {
 	getenv         func(string) string
 	// verbose logs every skill warning instead of one line counting them.
 	verbose bool
+	// oneShotChat is set for `parley chat -m`: one message whose answer
+	// is the output, where the in-memory store needs no warning (the
+	// process is meant to forget).
+	oneShotChat bool
+	// operator, when set, is the console user of `parley chat`: the
+	// person at the terminal, who owns the process and so administers its
+	// console conversations (policy.Resolver.WithOperator).
+	operator string
 }

@@ -84,8 +84,29 @@ func TestChatOneTurnOnTheInMemoryStore(t *testing.T) {
 	if code != 0 || stdout.String() != "echo: hello\n" {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}
+}
+
+// TestChatMessageWithoutRedisWarnsNothing: `parley chat -m` on the
+// in-memory store prints the answer and no warning (one message is meant
+// to be forgotten); the interactive console still warns.
+func TestChatMessageWithoutRedisWarnsNothing(t *testing.T) {
+	model := openaitest.New(t)
+	getenv := mapEnv(map[string]string{"OPENAI_BASE_URL": model.URL(), "OPENAI_API_KEY": "sk-test", "PARLEY_HOME": t.TempDir()})
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"chat", "-m", "hello"}, strings.NewReader(""), &stdout, &stderr, getenv)
+	if code != 0 || stdout.String() != "echo: hello\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+	if strings.Contains(stderr.String(), "REDIS_URL") {
+		t.Errorf("chat -m warned about the in-memory store: %q", stderr.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := run(context.Background(), []string{"chat"}, strings.NewReader("/exit\n"), &stdout, &stderr, getenv); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
 	if !strings.Contains(stderr.String(), "in-memory store") {
-		t.Errorf("no warning about the in-memory store: %q", stderr.String())
+		t.Errorf("the interactive console did not warn about the in-memory store: %q", stderr.String())
 	}
 }
 
@@ -302,4 +323,35 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// TestChatTerminalUserAdministersTheConsole: the person at the terminal
+// may run the console's admin commands without being named in admins.
+func TestChatTerminalUserAdministersTheConsole(t *testing.T) {
+	model := openaitest.New(t)
+	getenv := mapEnv(map[string]string{"OPENAI_BASE_URL": model.URL(), "OPENAI_API_KEY": "sk-test", "PARLEY_HOME": t.TempDir(), "USER": "alice"})
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"chat", "-m", "/skill list"}, strings.NewReader(""), &stdout, &stderr, getenv)
+	if code != 0 || strings.Contains(stdout.String(), "only an administrator") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want the skill list", code, stdout.String(), stderr.String())
+	}
+}
+
+// TestChatConversationAcceptsTheShownID: --conversation takes the id the
+// banner shows, the conversation as logs and the admin console show it,
+// and its key with the trailing separator, all naming one conversation.
+func TestChatConversationAcceptsTheShownID(t *testing.T) {
+	model := openaitest.New(t)
+	getenv := mapEnv(map[string]string{"OPENAI_BASE_URL": model.URL(), "OPENAI_API_KEY": "sk-test", "PARLEY_HOME": t.TempDir()})
+	for _, named := range []string{"f0804e6bda20", "console::f0804e6bda20", "console::f0804e6bda20:"} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), []string{"chat", "--print-conversation", "--conversation", named, "-m", "hi"}, strings.NewReader(""), &stdout, &stderr, getenv)
+		if code != 0 || !strings.HasPrefix(stdout.String(), "f0804e6bda20\n") {
+			t.Errorf("--conversation %s: exit %d, stdout %q, stderr %q; want conversation f0804e6bda20", named, code, stdout.String(), stderr.String())
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"chat", "--conversation", "slack:T1:C1:", "-m", "hi"}, strings.NewReader(""), &stdout, &stderr, getenv); code != 2 {
+		t.Errorf("--conversation of a Slack conversation: exit %d, want 2 (usage)", code)
+	}
 }

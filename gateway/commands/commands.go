@@ -104,7 +104,7 @@ func (r *Registry) Run(ctx context.Context, lock *sessions.Lock, m channels.Mess
 		}
 		return "", false, nil
 	}
-	if c.Who == Admin && !eff.IsGlobalAdmin(m.User) && !eff.IsAdmin(m.User) {
+	if c.Who == Admin && !eff.IsGlobalAdmin(m.User) && !eff.IsAdmin(m.User) && !eff.IsOperator(m.User) {
 		r.metrics.PolicyDenials.WithLabelValues(m.Channel, "admin").Inc()
 		return c.Refusal, true, nil
 	}

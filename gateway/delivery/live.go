@@ -17,13 +17,15 @@ import (
 // flight) is merged into one piece, so that a slow platform never slows
 // the turn and a fast model never queues up edits.
 type Live struct {
-	sink    channels.ReplySink
-	msg     channels.Message
-	visible func() // called once, when the user first sees progress
-	d       *Deliverer
+	sink channels.ReplySink
+	msg  channels.Message
+	d    *Deliverer
 
-	mu    sync.Mutex
-	queue []channels.Progress // not yet taken by the pump
+	mu sync.Mutex
+	// visible is called once, when the user first sees progress (see
+	// OnVisible); nil: nothing is.
+	visible func()
+	queue   []channels.Progress // not yet taken by the pump
 	// textOut reports that text the pump took since the last reset it
 	// took is shown (or being shown): a reset must then reach the sink.
 	textOut bool
@@ -65,6 +67,20 @@ func (l *Live) Events() func(agent.Event) {
 		return nil
 	}
 	return l.event
+}
+
+// OnVisible has f called once, from the goroutine that shows the reply,
+// when the user first sees it: the turn then clears its typing indicator,
+// which the visible answer makes redundant (and which, not yet shown,
+// costs no platform call at all). Safe on a nil reply, which calls
+// nothing.
+func (l *Live) OnVisible(f func()) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	l.visible = f
+	l.mu.Unlock()
 }
 
 // event queues one agent event for the sink, merging it with what waits.
@@ -143,6 +159,13 @@ func (l *Live) pump(ctx context.Context) {
 			if visible && !seen {
 				seen = true
 				l.d.firstVisible(ctx, l.msg)
+				l.mu.Lock()
+				f := l.visible
+				l.visible = nil
+				l.mu.Unlock()
+				if f != nil {
+					f()
+				}
 			}
 		}
 	}
