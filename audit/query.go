@@ -23,6 +23,8 @@ type Filter struct {
 	// approver) and tool, exactly.
 	User string
 	Tool string
+	// Kind, when set, keeps the entries of that kind (KindTool, …).
+	Kind string
 	// Limit is the most entries returned (zero: DefaultLimit).
 	Limit int
 }
@@ -51,6 +53,11 @@ func (f Filter) Validate(retention time.Duration) error {
 		return fmt.Errorf("%w: since %s is beyond the ledger's retention (%s)", ErrFilter, f.Since, retention)
 	case f.Limit < 0 || f.Limit > MaxLimit:
 		return fmt.Errorf("%w: limit must be between 1 and %d", ErrFilter, MaxLimit)
+	}
+	switch f.Kind {
+	case "", KindTool, KindApproval, KindAdmin:
+	default:
+		return fmt.Errorf("%w: kind must be %s, %s or %s", ErrFilter, KindTool, KindApproval, KindAdmin)
 	}
 	for name, v := range map[string]string{"user": f.User, "tool": f.Tool} {
 		if len(v) > maxFilterText || strings.ContainsFunc(v, func(r rune) bool { return unicode.IsControl(r) || r == unicode.ReplacementChar }) {
@@ -83,7 +90,7 @@ func ParseFilter(since, user, tool, limit string) (Filter, error) {
 }
 
 func (f Filter) matches(e Entry) bool {
-	return (f.User == "" || e.User == f.User || e.Approver == f.User) && (f.Tool == "" || e.Tool == f.Tool)
+	return (f.User == "" || e.User == f.User || e.Approver == f.User) && (f.Tool == "" || e.Tool == f.Tool) && (f.Kind == "" || e.Kind == f.Kind)
 }
 
 // Query returns the entries f selects, newest first. It refuses a filter
