@@ -15,9 +15,7 @@ package admin
 import (
 	"context"
 	"embed"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -26,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parleyhq/parley/audit"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/internal/logthrottle"
 	"github.com/parleyhq/parley/policy"
@@ -97,7 +96,11 @@ type Config struct {
 
 	// Replica is this replica's heartbeat ID, marked on the overview.
 	Replica string
-	Log     *slog.Logger
+	// Audit is the audit ledger the console records its changes in and
+	// the Audit page reads (nil: the ledger under Prefix with the default
+	// retention).
+	Audit *audit.Ledger
+	Log   *slog.Logger
 	// Now is the clock (nil: time.Now); tests move it to expire sessions.
 	Now func() time.Time
 }
@@ -109,6 +112,7 @@ type Server struct {
 	proxies []netip.Prefix
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
+	ledger  *audit.Ledger
 	// logins limits failed sign-ins on this replica, by address: guessing
 	// a token over the network stays hopeless.
 	logins *signInLimiter
@@ -143,7 +147,10 @@ func New(cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: log.With("component", "admin"), proxies: cfg.Admin.Proxies(), logins: newSignInLimiter(time.Second, loginBurst),
-		refusals: logthrottle.New(logthrottle.DefaultEvery, cfg.Now)}
+		refusals: logthrottle.New(logthrottle.DefaultEvery, cfg.Now), ledger: cfg.Audit}
+	if s.ledger == nil {
+		s.ledger = audit.New(cfg.Redis, audit.Options{Prefix: cfg.Prefix, Replica: cfg.Replica, Log: log, Now: cfg.Now})
+	}
 	if err := s.parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -215,6 +222,7 @@ func (s *Server) routes() {
 	mux.Handle("GET /admin/conversations", s.page(s.conversationsPage))
 	mux.Handle("POST /admin/conversations", s.change(s.conversationAction))
 	mux.Handle("GET /admin/tools", s.page(s.toolsPage))
+	mux.Handle("GET /admin/audit", s.page(s.auditPage))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not found", http.StatusNotFound)
 	})
@@ -262,6 +270,12 @@ func (s *Server) page(fn pageFunc) http.Handler {
 		}
 		v.Notice = notice(r)
 		name, err := fn(r, id, v)
+		var bad badRequest
+		if errors.As(err, &bad) {
+			v.Error = bad.msg
+			s.render(w, http.StatusBadRequest, name, v)
+			return
+		}
 		if err != nil {
 			s.fail(w, r, "render "+r.URL.Path, err)
 			return
@@ -361,54 +375,12 @@ func (s *Server) render(w http.ResponseWriter, status int, name string, v *view)
 	_, _ = w.Write([]byte(b.String()))
 }
 
-// auditEntry is one change, as the overview lists it.
-type auditEntry struct {
-	At      time.Time `json:"at"`
-	User    string    `json:"user"`
-	Via     string    `json:"via"`
-	Action  string    `json:"action"`
-	Target  string    `json:"target,omitempty"`
-	Outcome string    `json:"outcome"`
-	Replica string    `json:"replica,omitempty"`
-}
-
-// maxAudit is how many changes Redis keeps for the overview; the log
-// keeps them all.
-const maxAudit = 200
-
-func (s *Server) auditKey() string { return s.cfg.Prefix + "admin:audit" }
-
-// audit records a change: in the log, always, and in Redis for the
-// overview of every replica.
+// audit records a change in the audit ledger, which logs it too; the
+// remote address goes only to this log.
 func (s *Server) audit(r *http.Request, id identity, action, target, outcome string) {
 	s.log.Info("audit: admin console change", "user", id.user, "via", id.via, "action", action, "target", target, "outcome", outcome, "remote", r.RemoteAddr)
-	e := auditEntry{At: s.now().UTC().Truncate(time.Second), User: id.user, Via: id.via, Action: action, Target: target, Outcome: outcome, Replica: s.cfg.Replica}
-	data, err := json.Marshal(e)
-	if err != nil {
-		return
-	}
-	ctx := context.WithoutCancel(r.Context())
-	pipe := s.cfg.Redis.TxPipeline()
-	pipe.LPush(ctx, s.auditKey(), data)
-	pipe.LTrim(ctx, s.auditKey(), 0, maxAudit-1)
-	if _, err := pipe.Exec(ctx); err != nil {
-		s.log.Warn("admin: audit entry not kept in Redis (it is in this log)", "err", err)
-	}
-}
-
-func (s *Server) recentAudit(ctx context.Context, n int64) ([]auditEntry, error) {
-	raw, err := s.cfg.Redis.LRange(ctx, s.auditKey(), 0, n-1).Result()
-	if err != nil && !isRedisNil(err) {
-		return nil, fmt.Errorf("admin: read audit: %w", err)
-	}
-	out := make([]auditEntry, 0, len(raw))
-	for _, r := range raw {
-		var e auditEntry
-		if json.Unmarshal([]byte(r), &e) == nil {
-			out = append(out, e)
-		}
-	}
-	return out, nil
+	// The ledger logs what it cannot keep; the change stands either way.
+	_ = s.ledger.Record(r.Context(), audit.Entry{Kind: audit.KindAdmin, User: id.user, Via: id.via, Action: action, Target: target, Outcome: outcome})
 }
 
 func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {

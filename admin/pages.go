@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/agent"
+	"github.com/parleyhq/parley/audit"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/sessions"
 	"github.com/parleyhq/parley/skills"
@@ -62,7 +63,7 @@ type overviewData struct {
 	SkillCount  int
 	Disabled    []string
 	Grafana     string
-	Audit       []auditEntry
+	Audit       []audit.Entry
 }
 
 type replicaView struct {
@@ -114,7 +115,7 @@ func (s *Server) overview(r *http.Request, id identity, v *view) (string, error)
 			d.Disabled = append(d.Disabled, sk.Name)
 		}
 	}
-	if d.Audit, err = s.recentAudit(ctx, 10); err != nil {
+	if d.Audit, err = s.ledger.Query(ctx, audit.Filter{Kind: audit.KindAdmin, Since: s.ledger.Retention(), Limit: 10}); err != nil {
 		s.log.Warn("admin: overview", "err", err)
 	}
 	v.Data = d

@@ -2,7 +2,6 @@ package admin_test
 
 import (
 	"context"
-	"encoding/json"
 	"html"
 	"net/http"
 	"net/url"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/agent/openaitest"
+	"github.com/parleyhq/parley/audit"
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/sessions"
 )
@@ -112,19 +112,15 @@ func TestSkillActionsFollowTheChatRules(t *testing.T) {
 		t.Fatalf("an unknown action: %d, want 400", got.status)
 	}
 
-	// Every change is audited: in the log and for the overview.
-	raw, err := w.redis.Client.LRange(ctx, w.redis.Prefix+"admin:audit", 0, -1).Result()
+	// Every change is audited: in the log and in the audit ledger.
+	entries, err := audit.New(w.redis.Client, audit.Options{Prefix: w.redis.Prefix}).Query(ctx, audit.Filter{Kind: audit.KindAdmin})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var actions []string
-	for _, e := range raw {
-		var entry struct{ User, Action, Target, Outcome string }
-		if err := json.Unmarshal([]byte(e), &entry); err != nil {
-			t.Fatal(err)
-		}
+	for _, entry := range entries {
 		if entry.User != "token" {
-			t.Errorf("audit entry without its user: %s", e)
+			t.Errorf("audit entry without its user: %+v", entry)
 		}
 		actions = append(actions, entry.Action+" "+entry.Target)
 	}

@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/parleyhq/parley/audit"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/sessions"
@@ -265,6 +266,9 @@ type TurnRequest struct {
 	// Calls records write-tool calls (nil: none are recorded, and a
 	// message answered twice makes its writes twice).
 	Calls CallLedger
+	// Audit records every write-tool call of the turn, run or refused,
+	// with who asked, who approved and the outcome (nil: none).
+	Audit audit.Recorder
 	// Approve reports whether a call of a tool, which writes if writes is
 	// true, waits for a person's approval: the turn then pauses there
 	// (TurnResult.Paused). Nil: no call does.

@@ -44,6 +44,8 @@ type Verdict struct {
 	// again (the user cancelled it): only the user's message is kept, and
 	// the reply is empty.
 	Stop bool
+	// By is who decided, for the audit ledger.
+	By string
 }
 
 // batch is the tool calls of one model answer and the outcomes of those
@@ -117,10 +119,15 @@ func (a *Agent) runBatch(ctx context.Context, log *slog.Logger, tc *TurnContext,
 			return &b.Calls[j]
 		}
 		if verdict.Approved {
+			tc.approver = verdict.By
 			a.record(tc, b, a.runTools(ctx, log, tc, b.Calls[j:j+1], allow, callLimit{n: 1}, once))
+			tc.approver = ""
 		} else {
 			a.m.ToolCalls.WithLabelValues(tc.Channel, b.Calls[j].Name, metrics.OutcomeDenied).Inc()
 			log.InfoContext(ctx, "tool call not approved", "tool", b.Calls[j].Name, "refusal", verdict.Refusal)
+			if t, ok := a.tools.Get(b.Calls[j].Name); ok && t.Writes() {
+				auditCall(ctx, tc, verdict.By, b.Calls[j], metrics.OutcomeDenied, 0)
+			}
 			a.record(tc, b, []outcome{{content: fmt.Sprintf("error: not run: %s. Tell the user; do not call it again unless they ask.", verdict.Refusal), result: metrics.OutcomeDenied}})
 		}
 		verdict = nil

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/parleyhq/parley/audit"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/sessions"
 	openai "github.com/sashabaranov/go-openai"
@@ -88,6 +89,8 @@ func normaliseCalls(calls []openai.ToolCall) []sessions.ToolCall {
 // across every attempt at it (see onceGuard).
 func (a *Agent) runTools(ctx context.Context, log *slog.Logger, tc *TurnContext, calls []sessions.ToolCall, allow func(string) bool, limit callLimit, once *onceGuard) []outcome {
 	r := &toolRun{
+		calls:     calls,
+		writes:    make([]bool, len(calls)),
 		out:       make([]outcome, len(calls)),
 		labels:    make([]string, len(calls)),
 		durations: make([]time.Duration, len(calls)),
@@ -102,6 +105,8 @@ func (a *Agent) runTools(ctx context.Context, log *slog.Logger, tc *TurnContext,
 
 // toolRun is what runTools learns of one batch, by call index.
 type toolRun struct {
+	calls     []sessions.ToolCall
+	writes    []bool // the call's tool writes: the audit ledger records it
 	out       []outcome
 	labels    []string // the tool's name, or unknownToolLabel
 	durations []time.Duration
@@ -124,6 +129,8 @@ func (a *Agent) sortCalls(r *toolRun, calls []sessions.ToolCall, allow func(stri
 		r.labels[i] = c.Name
 		if !ok {
 			r.labels[i] = unknownToolLabel
+		} else {
+			r.writes[i] = t.Writes()
 		}
 		switch {
 		case i >= limit.n:
@@ -214,7 +221,22 @@ func (a *Agent) account(ctx context.Context, log *slog.Logger, tc *TurnContext, 
 		}
 		log.Log(ctx, level, "tool call", "tool", label, "outcome", o.result,
 			"duration", r.durations[i], "injections", len(o.inject))
+		if r.writes[i] {
+			auditCall(ctx, tc, tc.approver, r.calls[i], o.result, r.durations[i])
+		}
 	}
+}
+
+// auditCall records a write call in the turn's audit ledger: run or
+// refused, never its arguments (the ledger keeps their hash and a
+// redacted preview).
+func auditCall(ctx context.Context, tc *TurnContext, approver string, c sessions.ToolCall, result string, d time.Duration) {
+	if tc.audit == nil {
+		return
+	}
+	// The ledger logs what it cannot keep; the turn goes on either way.
+	_ = tc.audit.Record(ctx, audit.Entry{Kind: audit.KindTool, Action: "call", Channel: tc.Channel, Conversation: tc.Conversation,
+		User: tc.User, Tool: c.Name, Class: "write", Args: c.Arguments, Approver: approver, Outcome: result, Duration: d})
 }
 
 func isSequential(t Tool) bool {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/parleyhq/parley/audit"
 	"github.com/parleyhq/parley/internal/ident"
 	"github.com/parleyhq/parley/sessions"
 )
@@ -66,6 +67,11 @@ type TurnContext struct {
 	// call. Empty for read tools and when calls are not recorded. A tool
 	// that calls a service able to de-duplicate passes it on.
 	CallKey string
+
+	// audit records the turn's write calls (nil: none); approver is who
+	// approved the call running now. Neither is a tool's business.
+	audit    audit.Recorder
+	approver string
 }
 
 // Sequential is implemented by read-only tools whose calls must not run

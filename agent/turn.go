@@ -123,6 +123,7 @@ func (a *Agent) newTurn(ctx, parent context.Context, req TurnRequest) (*turnRun,
 		Conversation: req.Conversation,
 		User:         req.User,
 		Skills:       req.Skills,
+		audit:        req.Audit,
 	}
 	t.log = withAttrs(a.log, slog.String("channel", req.Channel), slog.String("conversation", sessions.ShownKey(req.Conversation)))
 	t.system = a.systemMessage(req.SystemExtra)

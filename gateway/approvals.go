@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/agent"
+	"github.com/parleyhq/parley/audit"
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/gateway/approval"
 	"github.com/parleyhq/parley/gateway/commands"
@@ -39,6 +40,7 @@ type pending struct {
 type approvals struct {
 	store   *approval.Store // nil: approvals are off
 	tools   *agent.Registry
+	ledger  audit.Recorder // nil: no audit ledger
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	route   func(m channels.Message) delivery.Route
@@ -127,6 +129,7 @@ func (g *Gateway) resume(ctx context.Context, c *sessions.Claim, m channels.Mess
 	default:
 		v.Refusal = "approval expired (nobody approved it in time)"
 	}
+	v.By = rec.Decider()
 	r := result{channel: m.Channel, turn: true, start: time.Now(), outcome: metrics.OutcomeOK, resumed: rec}
 	if len(rec.ReplyTo) > 0 {
 		var to channels.Message
@@ -156,7 +159,7 @@ func (g *Gateway) resume(ctx context.Context, c *sessions.Claim, m channels.Mess
 		History: c.History, SystemExtra: index, Skills: set,
 		Images: images, HistoryImages: history,
 		Allow: g.skills.toolPolicy(eff), Approve: g.approvals.approveFunc(eff),
-		Item: itemID(c.Item), Calls: g.store,
+		Item: itemID(c.Item), Calls: g.store, Audit: g.cfg.Audit,
 		Resume: &agent.Resume{State: rec.Turn, Verdict: v},
 		Events: live.Events(),
 		Model:  eff.ModelKey(),
@@ -278,13 +281,25 @@ func (g *approvals) toolLabel(name string) string {
 	return "(unknown)"
 }
 
-// audit logs an approval's request or decision: the tool, a digest of the
-// arguments (not the arguments: they may hold what the log must not), who
-// asked and who decided.
+// audit logs an approval's request or decision and records it in the
+// audit ledger: the tool, a digest of the arguments (not the arguments:
+// they may hold what the log must not), who asked and who decided.
 func (g *approvals) audit(ctx context.Context, msg string, rec *approval.Record) {
 	sum := sha256.Sum256([]byte(rec.Args))
 	g.log.LogAttrs(ctx, slog.LevelInfo, msg, slog.String("audit", "approval"), slog.String("approval", rec.ID),
 		slog.String("channel", rec.Channel), slog.String("conversation", sessions.ShownKey(rec.Conversation)),
 		slog.String("tool", rec.Tool), slog.String("args_sha256", hex.EncodeToString(sum[:])),
 		slog.String("requester", rec.Requester), slog.String("approver", rec.By), slog.String("outcome", rec.State))
+	if g.ledger == nil {
+		return
+	}
+	class := "read"
+	if g.tools != nil {
+		if t, ok := g.tools.Get(rec.Tool); ok && t.Writes() {
+			class = "write"
+		}
+	}
+	// The ledger logs what it cannot keep; the decision stands either way.
+	_ = g.ledger.Record(ctx, audit.Entry{Kind: audit.KindApproval, Action: msg, Channel: rec.Channel, Conversation: rec.Conversation,
+		User: rec.Requester, Tool: rec.Tool, Class: class, Args: rec.Args, Approver: rec.By, Target: rec.Code, Outcome: rec.State})
 }

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/agent"
+	"github.com/parleyhq/parley/audit"
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway/approval"
@@ -104,6 +105,9 @@ type Config struct {
 	// Approvals keeps the calls waiting for approval (tools.approve,
 	// tools.approve_writes); nil: no call waits, whatever the policy says.
 	Approvals *approval.Store
+	// Audit records the write-tool calls and the approvals asked for and
+	// decided (nil: none are).
+	Audit audit.Recorder
 	// Tracer traces each message (receive, queue, turn and its steps);
 	// the zero value traces nothing.
 	Tracer tracing.Tracer
@@ -234,7 +238,7 @@ func New(cfg Config, store sessions.Store, a Responder, m *metrics.Metrics, log 
 	g.skills = &skillSets{skills: cfg.Skills, tools: cfg.Tools, log: g.log, budget: cfg.SkillBudget}
 	g.compactor = &compactor{agent: g.agent, store: g.store, metrics: m, log: g.log, keep: cfg.KeepRounds}
 	g.att = &attachments{agent: g.agent, media: cfg.Media, store: g.store, metrics: m}
-	g.approvals = &approvals{store: cfg.Approvals, tools: cfg.Tools, metrics: m, log: g.log, route: g.route}
+	g.approvals = &approvals{store: cfg.Approvals, tools: cfg.Tools, ledger: cfg.Audit, metrics: m, log: g.log, route: g.route}
 	g.commands = commands.Standard(commands.Deps{
 		Conversations: g.store, Compactor: g.compactor, Skills: cfg.Skills, SkillSets: g.skills, Metrics: m, Log: g.log,
 	})

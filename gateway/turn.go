@@ -411,7 +411,7 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 		Allow: g.skills.toolPolicy(eff),
 		// The queued item, nonce included, is the same on every attempt
 		// at this message and differs from every other message's.
-		Item: itemID(c.Item), Calls: g.store,
+		Item: itemID(c.Item), Calls: g.store, Audit: g.cfg.Audit,
 		Events:  live.Events(),
 		Model:   eff.ModelKey(),
 		Approve: g.approvals.approveFunc(eff),
