@@ -19,7 +19,7 @@ import (
 // listener, and this replica's heartbeat, which the console of every
 // replica reads. Both stop with the app.
 func (a *app) startAdmin() error {
-	id := replicaID()
+	id := a.replica
 	started := time.Now().UTC().Truncate(time.Second)
 	console := ""
 	if a.cfg.Admin.Enabled() {
@@ -59,6 +59,7 @@ func (a *app) serveAdmin(id string) (string, error) {
 		Tools:  adminTools{a.toolset},
 		// The gateway resets and compacts as /reset and /compact do.
 		Conversations: a.gateway,
+		Audit:         a.ledger,
 		Replica:       id,
 		Log:           a.log,
 	})

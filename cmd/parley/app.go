@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/agent"
+	"github.com/parleyhq/parley/audit"
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/console"
 	"github.com/parleyhq/parley/config"
@@ -44,6 +45,9 @@ type app struct {
 	skills  *live.Library
 	gateway *gateway.Gateway
 	redis   *sessions.Health
+	// replica names this process in the audit ledger and the console.
+	replica string
+	ledger  *audit.Ledger
 
 	// Background work (Redis health) runs under bg until the teardown
 	// cancels it and waits.
@@ -190,6 +194,8 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 	// reverse), so turns still running see reloads from other replicas.
 	a.skills.Start(e.ctx)
 	a.onStop("skill watchers", func(context.Context) error { a.skills.Stop(); return nil })
+	a.replica = replicaID()
+	a.ledger = audit.New(a.store.Client(), audit.Options{Prefix: cfg.Redis.Prefix, Retention: audit.FromConfig(cfg).Retention, Replica: a.replica, Log: log})
 	a.gateway = a.newGateway(cfg, tracer)
 	// Shutdown drains running turns until its context ends, then cancels
 	// the rest; queued messages stay for the next replica.
@@ -212,6 +218,7 @@ func (a *app) newGateway(cfg config.Config, tracer tracing.Tracer) *gateway.Gate
 	// Approvals live under each conversation's keys, beside its lock.
 	gc.Approvals = approval.New(a.store.Client(), a.store.Key)
 	gc.Media = media.New(media.FromConfig(cfg))
+	gc.Audit = a.ledger
 	return gateway.New(gc, a.store, a.agent, a.metrics, a.log)
 }
 

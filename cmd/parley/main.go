@@ -40,6 +40,8 @@ Usage:
   parley config  check [--config FILE]              validate and print the effective config
   parley usage   [--config FILE] [--since 24h] [--by user|chat|channel|model] [--json]
                                                     model tokens spent, read from Redis
+  parley audit   [--config FILE] [--since 24h] [--user U] [--tool T] [--limit N] [--json]
+                                                    write-tool calls, approvals and console changes, read from Redis
   parley wechat  login [--config FILE] [--codes N] | status [--config FILE]
                                                     log a personal-WeChat bot in (QR code), show its state
   parley healthcheck [--config FILE] [--addr HOST:PORT] [--ready]
@@ -95,6 +97,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = env.healthcheck(args[1:])
 	case "usage":
 		err = env.usageCLI(args[1:])
+	case "audit":
+		err = env.auditCLI(args[1:])
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "parley %s\n", version)
 	case "help", "-h", "--help":
