@@ -18,6 +18,7 @@ type Capabilities struct {
 	HTTP              HTTPChannel
 	Health            Health
 	Poster            Poster
+	KeyedPoster       KeyedPoster
 	PosterFor         PosterFor
 	Streamer          Streamer
 	Prompter          Prompter
@@ -62,6 +63,7 @@ var capabilityTable = []Capability{
 	capability("HTTPChannel", func(c *Capabilities) *HTTPChannel { return &c.HTTP }),
 	capability("Health", func(c *Capabilities) *Health { return &c.Health }),
 	capability("Poster", func(c *Capabilities) *Poster { return &c.Poster }),
+	capability("KeyedPoster", func(c *Capabilities) *KeyedPoster { return &c.KeyedPoster }),
 	capability("PosterFor", func(c *Capabilities) *PosterFor { return &c.PosterFor }),
 	capability("Streamer", func(c *Capabilities) *Streamer { return &c.Streamer }),
 	capability("Prompter", func(c *Capabilities) *Prompter { return &c.Prompter }),

@@ -24,6 +24,18 @@ type Poster interface {
 	Pace() Pace
 }
 
+// KeyedPoster is implemented by a Poster that can mark a post with a key
+// and find it again: a platform that posted a message and then failed to
+// answer (a timeout, a 5xx after the write) leaves it once, since the
+// next try finds it instead of posting a copy.
+type KeyedPoster interface {
+	// PostKeyed is Post of part marked with key, the part's delivery id
+	// (the same on every try, on every replica). again says an earlier try
+	// with key may have reached the platform: the post is looked for first,
+	// and the id of the message found is returned instead of posting.
+	PostKeyed(ctx context.Context, m Message, part, key string, again bool) (id string, err error)
+}
+
 // PosterFor is implemented by a Poster that serves several transports of
 // which only some post part by part. WeChat is one: an iLink answer is a
 // series of messages, but a WeCom AI-bot answer finishes the stream its

@@ -42,6 +42,7 @@ const (
 	HTTPChannel       Capability = "HTTPChannel"
 	Health            Capability = "Health"
 	Poster            Capability = "Poster"
+	KeyedPoster       Capability = "KeyedPoster"
 	PosterFor         Capability = "PosterFor"
 	Streamer          Capability = "Streamer"
 	Prompter          Capability = "Prompter"

@@ -25,6 +25,7 @@ var contracts = map[Capability]contract{
 	Typing:            {"StartTyping returns a stop that can be called twice", checkTyping},
 	HTTPChannel:       {"Mount registers on a fresh mux", checkMount},
 	Poster:            {"Parts cuts a reply into non-empty posts at a sane pace", checkPoster},
+	KeyedPoster:       {"a post asked for again with its key is found, not made twice", checkKeyedPoster},
 	PosterFor:         {"a PosterFor is a Poster", checkPosterFor},
 	Streamer:          {"StartReply's sink can be discarded", checkStreamer},
 	Prompter:          {"SendPrompt posts an approval prompt", checkPrompter},
@@ -137,6 +138,23 @@ func checkFetcher(t *testing.T, s Subject) {
 	noSecret(t, s, "FetchAttachment's error", err.Error())
 	if errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("FetchAttachment waited for the test's deadline: %v", err)
+	}
+}
+
+func checkKeyedPoster(t *testing.T, s Subject) {
+	ch, _ := build(t, s)
+	p := channels.CapabilitiesOf(ch).KeyedPoster
+	ctx := contextFor(t)
+	first, err := p.PostKeyed(ctx, s.Message, "contract: one keyed post", "contract-key.0", false)
+	if err != nil {
+		t.Fatalf("PostKeyed: %v", err)
+	}
+	again, err := p.PostKeyed(ctx, s.Message, "contract: one keyed post", "contract-key.0", true)
+	if err != nil {
+		t.Fatalf("PostKeyed again: %v", err)
+	}
+	if first == "" || again != first {
+		t.Errorf("PostKeyed again gave id %q; want the first post's %q", again, first)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -84,14 +85,18 @@ func (s *liveSink) startStream(ctx context.Context, piece string) (string, error
 	if err := s.a.waitChat(ctx, s.m); err != nil {
 		return "", err
 	}
-	var ts string
-	err := s.a.call(ctx, "chat.startStream", 2, func(ctx context.Context) error {
-		var err error
-		_, ts, err = s.a.api.StartStreamContext(ctx, s.m.Chat, opts...)
+	// A stream Slack started without its answer reaching Parley is found
+	// in the thread by its key and goes on (once.go).
+	key := s.key("s" + strconv.Itoa(s.starts))
+	s.starts++
+	opts = append(opts, slackapi.MsgOptionMetadata(slackapi.SlackMetadata{EventType: MetadataEventType,
+		EventPayload: map[string]any{"delivery_id": key}}))
+	ts, err := s.a.writeOnce(ctx, "chat.startStream", 2, s.m, key, false, func(ctx context.Context) (string, error) {
+		_, ts, err := s.a.api.StartStreamContext(ctx, s.m.Chat, opts...)
 		if err == nil && ts == "" {
 			err = missingField("ts")
 		}
-		return err
+		return ts, err
 	})
 	if err != nil {
 		if len(s.msgs) == 0 && s.shown.Len() == 0 && !s.broken {

@@ -28,18 +28,29 @@ const TypingReaction = "eyes"
 // to size, is posted into the thread of m (or, for a slash command, to its
 // response_url as an ephemeral message). Each part is retried on 429
 // (after Retry-After), 5xx and network errors, up to Options.MaxAttempts
-// tries.
+// tries; a try that may have been posted is looked for before the next
+// (once.go).
 func (a *Adapter) Send(ctx context.Context, m channels.Message, r channels.Reply) error {
 	if r.Approval != nil || r.Decided != nil {
 		return a.sendApproval(ctx, m, r) // approval.go
 	}
 	chunks := a.Parts(m, r)
 	method := postMethod(m)
+	id := newDeliveryID()
 	for i, chunk := range chunks {
-		err := a.call(ctx, method, a.opts.MaxAttempts, func(ctx context.Context) error {
-			_, err := a.postText(ctx, m, chunk)
-			return err
-		})
+		var err error
+		if m.Meta[MetaResponseURL] != "" {
+			// An ephemeral answer cannot be read back: tried as before.
+			err = a.call(ctx, method, a.opts.MaxAttempts, func(ctx context.Context) error {
+				_, err := a.postText(ctx, m, chunk, "")
+				return err
+			})
+		} else {
+			key := partKey(id, i)
+			_, err = a.writeOnce(ctx, method, a.opts.MaxAttempts, m, key, false, func(ctx context.Context) (string, error) {
+				return a.postText(ctx, m, chunk, key)
+			})
+		}
 		if err != nil {
 			return fmt.Errorf("slack: reply part %d of %d: %w", i+1, len(chunks), err)
 		}
@@ -57,8 +68,25 @@ func (a *Adapter) Parts(_ channels.Message, r channels.Reply) []string {
 // gives none). A failure is counted by Slack's error code and classified
 // like the retry loop's.
 func (a *Adapter) Post(ctx context.Context, m channels.Message, part string) (string, error) {
+	return a.PostKeyed(ctx, m, part, "", false)
+}
+
+// PostKeyed implements channels.KeyedPoster: Post of part marked with
+// key; when again, the thread is first read back for a message an earlier
+// try marked with key, whose ts is returned instead of posting (once.go).
+func (a *Adapter) PostKeyed(ctx context.Context, m channels.Message, part, key string, again bool) (string, error) {
 	method := postMethod(m)
-	ts, err := a.postText(ctx, m, part)
+	if m.Meta[MetaResponseURL] != "" {
+		key = "" // an ephemeral answer cannot be read back
+	}
+	var ts string
+	var err error
+	if again && key != "" {
+		ts, err = a.written(ctx, m, key, a.opts.Now().Add(-lookupWindow))
+	}
+	if err == nil && ts == "" {
+		ts, err = a.postText(ctx, m, part, key)
+	}
 	if err == nil {
 		return ts, nil
 	}

@@ -195,7 +195,7 @@ func (a *Adapter) StartReply(ctx context.Context, m channels.Message) (channels.
 	if a.opts.NoLiveReplies || m.Chat == "" || m.Meta[MetaResponseURL] != "" {
 		return nil, nil
 	}
-	s := &liveSink{a: a, m: m, mode: a.replyMode(m.Workspace), thread: m.Meta[MetaThreadTS]}
+	s := &liveSink{a: a, m: m, mode: a.replyMode(m.Workspace), thread: m.Meta[MetaThreadTS], id: newDeliveryID()}
 	if s.mode == modeStream && (s.thread == "" || m.User == "") {
 		s.mode = modeUpdate
 	}
@@ -219,6 +219,8 @@ type liveSink struct {
 	m      channels.Message
 	mode   replyMode
 	thread string
+	id     string // the reply's delivery id, in its messages' metadata
+	starts int    // stream: chat.startStream calls made, for each message's key
 
 	// The text since the last reset: shown (as sent, mentions
 	// neutralised) and pending (received, not shown yet: paced, or held
@@ -234,6 +236,10 @@ type liveSink struct {
 	posted  string // update: its text as last posted or edited
 	visible bool   // something of the reply was shown
 }
+
+// key is the delivery id of one message of the reply: kind "u" the
+// edited message, "sN" the N-th streamed one.
+func (s *liveSink) key(kind string) string { return s.id + "." + kind }
 
 // Show implements channels.ReplySink.
 func (s *liveSink) Show(ctx context.Context, p channels.Progress) (bool, error) {
@@ -347,15 +353,15 @@ func (s *liveSink) edit(ctx context.Context, text string) error {
 		if err := s.a.waitChat(ctx, s.m); err != nil {
 			return err
 		}
-		err = s.a.call(ctx, postMethod(s.m), 2, func(ctx context.Context) error {
-			ts, err := s.a.postText(ctx, s.m, text)
+		key := s.key("u")
+		s.ts, err = s.a.writeOnce(ctx, postMethod(s.m), 2, s.m, key, false, func(ctx context.Context) (string, error) {
+			ts, err := s.a.postText(ctx, s.m, text, key)
 			if err == nil && ts == "" {
 				// Without its ts the message cannot be edited: each edit
 				// would post it again.
 				err = missingField("ts")
 			}
-			s.ts = ts
-			return err
+			return ts, err
 		})
 	} else {
 		err = s.a.call(ctx, "chat.update", 2, func(ctx context.Context) error {

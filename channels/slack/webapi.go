@@ -36,10 +36,10 @@ type postedAnswer struct {
 var answerBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // postText posts text answering m and returns the ts of the message it
-// made (a slash command's response_url gives none). The errors are
-// slack-go's (RateLimitedError, StatusCodeError, SlackErrorResponse), so
-// that classify reads them alike.
-func (a *Adapter) postText(ctx context.Context, m channels.Message, text string) (string, error) {
+// made (a slash command's response_url gives none). key, when set, marks
+// the message (once.go). The errors are slack-go's (RateLimitedError,
+// StatusCodeError, SlackErrorResponse), so that classify reads them alike.
+func (a *Adapter) postText(ctx context.Context, m channels.Message, text, key string) (string, error) {
 	if u := m.Meta[MetaResponseURL]; u != "" {
 		_, ts, err := a.api.PostMessageContext(ctx, m.Chat, slackapi.MsgOptionText(text, false),
 			slackapi.MsgOptionDisableLinkUnfurl(), slackapi.MsgOptionResponseURL(u, slackapi.ResponseTypeEphemeral))
@@ -49,6 +49,9 @@ func (a *Adapter) postText(ctx context.Context, m channels.Message, text string)
 	form := url.Values{"token": {a.cfg.BotToken.Reveal()}, "channel": {m.Chat}, "text": {text}, "unfurl_links": {"false"}}
 	if ts := m.Meta[MetaThreadTS]; ts != "" {
 		form["thread_ts"] = []string{ts}
+	}
+	if key != "" {
+		form["metadata"] = []string{marking(key)}
 	}
 	var ans postedAnswer
 	if err := a.postForm(ctx, "chat.postMessage", form, &ans); err != nil {
@@ -101,7 +104,7 @@ func (a *Adapter) postForm(ctx context.Context, method string, form url.Values, 
 		return err
 	}
 	if err := json.Unmarshal(buf.Bytes(), ans); err != nil {
-		return fmt.Errorf("decode the answer: %w", err)
+		return fmt.Errorf("decode the answer: %w: %w", errUnreadAnswer, err)
 	}
 	return ans.Err()
 }

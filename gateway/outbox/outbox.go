@@ -16,8 +16,9 @@
 // item in the same Redis step. A replica that dies mid-delivery leaves its
 // claim to expire; the next claim resumes at the first part not recorded.
 // Each attempt ends before its lease does, so two replicas never post
-// the same item at once. (A platform that posts a message and then fails
-// to answer is the one case left where a part can appear twice.)
+// the same item at once. A platform that posts a message and then fails
+// to answer could leave a part twice: where the channel can find a post
+// again by its key (channels.KeyedPoster), the next try looks first.
 package outbox
 
 import (
@@ -25,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -178,8 +180,10 @@ func (o *Outbox) failed(ctx context.Context, it *Item, err error) {
 // postAll posts the parts of it not yet posted, in order, each tried up
 // to attempts times. slot, when not nil, is the first post's reserved
 // place in the pace. recorded, when set, is called with each part's id
-// and keeps it.Sent; otherwise the id is appended here.
+// and keeps it.Sent; otherwise the id is appended here. It is set for an
+// item from the store, whose first part not recorded was tried before.
 func (o *Outbox) postAll(ctx context.Context, p channels.Poster, it *Item, attempts int, slot *Slot, recorded func(id string) error) error {
+	tried := recorded != nil
 	for len(it.Sent) < len(it.Parts) {
 		n := len(it.Sent)
 		var id string
@@ -193,7 +197,8 @@ func (o *Outbox) postAll(ctx context.Context, p channels.Poster, it *Item, attem
 			}
 			slot = nil // a retry, or the next part, takes a slot of its own
 			var err error
-			id, err = p.Post(ctx, it.Message, it.Parts[n])
+			id, err = post(ctx, p, it, n, tried)
+			tried = true
 			if err == nil {
 				return false, 0, nil
 			}
@@ -209,6 +214,7 @@ func (o *Outbox) postAll(ctx context.Context, p channels.Poster, it *Item, attem
 		if err != nil {
 			return fmt.Errorf("outbox: part %d of %d: %w", n+1, len(it.Parts), err)
 		}
+		tried = false
 		if recorded == nil {
 			it.Sent = append(it.Sent, id)
 			continue
@@ -218,6 +224,17 @@ func (o *Outbox) postAll(ctx context.Context, p channels.Poster, it *Item, attem
 		}
 	}
 	return nil
+}
+
+// post makes one try at part n of it: marked with the part's delivery id
+// (the item's id and the part's index, the same on every replica) where
+// the channel can find a post again (channels.KeyedPoster), so that a try
+// after one that may have been posted looks for it first.
+func post(ctx context.Context, p channels.Poster, it *Item, n int, again bool) (string, error) {
+	if kp, ok := p.(channels.KeyedPoster); ok {
+		return kp.PostKeyed(ctx, it.Message, it.Parts[n], it.ID+"."+strconv.Itoa(n), again)
+	}
+	return p.Post(ctx, it.Message, it.Parts[n])
 }
 
 // unknownChannel is the channel label of an item whose channel cannot be

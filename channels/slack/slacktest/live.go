@@ -47,6 +47,9 @@ type Msg struct {
 	Updates                      int  // chat.update calls that changed it
 	Deleted                      bool // removed with chat.delete
 	At                           time.Time
+	// Metadata is the message's metadata as posted (JSON: event_type
+	// and event_payload), or "".
+	Metadata string
 }
 
 // Call is one call of a live reply's methods (or chat.postMessage) that
@@ -170,7 +173,8 @@ func (c *liveCall) startStream() {
 		ts := fmt.Sprintf("1800000000.%06d", s.nextTS)
 		s.nextTS++
 		s.messages = append(s.messages, &Msg{Channel: c.channel, ThreadTS: p.Get("thread_ts"), TS: ts, Text: c.md,
-			Streamed: true, Streaming: true, RecipientUser: p.Get("recipient_user_id"), RecipientTeam: p.Get("recipient_team_id"), At: c.now})
+			Streamed: true, Streaming: true, RecipientUser: p.Get("recipient_user_id"), RecipientTeam: p.Get("recipient_team_id"), At: c.now,
+			Metadata: p.Get("metadata")})
 		c.logCall(ts, c.md)
 		writeJSON(c.w, map[string]any{"ok": true, "channel": c.channel, "ts": ts})
 	}

@@ -1,5 +1,6 @@
 // Package slacktest is a fake Slack for tests: a Web API (auth.test,
-// chat.postMessage, reactions.add/remove, apps.connections.open, and the
+// chat.postMessage, reactions.add/remove, apps.connections.open,
+// conversations.replies and conversations.history (thread.go), and the
 // methods of a live reply: chat.startStream/appendStream/stopStream,
 // chat.update, chat.delete, assistant.threads.setStatus; see live.go), a
 // response_url endpoint for slash command answers, and a Socket Mode
@@ -80,6 +81,13 @@ type Failure struct {
 	// without the fields the method returns (a ts), as a broken proxy or
 	// a Slack-compatible API may give.
 	Bare bool
+	// Written makes the call take effect (the message is posted, the
+	// stream started) before it is answered with Status or Hang: Slack
+	// wrote it and the answer to the caller was lost (thread.go).
+	Written bool
+	// Hang gives no answer at all until the caller gives up (its
+	// timeout, its context).
+	Hang bool
 }
 
 // Server is the fake Slack.
@@ -103,6 +111,7 @@ type Server struct {
 	messages  []*Msg            // every message made, in order (live.go)
 	log       []Call            // the calls of a live reply's methods (live.go)
 	files     fileStore         // files served under /files/ (files.go)
+	lookups   []Lookup          // conversations.replies and .history calls (thread.go)
 }
 
 type wsConn struct {
@@ -269,6 +278,10 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"ok": true})
 		return
 	}
+	if fail != nil && (fail.Written || fail.Hang) {
+		s.lost(w, r, method, params, *fail) // thread.go
+		return
+	}
 	if fail != nil {
 		if fail.Status != 0 {
 			if fail.RetryAfter != "" {
@@ -280,7 +293,15 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"ok": false, "error": fail.Error})
 		return
 	}
+	s.answer(w, method, params)
+}
+
+// answer answers a call of method that is not scripted to fail.
+func (s *Server) answer(w http.ResponseWriter, method string, params url.Values) {
 	if s.blocks(w, method, params) { // interactive.go
+		return
+	}
+	if s.thread(w, method, params) { // thread.go
 		return
 	}
 	switch method {
@@ -368,7 +389,8 @@ func (s *Server) postMessage(w http.ResponseWriter, method string, params url.Va
 	s.nextTS++
 	now := time.Now()
 	s.posts = append(s.posts, Post{Channel: params.Get("channel"), Text: params.Get("text"), ThreadTS: params.Get("thread_ts"), TS: ts, At: now})
-	s.messages = append(s.messages, &Msg{Channel: params.Get("channel"), ThreadTS: params.Get("thread_ts"), TS: ts, Text: params.Get("text"), At: now})
+	s.messages = append(s.messages, &Msg{Channel: params.Get("channel"), ThreadTS: params.Get("thread_ts"), TS: ts, Text: params.Get("text"), At: now,
+		Metadata: params.Get("metadata")})
 	s.log = append(s.log, Call{Method: method, Channel: params.Get("channel"), TS: ts, Text: params.Get("text"), At: now})
 	s.mu.Unlock()
 	writeJSON(w, map[string]any{"ok": true, "channel": params.Get("channel"), "ts": ts})
