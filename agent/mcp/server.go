@@ -303,6 +303,9 @@ func (s *server) apply(defs map[string]*definition, skipped []SkippedTool) {
 			t.removed.Store(true)
 			reg.Unregister(name)
 			delete(s.tools, name)
+			// A server may rename its tools on every reconnect: the
+			// series of the names it dropped would otherwise pile up.
+			s.m.metrics.ForgetTools(name)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(defs)) {

@@ -29,7 +29,7 @@ func openSource(ctx context.Context, c config.Config, deps toolsource.Deps) (too
 	cfg := FromConfig(c)
 	var onState func(ServerState)
 	if deps.Metrics != nil {
-		onState = observeServers(deps.Metrics, deps.Channels, cfg)
+		onState = observeServers(deps.Metrics, cfg)
 	}
 	mgr, err := New(cfg, Options{Registry: deps.Registry, Log: deps.Log, OnStateChange: onState, Getenv: deps.Getenv, Version: deps.Version, Metrics: deps.Metrics})
 	if err != nil {
@@ -45,9 +45,9 @@ func openSource(ctx context.Context, c config.Config, deps toolsource.Deps) (too
 }
 
 // observeServers sets parley_mcp_server_up of every configured server, at
-// 0 until it connects, and primes the tool series of a server's tools
-// when it connects (they are bounded by its configuration).
-func observeServers(m *metrics.Metrics, channels []string, cfg Config) func(ServerState) {
+// 0 until it connects. The series of its tools are made by their first
+// call (and deleted by the Manager when the server stops listing one).
+func observeServers(m *metrics.Metrics, cfg Config) func(ServerState) {
 	for name := range cfg.Servers {
 		m.MCPServerUp.WithLabelValues(name).Set(0)
 	}
@@ -56,11 +56,6 @@ func observeServers(m *metrics.Metrics, channels []string, cfg Config) func(Serv
 			m.MCPServerUp.WithLabelValues(s.Name).Set(0)
 			return
 		}
-		names := make([]string, len(s.Tools))
-		for i, t := range s.Tools {
-			names[i] = t.Name
-		}
-		m.PrimeTools(channels, names)
 		m.MCPServerUp.WithLabelValues(s.Name).Set(1)
 	}
 }

@@ -36,11 +36,10 @@ type Source struct {
 type Deps struct {
 	// Registry receives the tools. Never nil.
 	Registry *agent.Registry
-	// Metrics, when set, gets the source's series (the tool series of
-	// its tools primed for Channels); nil for a command that runs no bot.
-	Metrics  *metrics.Metrics
-	Channels []string
-	Log      *slog.Logger
+	// Metrics, when set, gets the source's series; nil for a command that
+	// runs no bot.
+	Metrics *metrics.Metrics
+	Log     *slog.Logger
 	// Getenv resolves ${NAME} references and the environment of a
 	// process the source starts.
 	Getenv  func(string) string

@@ -40,11 +40,9 @@ type toolset struct {
 type toolOptions struct {
 	// skill are the skill tools (load_skill, …), built by the caller.
 	skill []agent.Tool
-	// metrics, when set, gets the sources' series and the tool series
-	// primed for channels.
-	metrics  *metrics.Metrics
-	channels []string
-	log      *slog.Logger
+	// metrics, when set, gets the sources' series.
+	metrics *metrics.Metrics
+	log     *slog.Logger
 	// wait bounds the sources' first connection.
 	wait time.Duration
 }
@@ -60,7 +58,7 @@ func (e *environment) openTools(cfg config.Config, opts toolOptions) (*toolset, 
 			return nil, err
 		}
 	}
-	deps := toolsource.Deps{Registry: ts.registry, Metrics: opts.metrics, Channels: opts.channels, Log: opts.log,
+	deps := toolsource.Deps{Registry: ts.registry, Metrics: opts.metrics, Log: opts.log,
 		Getenv: e.getenv, Version: version, Wait: opts.wait}
 	for _, src := range toolsource.Sources() {
 		opened, err := src.Open(e.ctx, cfg, deps)
@@ -70,9 +68,6 @@ func (e *environment) openTools(cfg config.Config, opts toolOptions) (*toolset, 
 		}
 		ts.sources = append(ts.sources, opened)
 		ts.parts = append(ts.parts, src.Part)
-	}
-	if opts.metrics != nil {
-		opts.metrics.PrimeTools(opts.channels, toolNames(ts.registry))
 	}
 	return ts, nil
 }
@@ -107,14 +102,6 @@ func (ts *toolset) downParts() []string {
 		}
 	}
 	return out
-}
-
-func toolNames(reg *agent.Registry) []string {
-	var names []string
-	for _, t := range reg.All() {
-		names = append(names, t.Name())
-	}
-	return names
 }
 
 // sourced is implemented by tools that say where they come from (MCP
