@@ -89,7 +89,7 @@ func (s *source) Annotate(r *toolsource.Row) {
 		}
 		for _, t := range st.Tools {
 			if t.Name == r.Name {
-				r.ClassRule = t.Rule
+				r.ClassRule, r.ReadClaimed = t.Rule, t.ReadClaimed
 			}
 		}
 	}
@@ -109,7 +109,11 @@ func (s *source) Placeholders(rows []toolsource.Row) []toolsource.Row {
 		if listed[st.Name] {
 			continue
 		}
-		r := toolsource.Row{Name: st.Name + "__*", Source: "mcp:" + st.Name, ClassRule: s.servers[st.Name].ClassRules()}
+		cfg := s.servers[st.Name]
+		// Its read tools are read by their hints alone unless the
+		// operator trusts them or names some in read.
+		r := toolsource.Row{Name: st.Name + "__*", Source: "mcp:" + st.Name, ClassRule: cfg.ClassRules(),
+			ReadClaimed: !cfg.TrustAnnotations && len(cfg.Read) == 0}
 		r.ServerState, r.ServerError = serverState(st)
 		if st.Up {
 			r.ServerError = "the server lists no tools"

@@ -58,6 +58,10 @@ type Row struct {
 	// ClassRule is what decided the tool's class (readOnlyHint, a read or
 	// write glob, or the default).
 	ClassRule string `json:"class_rule,omitempty"`
+	// ReadClaimed is true for a read tool whose class is only its source's
+	// claim (agent.ClaimedClass): a scope with tools.write: false does not
+	// offer it. For a placeholder, it says the part's read tools are.
+	ReadClaimed bool `json:"read_claimed,omitempty"`
 	// ServerState is up or down for a tool of a part that may be down,
 	// empty for the others; ServerError says why a part is down.
 	ServerState string `json:"server_state,omitempty"`

@@ -123,7 +123,7 @@ type toolRow = toolsource.Row
 func (ts *toolset) rows() []toolRow {
 	var rows []toolRow
 	for _, t := range ts.registry.All() {
-		r := toolRow{Name: t.Name(), Source: toolSource(t), Class: className(t.Writes())}
+		r := toolRow{Name: t.Name(), Source: toolSource(t), Class: className(t.Writes()), ReadClaimed: agent.ReadClaimed(t)}
 		for _, s := range ts.sources {
 			s.Annotate(&r)
 		}
@@ -250,12 +250,12 @@ func (ts *toolset) policyTools() (tools []policy.ToolInfo, notes []string) {
 	}
 	for _, r := range ts.rows() {
 		if r.Class != "" {
-			tools = append(tools, policy.ToolInfo{Name: r.Name, Writes: r.Class == "write", Source: r.Source})
+			tools = append(tools, policy.ToolInfo{Name: r.Name, Writes: r.Class == "write", Source: r.Source, ClassRule: r.ClassRule, ReadClaimed: r.ReadClaimed})
 			continue
 		}
 		tools = append(tools,
-			policy.ToolInfo{Name: r.Name, Source: r.Source},
-			policy.ToolInfo{Name: r.Name, Writes: true, Source: r.Source})
+			policy.ToolInfo{Name: r.Name, Source: r.Source, ClassRule: r.ClassRule, ReadClaimed: r.ReadClaimed},
+			policy.ToolInfo{Name: r.Name, Writes: true, Source: r.Source, ClassRule: r.ClassRule})
 		notes = append(notes, r.Note)
 	}
 	return tools, notes

@@ -121,8 +121,10 @@ tools:
         command: %q
         args: %s
         env: %s
+        trust_annotations: true
       remote:
         url: %q
+        read: [lookup]
         headers:
           Authorization: Bearer ${REMOTE_MCP_TOKEN}
       broken:
