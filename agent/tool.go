@@ -83,6 +83,23 @@ type Sequential interface {
 	Sequential() bool
 }
 
+// ClaimedClass is implemented by tools whose class can rest on what their
+// source says of itself rather than on the operator's configuration: an
+// MCP tool that is read only because its server's readOnlyHint says so.
+// ReadClaimed reports whether that is the case, so that a policy that
+// allows no writes need not take the tool's word for it. It is called on
+// every request, so it must be cheap and safe for concurrent use.
+type ClaimedClass interface {
+	ReadClaimed() bool
+}
+
+// ReadClaimed reports whether t is a read tool only by its source's claim
+// (see ClaimedClass); tools without ClaimedClass never are.
+func ReadClaimed(t Tool) bool {
+	c, ok := t.(ClaimedClass)
+	return ok && !t.Writes() && c.ReadClaimed()
+}
+
 // Availability is implemented by tools that can be unable to run for a
 // while, such as the tools of an MCP server that is restarting. A tool whose
 // Available reports false is not offered to the model, and a call to it is

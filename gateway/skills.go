@@ -118,13 +118,13 @@ func (g *skillSets) availableTools(eff *policy.Effective) []string {
 // toolPolicy is the conversation's tool filter for the agent.
 func (g *skillSets) toolPolicy(eff *policy.Effective) func(string) bool {
 	return func(name string) bool {
-		writes := false
+		tool := policy.ToolInfo{Name: name}
 		if g.tools != nil {
 			if t, ok := g.tools.Get(name); ok {
-				writes = t.Writes()
+				tool.Writes, tool.ReadClaimed = t.Writes(), agent.ReadClaimed(t)
 			}
 		}
-		return eff.Tool(name, writes).Allowed
+		return eff.Offer(tool).Allowed
 	}
 }
 

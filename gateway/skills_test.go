@@ -30,6 +30,7 @@ type skillRig struct {
 	home  string
 	chans map[string]*recorder
 	state skills.State
+	tools *agent.Registry
 }
 
 func writeSkillFile(t *testing.T, dir, content string) {
@@ -77,7 +78,7 @@ func newSkillRig(t *testing.T, pol policy.Config, cfg gateway.Config) *skillRig 
 	}
 	gw.Start()
 	t.Cleanup(func() { gw.Shutdown(context.Background()) })
-	return &skillRig{rig: &rig{gw: gw, store: store, model: model, metrics: m, redis: r}, home: home, chans: chans, state: state}
+	return &skillRig{rig: &rig{gw: gw, store: store, model: model, metrics: m, redis: r}, home: home, chans: chans, state: state, tools: tools}
 }
 
 func (s *skillRig) say(t *testing.T, channel, user, text string) channels.Reply {

@@ -210,22 +210,18 @@ func (m *Metrics) PrimeModels(chains map[string][]string) {
 	}
 }
 
-// PrimeTools creates the tool call and tool approval series of every
-// outcome at zero for each channel and tool, so that a rate over any of
-// them starts from the first scrape (any tool may be made to wait for
-// approval by a policy). Tools are bounded by the binary and the
-// configuration (an MCP server's tools are at most 256, under a name the
-// operator chose).
-func (m *Metrics) PrimeTools(channels, tools []string) {
+// ForgetTools deletes every tool series (calls, call durations,
+// approvals) of the tools named. Tool series are made on first use, not
+// primed: a tool that is never called, or can never wait for approval,
+// costs nothing; deleting those of a tool that is gone (an MCP server no
+// longer lists it) keeps /metrics bounded by the tools offered now, even
+// for a server that renames its tools on every reconnect.
+func (m *Metrics) ForgetTools(tools ...string) {
 	for _, tool := range tools {
-		for _, ch := range channels {
-			for _, o := range ToolOutcomes {
-				m.ToolCalls.WithLabelValues(ch, tool, o)
-			}
-			for _, o := range ApprovalOutcomes {
-				m.ToolApprovals.WithLabelValues(ch, tool, o)
-			}
-		}
+		match := prometheus.Labels{"tool": tool}
+		m.ToolCalls.DeletePartialMatch(match)
+		m.ToolCallDuration.DeletePartialMatch(match)
+		m.ToolApprovals.DeletePartialMatch(match)
 	}
 }
 

@@ -6,18 +6,35 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// TestPrimeToolsPrimesApprovals: every approval outcome of every tool is
-// a series at zero for every channel before the first approval, so that a
-// dashboard shows 0, not "no data".
-func TestPrimeToolsPrimesApprovals(t *testing.T) {
+// TestMetricSeriesOfToolsAreMadeOnUseAndForgotten: no tool series exists
+// before a tool is used (not 31 tools × channels × outcomes of zeros, nor
+// approvals of tools that never wait for one), and ForgetTools deletes
+// every series of the tools it names, and only theirs.
+func TestMetricSeriesOfToolsAreMadeOnUseAndForgotten(t *testing.T) {
 	m := New()
-	m.PrimeTools([]string{"feishu", "slack"}, []string{"ledger__append", "save_skill_reference"})
-	if n := testutil.CollectAndCount(m.ToolApprovals, "parley_tool_approvals_total"); n != 2*2*len(ApprovalOutcomes) {
-		t.Fatalf("%d approval series primed; want %d", n, 2*2*len(ApprovalOutcomes))
-	}
-	for _, o := range ApprovalOutcomes {
-		if v := testutil.ToFloat64(m.ToolApprovals.WithLabelValues("feishu", "save_skill_reference", o)); v != 0 {
-			t.Errorf("%s primed at %v", o, v)
+	for _, name := range []string{"parley_tool_calls_total", "parley_tool_approvals_total", "parley_tool_call_duration_seconds"} {
+		if n := testutil.CollectAndCount(m.Registry, name); n != 0 {
+			t.Errorf("%d series of %s before any tool ran; want none", n, name)
 		}
+	}
+	for _, tool := range []string{"gh__get_v1", "find_skills"} {
+		m.ToolCalls.WithLabelValues("slack", tool, OutcomeOK).Inc()
+		m.ToolCalls.WithLabelValues("wechat", tool, OutcomeDenied).Inc()
+		m.ToolCallDuration.WithLabelValues(tool).Observe(0.1)
+	}
+	m.ToolApprovals.WithLabelValues("slack", "gh__get_v1", ApprovalOutcomes[0]).Inc()
+
+	m.ForgetTools("gh__get_v1", "never_used")
+	if n := testutil.CollectAndCount(m.ToolCalls); n != 2 {
+		t.Errorf("%d call series left; want find_skills' 2", n)
+	}
+	if n := testutil.CollectAndCount(m.ToolApprovals); n != 0 {
+		t.Errorf("%d approval series left; want none", n)
+	}
+	if n := testutil.CollectAndCount(m.ToolCallDuration); n != 1 {
+		t.Errorf("%d duration series left; want find_skills' 1", n)
+	}
+	if v := testutil.ToFloat64(m.ToolCalls.WithLabelValues("slack", "find_skills", OutcomeOK)); v != 1 {
+		t.Errorf("find_skills' count = %v after another tool was forgotten; want 1", v)
 	}
 }

@@ -14,24 +14,50 @@ import (
 )
 
 // Tool decides whether the tool name, which writes if writes is true, may be
-// offered and called. Deny beats everything; then write tools are dropped
-// when tools.write is false; then a set allow list must match.
+// offered and called: Offer for a tool whose class is the operator's or
+// Parley's own, not a claim of its source.
 func (e *Effective) Tool(name string, writes bool) Decision {
-	if pat, ok := firstMatch(e.toolDeny.val, name); ok {
+	return e.Offer(ToolInfo{Name: name, Writes: writes})
+}
+
+// Offer decides whether the tool t may be offered and called. Deny beats
+// everything; then, when tools.write is false, write tools are dropped and
+// so are read tools whose class is only their source's claim
+// (t.ReadClaimed); then a set allow list must match. Where tools.write is
+// false, the rule of an allowed tool whose source decides its class
+// (t.ClassRule) says what made it read.
+func (e *Effective) Offer(t ToolInfo) Decision {
+	if pat, ok := firstMatch(e.toolDeny.val, t.Name); ok {
 		return Decision{Rule: fmt.Sprintf("tools.deny %q", pat), Level: e.toolDeny.level}
 	}
-	if writes && !e.toolWrite.val {
+	noWrites := !e.toolWrite.val
+	switch {
+	case t.Writes && noWrites:
 		return Decision{Rule: "tools.write: false", Level: e.toolWrite.level}
+	case t.ReadClaimed && noWrites:
+		return Decision{Rule: "tools.write: false (" + describeClass(t) + ", only the server's claim)", Level: e.toolWrite.level}
 	}
-	if d, decided := allowList("tools.allow", e.toolAllow, name); decided {
-		return d
-	}
-	if writes && e.toolWrite.set {
+	d, decided := allowList("tools.allow", e.toolAllow, t.Name)
+	switch {
+	case !decided && t.Writes && e.toolWrite.set:
 		// Name the level that re-enabled writes: it is the one an operator
 		// would look for when a write tool shows up unexpectedly.
-		return Decision{Allowed: true, Rule: "tools.write: true", Level: e.toolWrite.level}
+		d = Decision{Allowed: true, Rule: "tools.write: true", Level: e.toolWrite.level}
+	case !decided:
+		d = Decision{Allowed: true, Rule: RuleDefaultAllowed, Level: LevelBuiltin}
 	}
-	return Decision{Allowed: true, Rule: RuleDefaultAllowed, Level: LevelBuiltin}
+	if d.Allowed && noWrites && t.ClassRule != "" {
+		d.Rule += " (" + describeClass(t) + ")"
+	}
+	return d
+}
+
+// describeClass names what made t read or write, for a decision's rule.
+func describeClass(t ToolInfo) string {
+	if t.ClassRule == "" {
+		return "read by its source's say-so"
+	}
+	return "class: " + t.ClassRule
 }
 
 // Approval reports whether a call of the tool name, which writes if writes

@@ -83,7 +83,7 @@ func explainTools(p func(string, ...any), e *Effective, tools []ToolInfo) {
 			kind = "write"
 		}
 		source := cmp.Or(t.Source, SourceBuiltin)
-		d := e.Tool(t.Name, t.Writes)
+		d := e.Offer(t)
 		p("  %s\t%s\t%s\t%s\t%s\t%s\n", t.Name, source, kind, verdict(d), d.Rule, d.Level)
 	}
 }
@@ -242,7 +242,7 @@ func explainApprovals(p func(string, ...any), e *Effective, tools []ToolInfo) {
 		describeDeny(e.toolApprove), describeWrite(e.approveWrites), e.approvalTimeout.val, e.approvalTimeout.level)
 	var listed bool
 	for _, t := range slices.SortedFunc(slices.Values(tools), func(a, b ToolInfo) int { return cmp.Compare(a.Name, b.Name) }) {
-		if !e.Tool(t.Name, t.Writes).Allowed {
+		if !e.Offer(t).Allowed {
 			continue
 		}
 		if needed, why := e.Approval(t.Name, t.Writes); needed {

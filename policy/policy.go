@@ -62,6 +62,16 @@ type ToolInfo struct {
 	// Source is where the tool comes from, e.g. "mcp:github"; empty means
 	// SourceBuiltin.
 	Source string
+	// ClassRule says what made the tool read or write when its source
+	// decides per tool (an MCP server's `read "glob"`, readOnlyHint, …),
+	// for Explain; empty for the builtin tools.
+	ClassRule string
+	// ReadClaimed is true for a read tool whose class is only its
+	// source's claim (an MCP server's readOnlyHint, on a server not marked
+	// trust_annotations). Where tools.write is false it is not offered: a
+	// server that writes while claiming otherwise would bring writes to a
+	// channel meant to have none.
+	ReadClaimed bool
 }
 
 // SourceBuiltin is the source of the tools compiled into Parley.

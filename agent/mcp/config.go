@@ -94,6 +94,13 @@ type ServerConfig struct {
 	// tool's class, overriding its readOnlyHint; Write wins when both match.
 	Read  []string `yaml:"read,omitempty"`
 	Write []string `yaml:"write,omitempty"`
+	// TrustAnnotations takes the server's readOnlyHint for a read tool
+	// even where a policy allows no writes (tools.write: false). Without
+	// it a tool that is read only by its hint is offered only where
+	// writes are allowed: a hint is the server's claim, and a server that
+	// writes while claiming otherwise would reach a channel meant to have
+	// no writes, past approve_writes too.
+	TrustAnnotations bool `yaml:"trust_annotations,omitempty"`
 
 	// Tools trims what is offered at all.
 	Tools ToolFilter `yaml:"tools,omitempty"`

@@ -89,8 +89,13 @@ type ToolState struct {
 	Original string `json:"original"`
 	Writes   bool   `json:"writes"`
 	// Rule is what decided the class: `write "glob"`, `read "glob"`,
-	// "readOnlyHint" or "default: no readOnlyHint".
+	// "readOnlyHint", "readOnlyHint, trust_annotations",
+	// "readOnlyHint: false" or "default: no readOnlyHint".
 	Rule string `json:"rule"`
+	// ReadClaimed is true for a tool that is read only by the server's
+	// readOnlyHint, on a server not marked trust_annotations: a scope with
+	// tools.write: false does not offer it.
+	ReadClaimed bool `json:"read_claimed,omitempty"`
 }
 
 // SkippedTool is a listed tool that is not offered (tools.allow/deny

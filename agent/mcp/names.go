@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Function names the model can call must match ^[a-zA-Z0-9_-]{1,64}$; MCP
@@ -77,20 +79,65 @@ func offeredNames(server string, tools []string) (names map[string]string, dropp
 	return names, dropped
 }
 
+// Class rules that rest on a tool's annotations rather than on a glob.
+const (
+	ruleHint        = "readOnlyHint"
+	ruleTrustedHint = "readOnlyHint, trust_annotations"
+	ruleHintFalse   = "readOnlyHint: false"
+	ruleNoHint      = "default: no readOnlyHint"
+)
+
+// hint is what a tool's annotations say of its class.
+type hint int
+
+const (
+	hintNone     hint = iota // no annotations
+	hintWrites               // annotations without readOnlyHint: true
+	hintReadOnly             // readOnlyHint: true
+)
+
+// toolHint reads the hint of a's tool. The SDK decodes a readOnlyHint
+// missing from annotations as false, and servers built on it send false
+// explicitly, so annotations that do not say true are taken to say false.
+func toolHint(a *sdk.ToolAnnotations) hint {
+	switch {
+	case a == nil:
+		return hintNone
+	case a.ReadOnlyHint:
+		return hintReadOnly
+	}
+	return hintWrites
+}
+
+// toolClass is what class decided for one tool.
+type toolClass struct {
+	writes bool
+	// rule names what decided writes.
+	rule string
+	// readClaimed is true when the tool is read only by its server's
+	// readOnlyHint, on a server not marked trust_annotations.
+	readClaimed bool
+}
+
 // class decides whether a server's tool writes, and names the rule that
 // decided: a write glob, then a read glob, then the tool's readOnlyHint;
 // anything else writes, the safe default, since a hint is only a hint.
-func class(cfg ServerConfig, tool string, readOnlyHint bool) (writes bool, rule string) {
+func class(cfg ServerConfig, tool string, h hint) toolClass {
 	if g, ok := matchGlob(cfg.Write, tool); ok {
-		return true, fmt.Sprintf("write %q", g)
+		return toolClass{writes: true, rule: fmt.Sprintf("write %q", g)}
 	}
 	if g, ok := matchGlob(cfg.Read, tool); ok {
-		return false, fmt.Sprintf("read %q", g)
+		return toolClass{rule: fmt.Sprintf("read %q", g)}
 	}
-	if readOnlyHint {
-		return false, "readOnlyHint"
+	switch {
+	case h == hintReadOnly && cfg.TrustAnnotations:
+		return toolClass{rule: ruleTrustedHint}
+	case h == hintReadOnly:
+		return toolClass{rule: ruleHint, readClaimed: true}
+	case h == hintWrites:
+		return toolClass{writes: true, rule: ruleHintFalse}
 	}
-	return true, "default: no readOnlyHint"
+	return toolClass{writes: true, rule: ruleNoHint}
 }
 
 // ClassRules describes for an operator how the server's tools get their
@@ -112,7 +159,11 @@ func (c ServerConfig) ClassRules() string {
 	if len(c.Read) > 0 {
 		parts = append(parts, "read "+quote(c.Read))
 	}
-	return strings.Join(append(parts, "readOnlyHint: read", "otherwise write"), "; ")
+	hint := "readOnlyHint: read where writes are allowed"
+	if c.TrustAnnotations {
+		hint = "readOnlyHint: read (trust_annotations)"
+	}
+	return strings.Join(append(parts, hint, "otherwise write"), "; ")
 }
 
 // offered reports whether a server's tool passes its tools.allow/deny.

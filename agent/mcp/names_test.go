@@ -72,22 +72,31 @@ func TestOfferedNames(t *testing.T) {
 
 func TestClassAndFilter(t *testing.T) {
 	cfg := ServerConfig{Read: []string{"get_*", "both"}, Write: []string{"get_secret", "both"}}
+	trusted := cfg
+	trusted.TrustAnnotations = true
 	tests := []struct {
-		tool     string
-		readOnly bool
-		writes   bool
-		rule     string
+		cfg    ServerConfig
+		tool   string
+		hint   hint
+		writes bool
+		rule   string
+		// claimed: read only by an untrusted readOnlyHint.
+		claimed bool
 	}{
-		{"get_issue", false, false, `read "get_*"`},
-		{"get_secret", true, true, `write "get_secret"`},
-		{"both", true, true, `write "both"`},
-		{"search", true, false, "readOnlyHint"},
-		{"create", false, true, "default: no readOnlyHint"},
+		{cfg, "get_issue", hintNone, false, `read "get_*"`, false},
+		{cfg, "get_secret", hintReadOnly, true, `write "get_secret"`, false},
+		{cfg, "both", hintReadOnly, true, `write "both"`, false},
+		{cfg, "search", hintReadOnly, false, "readOnlyHint", true},
+		{trusted, "search", hintReadOnly, false, "readOnlyHint, trust_annotations", false},
+		{trusted, "get_issue", hintReadOnly, false, `read "get_*"`, false},
+		{cfg, "create", hintNone, true, "default: no readOnlyHint", false},
+		{cfg, "create", hintWrites, true, "readOnlyHint: false", false},
+		{trusted, "create", hintWrites, true, "readOnlyHint: false", false},
 	}
 	for _, tt := range tests {
-		writes, rule := class(cfg, tt.tool, tt.readOnly)
-		if writes != tt.writes || rule != tt.rule {
-			t.Errorf("class(%s, hint %v) = %v %q, want %v %q", tt.tool, tt.readOnly, writes, rule, tt.writes, tt.rule)
+		got := class(tt.cfg, tt.tool, tt.hint)
+		if got.writes != tt.writes || got.rule != tt.rule || got.readClaimed != tt.claimed {
+			t.Errorf("class(%s, hint %v, trust %v) = %+v, want %v %q claimed %v", tt.tool, tt.hint, tt.cfg.TrustAnnotations, got, tt.writes, tt.rule, tt.claimed)
 		}
 	}
 	for _, tt := range []struct {
@@ -216,9 +225,9 @@ func TestClassRules(t *testing.T) {
 		cfg  ServerConfig
 		want string
 	}{
-		{ServerConfig{}, "readOnlyHint: read; otherwise write"},
-		{ServerConfig{Read: []string{"get_*", "list_*"}}, `read "get_*", "list_*"; readOnlyHint: read; otherwise write`},
-		{ServerConfig{Read: []string{"*"}, Write: []string{"delete_*"}}, `write "delete_*"; read "*"; readOnlyHint: read; otherwise write`},
+		{ServerConfig{}, "readOnlyHint: read where writes are allowed; otherwise write"},
+		{ServerConfig{Read: []string{"get_*", "list_*"}}, `read "get_*", "list_*"; readOnlyHint: read where writes are allowed; otherwise write`},
+		{ServerConfig{Read: []string{"*"}, Write: []string{"delete_*"}}, `write "delete_*"; read "*"; readOnlyHint: read where writes are allowed; otherwise write`},
 	}
 	for _, tt := range tests {
 		if got := tt.cfg.ClassRules(); got != tt.want {

@@ -463,3 +463,36 @@ func TestServerReconnectsAreCounted(t *testing.T) {
 		return testutil.ToFloat64(m.Reconnects.WithLabelValues(Integration)) >= 2
 	})
 }
+
+// TestMetricSeriesFollowTheToolsListed: connecting a server makes no tool
+// series (they are made by a tool's first call), and a tool the server
+// stops listing takes its series with it, so that a server renaming its
+// tools on every reconnect cannot grow /metrics without bound.
+func TestMetricSeriesFollowTheToolsListed(t *testing.T) {
+	srv, s := httpServer(t, testServerOptions{name: "remote"}, nil)
+	m := metrics.New()
+	cfg := Config{Servers: map[string]ServerConfig{"remote": {URL: srv.URL}}}
+	f := newFixture(t, cfg, Options{Metrics: m})
+	f.start(t)
+	observe := observeServers(m, cfg)
+	for _, st := range f.m.Servers() {
+		observe(st) // what the tool source does on every state change
+	}
+	if n := testutil.CollectAndCount(m.ToolCalls); n != 0 {
+		t.Fatalf("%d tool call series once the server connected; want none before a call", n)
+	}
+
+	addExtra(s)
+	waitFor(t, "remote__extra to appear", func() bool { return f.available("remote__extra") })
+	m.ToolCalls.WithLabelValues("slack", "remote__extra", metrics.OutcomeOK).Inc() // the agent counts a call
+	m.ToolCallDuration.WithLabelValues("remote__extra").Observe(0.01)
+	m.ToolCalls.WithLabelValues("slack", "remote__hang", metrics.OutcomeOK).Inc()
+	s.RemoveTools("extra")
+	waitFor(t, "remote__extra to go", func() bool { _, ok := f.reg.Get("remote__extra"); return !ok })
+	if n := testutil.CollectAndCount(m.ToolCallDuration); n != 0 {
+		t.Errorf("%d duration series left after the server dropped its tool", n)
+	}
+	if n := testutil.CollectAndCount(m.ToolCalls); n != 1 {
+		t.Errorf("%d call series left; want only those of the tool still listed", n)
+	}
+}

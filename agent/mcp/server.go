@@ -270,8 +270,7 @@ func (s *server) definitions(list []*sdk.Tool) (map[string]*definition, []Skippe
 			skipped = append(skipped, SkippedTool{Original: original, Reason: err.Error()})
 			continue
 		}
-		readOnly := t.Annotations != nil && t.Annotations.ReadOnlyHint
-		writes, rule := class(s.cfg, original, readOnly)
+		cl := class(s.cfg, original, toolHint(t.Annotations))
 		desc := t.Description
 		if desc == "" {
 			desc = t.Title
@@ -280,8 +279,9 @@ func (s *server) definitions(list []*sdk.Tool) (map[string]*definition, []Skippe
 			original:    original,
 			description: cutText(desc, maxDescription),
 			params:      params,
-			writes:      writes,
-			rule:        rule,
+			writes:      cl.writes,
+			rule:        cl.rule,
+			readClaimed: cl.readClaimed,
 		}
 	}
 	slices.SortFunc(skipped, func(a, b SkippedTool) int { return strings.Compare(a.Original, b.Original) })
@@ -303,6 +303,9 @@ func (s *server) apply(defs map[string]*definition, skipped []SkippedTool) {
 			t.removed.Store(true)
 			reg.Unregister(name)
 			delete(s.tools, name)
+			// A server may rename its tools on every reconnect: the
+			// series of the names it dropped would otherwise pile up.
+			s.m.metrics.ForgetTools(name)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(defs)) {
@@ -402,7 +405,7 @@ func (s *server) state() ServerState {
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.tools)) {
 		def := s.tools[name].def.Load()
-		st.Tools = append(st.Tools, ToolState{Name: name, Original: def.original, Writes: def.writes, Rule: def.rule})
+		st.Tools = append(st.Tools, ToolState{Name: name, Original: def.original, Writes: def.writes, Rule: def.rule, ReadClaimed: def.readClaimed})
 	}
 	return st
 }

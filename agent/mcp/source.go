@@ -61,7 +61,7 @@ func openSource(ctx context.Context, c config.Config, deps toolsource.Deps) (too
 	cfg := FromConfig(c)
 	var onState func(ServerState)
 	if deps.Metrics != nil {
-		onState = observeServers(deps.Metrics, deps.Channels, cfg)
+		onState = observeServers(deps.Metrics, cfg)
 	}
 	mgr, err := New(cfg, Options{Registry: deps.Registry, Log: deps.Log, OnStateChange: onState, Getenv: deps.Getenv, Version: deps.Version, Metrics: deps.Metrics})
 	if err != nil {
@@ -77,9 +77,9 @@ func openSource(ctx context.Context, c config.Config, deps toolsource.Deps) (too
 }
 
 // observeServers sets parley_mcp_server_up of every configured server, at
-// 0 until it connects, and primes the tool series of a server's tools
-// when it connects (they are bounded by its configuration).
-func observeServers(m *metrics.Metrics, channels []string, cfg Config) func(ServerState) {
+// 0 until it connects. The series of its tools are made by their first
+// call (and deleted by the Manager when the server stops listing one).
+func observeServers(m *metrics.Metrics, cfg Config) func(ServerState) {
 	for name := range cfg.Servers {
 		m.MCPServerUp.WithLabelValues(name).Set(0)
 	}
@@ -88,11 +88,6 @@ func observeServers(m *metrics.Metrics, channels []string, cfg Config) func(Serv
 			m.MCPServerUp.WithLabelValues(s.Name).Set(0)
 			return
 		}
-		names := make([]string, len(s.Tools))
-		for i, t := range s.Tools {
-			names[i] = t.Name
-		}
-		m.PrimeTools(channels, names)
 		m.MCPServerUp.WithLabelValues(s.Name).Set(1)
 	}
 }
@@ -126,7 +121,7 @@ func (s *source) Annotate(r *toolsource.Row) {
 		}
 		for _, t := range st.Tools {
 			if t.Name == r.Name {
-				r.ClassRule = t.Rule
+				r.ClassRule, r.ReadClaimed = t.Rule, t.ReadClaimed
 			}
 		}
 	}
@@ -146,7 +141,11 @@ func (s *source) Placeholders(rows []toolsource.Row) []toolsource.Row {
 		if listed[st.Name] {
 			continue
 		}
-		r := toolsource.Row{Name: st.Name + "__*", Source: "mcp:" + st.Name, ClassRule: s.servers[st.Name].ClassRules()}
+		cfg := s.servers[st.Name]
+		// Its read tools are read by their hints alone unless the
+		// operator trusts them or names some in read.
+		r := toolsource.Row{Name: st.Name + "__*", Source: "mcp:" + st.Name, ClassRule: cfg.ClassRules(),
+			ReadClaimed: !cfg.TrustAnnotations && len(cfg.Read) == 0}
 		r.ServerState, r.ServerError = serverState(st)
 		if st.Up {
 			r.ServerError = "the server lists no tools"

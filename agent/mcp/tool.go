@@ -44,6 +44,7 @@ type definition struct {
 	params      json.RawMessage
 	writes      bool
 	rule        string // what decided writes
+	readClaimed bool   // read only by the server's untrusted readOnlyHint
 }
 
 // tool is one server tool as the agent sees it. Its name is fixed; what it
@@ -58,6 +59,7 @@ type tool struct {
 var (
 	_ agent.Tool         = (*tool)(nil)
 	_ agent.Availability = (*tool)(nil)
+	_ agent.ClaimedClass = (*tool)(nil)
 )
 
 // IdempotencyKeyMeta is the _meta key of a write call's idempotency key:
@@ -69,6 +71,10 @@ func (t *tool) Name() string                { return t.name }
 func (t *tool) Description() string         { return t.def.Load().description }
 func (t *tool) Parameters() json.RawMessage { return t.def.Load().params }
 func (t *tool) Writes() bool                { return t.def.Load().writes }
+
+// ReadClaimed reports whether the tool is read only by its server's
+// readOnlyHint, on a server not marked trust_annotations.
+func (t *tool) ReadClaimed() bool { return t.def.Load().readClaimed }
 
 // Available reports whether the server is connected and still lists the
 // tool: the model is not offered tools that cannot run.

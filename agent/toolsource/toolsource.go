@@ -81,11 +81,10 @@ func KnownNames(c config.Config) Names {
 type Deps struct {
 	// Registry receives the tools. Never nil.
 	Registry *agent.Registry
-	// Metrics, when set, gets the source's series (the tool series of
-	// its tools primed for Channels); nil for a command that runs no bot.
-	Metrics  *metrics.Metrics
-	Channels []string
-	Log      *slog.Logger
+	// Metrics, when set, gets the source's series; nil for a command that
+	// runs no bot.
+	Metrics *metrics.Metrics
+	Log     *slog.Logger
 	// Getenv resolves ${NAME} references and the environment of a
 	// process the source starts.
 	Getenv  func(string) string
@@ -104,6 +103,10 @@ type Row struct {
 	// ClassRule is what decided the tool's class (readOnlyHint, a read or
 	// write glob, or the default).
 	ClassRule string `json:"class_rule,omitempty"`
+	// ReadClaimed is true for a read tool whose class is only its source's
+	// claim (agent.ClaimedClass): a scope with tools.write: false does not
+	// offer it. For a placeholder, it says the part's read tools are.
+	ReadClaimed bool `json:"read_claimed,omitempty"`
 	// ServerState is up or down for a tool of a part that may be down,
 	// empty for the others; ServerError says why a part is down.
 	ServerState string `json:"server_state,omitempty"`

@@ -40,11 +40,9 @@ type toolset struct {
 type toolOptions struct {
 	// skill are the skill tools (load_skill, …), built by the caller.
 	skill []agent.Tool
-	// metrics, when set, gets the sources' series and the tool series
-	// primed for channels.
-	metrics  *metrics.Metrics
-	channels []string
-	log      *slog.Logger
+	// metrics, when set, gets the sources' series.
+	metrics *metrics.Metrics
+	log     *slog.Logger
 	// wait bounds the sources' first connection.
 	wait time.Duration
 }
@@ -60,7 +58,7 @@ func (e *environment) openTools(cfg config.Config, opts toolOptions) (*toolset, 
 			return nil, err
 		}
 	}
-	deps := toolsource.Deps{Registry: ts.registry, Metrics: opts.metrics, Channels: opts.channels, Log: opts.log,
+	deps := toolsource.Deps{Registry: ts.registry, Metrics: opts.metrics, Log: opts.log,
 		Getenv: e.getenv, Version: version, Wait: opts.wait}
 	for _, src := range toolsource.Sources() {
 		opened, err := src.Open(e.ctx, cfg, deps)
@@ -70,9 +68,6 @@ func (e *environment) openTools(cfg config.Config, opts toolOptions) (*toolset, 
 		}
 		ts.sources = append(ts.sources, opened)
 		ts.parts = append(ts.parts, src.Part)
-	}
-	if opts.metrics != nil {
-		opts.metrics.PrimeTools(opts.channels, toolNames(ts.registry))
 	}
 	return ts, nil
 }
@@ -109,14 +104,6 @@ func (ts *toolset) downParts() []string {
 	return out
 }
 
-func toolNames(reg *agent.Registry) []string {
-	var names []string
-	for _, t := range reg.All() {
-		names = append(names, t.Name())
-	}
-	return names
-}
-
 // sourced is implemented by tools that say where they come from (MCP
 // tools: "mcp:SERVER"); the others are builtin.
 type sourced interface{ Source() string }
@@ -136,7 +123,7 @@ type toolRow = toolsource.Row
 func (ts *toolset) rows() []toolRow {
 	var rows []toolRow
 	for _, t := range ts.registry.All() {
-		r := toolRow{Name: t.Name(), Source: toolSource(t), Class: className(t.Writes())}
+		r := toolRow{Name: t.Name(), Source: toolSource(t), Class: className(t.Writes()), ReadClaimed: agent.ReadClaimed(t)}
 		for _, s := range ts.sources {
 			s.Annotate(&r)
 		}
@@ -263,12 +250,12 @@ func (ts *toolset) policyTools() (tools []policy.ToolInfo, notes []string) {
 	}
 	for _, r := range ts.rows() {
 		if r.Class != "" {
-			tools = append(tools, policy.ToolInfo{Name: r.Name, Writes: r.Class == "write", Source: r.Source})
+			tools = append(tools, policy.ToolInfo{Name: r.Name, Writes: r.Class == "write", Source: r.Source, ClassRule: r.ClassRule, ReadClaimed: r.ReadClaimed})
 			continue
 		}
 		tools = append(tools,
-			policy.ToolInfo{Name: r.Name, Source: r.Source},
-			policy.ToolInfo{Name: r.Name, Writes: true, Source: r.Source})
+			policy.ToolInfo{Name: r.Name, Source: r.Source, ClassRule: r.ClassRule, ReadClaimed: r.ReadClaimed},
+			policy.ToolInfo{Name: r.Name, Writes: true, Source: r.Source, ClassRule: r.ClassRule})
 		notes = append(notes, r.Note)
 	}
 	return tools, notes
