@@ -210,7 +210,7 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 	// the reply (a user, a test, a dashboard a moment later) also sees the
 	// turn in the metrics; delivery time has metrics of its own.
 	observe(ctx, g.metrics, r, r.outcome)
-	g.logTurn(ctx, c.Lock.Conversation(), r)
+	logTurn(ctx, g.log, c.Lock.Conversation(), r)
 	if r.reply != nil {
 		rt.Deliver(ctx, *r.reply, r.live, slot)
 	} else {
@@ -434,11 +434,11 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 // logTurn says, in one line an operator tailing the log reads as the
 // traffic, that a model turn was answered and written: where, how long it
 // took, how it went and what it cost. Nothing of what was said.
-func (g *Gateway) logTurn(ctx context.Context, conversation string, r result) {
+func logTurn(ctx context.Context, log *slog.Logger, conversation string, r result) {
 	if !r.turn {
 		return
 	}
-	g.log.LogAttrs(ctx, slog.LevelInfo, "turn answered", slog.String("channel", r.channel),
+	log.LogAttrs(ctx, slog.LevelInfo, "turn answered", slog.String("channel", r.channel),
 		slog.String("conversation", sessions.ShownKey(conversation)), slog.Duration("duration", time.Since(r.start)),
 		slog.String("outcome", r.outcome), slog.Int("tokens", r.tokens))
 }
