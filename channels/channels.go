@@ -76,6 +76,11 @@ type Message struct {
 	// fetches them during the turn through the adapter's
 	// AttachmentFetcher (see attachment.go for the rules).
 	Attachments []Attachment `json:"attachments,omitempty"`
+	// Ambient marks a message the bot received but was not addressed in,
+	// on a platform that cannot read its rooms back (see RoomReader): the
+	// gateway keeps it, bounded, for the chat's next addressed turn and
+	// answers nothing.
+	Ambient bool `json:"ambient,omitempty"`
 	// Meta carries what the adapter needs to answer (a reply token, the
 	// message to react to). The gateway passes it back untouched.
 	Meta map[string]string `json:"meta,omitempty"`
