@@ -39,6 +39,23 @@ type Level struct {
 	// ApprovalTimeout is how long an approval waits for a decision before
 	// it expires (nil: the level above; policy.DefaultApprovalTimeout).
 	ApprovalTimeout *time.Duration `yaml:"approval_timeout,omitempty"`
+	// Context says how much of the room (the thread, the chat's recent
+	// messages) a turn reads before answering.
+	Context Context `yaml:"context,omitempty"`
+}
+
+// Context is what a turn reads of the room it was asked in. Nil leaves a
+// key to the level above (policy.DefaultContext*).
+type Context struct {
+	// Thread: read the thread before answering in it.
+	Thread *bool `yaml:"thread,omitempty"`
+	// Recent is how many of the channel's or group's messages are read
+	// before a top-level mention (0: none).
+	Recent *int `yaml:"recent,omitempty"`
+	// MaxMessages and MaxBytes bound what one turn reads; past them the
+	// oldest are left out, with a note saying how many.
+	MaxMessages *int `yaml:"max_messages,omitempty"`
+	MaxBytes    *int `yaml:"max_bytes,omitempty"`
 }
 
 // Approvers says who may approve or deny a tool call. Users unset means

@@ -65,6 +65,13 @@ const (
 	DefaultReplyPosts = 10
 )
 
+// Builtin bounds of what one turn reads of its room (context.*): a long
+// thread's last 50 messages, 12 KiB of text, about 3,000 tokens.
+const (
+	DefaultContextMaxMessages = 50
+	DefaultContextMaxBytes    = 12288
+)
+
 // PlatformPolicy is a Level plus its workspaces.
 type PlatformPolicy struct {
 	config.Level `yaml:",inline"`
@@ -88,6 +95,14 @@ func (p *Config) validate() []string {
 		}{{"limits.user_per_minute", int64Of(l.Limits.UserPerMinute)}, {"limits.workspace_per_minute", int64Of(l.Limits.WorkspacePerMinute)}, {"limits.reply_chars", int64Of(l.Limits.ReplyChars)}, {"limits.reply_posts", int64Of(l.Limits.ReplyPosts)}, {"budget.tokens_per_user_day", l.Budget.TokensPerUserDay}} {
 			if n.v != nil && *n.v < 0 {
 				errs = append(errs, fmt.Sprintf("%s.%s: must not be negative (0 is no limit), got %d", key, n.name, *n.v))
+			}
+		}
+		for _, n := range []struct {
+			name string
+			v    *int
+		}{{"context.recent", l.Context.Recent}, {"context.max_messages", l.Context.MaxMessages}, {"context.max_bytes", l.Context.MaxBytes}} {
+			if n.v != nil && *n.v < 0 {
+				errs = append(errs, fmt.Sprintf("%s.%s: must not be negative (0 reads nothing), got %d", key, n.name, *n.v))
 			}
 		}
 		for _, list := range []struct {

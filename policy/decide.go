@@ -298,6 +298,12 @@ func cloneLevel(l config.Level) config.Level {
 			Requester: cloneBool(l.Approvers.Requester),
 		},
 		ApprovalTimeout: clonePtr(l.ApprovalTimeout),
+		Context: config.Context{
+			Thread:      cloneBool(l.Context.Thread),
+			Recent:      clonePtr(l.Context.Recent),
+			MaxMessages: clonePtr(l.Context.MaxMessages),
+			MaxBytes:    clonePtr(l.Context.MaxBytes),
+		},
 	}
 }
 

@@ -31,6 +31,7 @@ func (r *Resolver) Explain(w io.Writer, s Scope, tools []ToolInfo, skills []stri
 	explainAccess(p, e)
 	explainApprovals(p, e, tools)
 	explainLimits(p, e)
+	explainContext(p, e)
 	p("\nMODEL\n")
 	model := e.model.val
 	if d, ok := r.models[model]; ok {
@@ -140,6 +141,23 @@ func explainLimits(p func(string, ...any), e *Effective) {
 	p("  budget.tokens_per_user_day\t%s\t%s\n", describeLimit(e.tokensDay.val), e.tokensDay.level)
 	p("  limits.reply_chars\t%s\t%s\n", describeLimit(e.replyChars.val), e.replyChars.level)
 	p("  limits.reply_posts\t%s\t%s\n", describeLimit(e.replyPosts.val), e.replyPosts.level)
+}
+
+// explainContext writes what a turn reads of its room.
+func explainContext(p func(string, ...any), e *Effective) {
+	p("\nCONTEXT (the room read before answering)\n")
+	thread := "read"
+	if !e.ctxThread.val {
+		thread = "not read"
+	}
+	p("  context.thread\t%s\t%s\n", thread, e.ctxThread.level)
+	recent := "none"
+	if e.ctxRecent.val > 0 {
+		recent = fmt.Sprintf("%d messages before a top-level mention", e.ctxRecent.val)
+	}
+	p("  context.recent\t%s\t%s\n", recent, e.ctxRecent.level)
+	p("  context.max_messages\t%d\t%s\n", e.ctxMaxMessages.val, e.ctxMaxMessages.level)
+	p("  context.max_bytes\t%d\t%s\n", e.ctxMaxBytes.val, e.ctxMaxBytes.level)
 }
 
 func boolInt(b bool) int {

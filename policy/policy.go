@@ -16,7 +16,8 @@
 // access.users, access.chats, access.dms, admins, limits.user_per_minute,
 // limits.workspace_per_minute, limits.reply_chars, limits.reply_posts,
 // budget.tokens_per_user_day, model, tools.approve, tools.approve_writes,
-// approvers.users, approvers.requester, approval_timeout) is taken from the
+// approvers.users, approvers.requester, approval_timeout, context.thread,
+// context.recent, context.max_messages, context.max_bytes) is taken from the
 // most specific level that sets it; lists are replaced, never merged, so an
 // operator can read one level and know the whole rule.
 //
@@ -275,6 +276,9 @@ type Effective struct {
 	approverUsers     setting[[]string]
 	approverRequester setting[bool]
 	approvalTimeout   setting[time.Duration]
+	// ctxThread, ctxRecent, ctxMaxMessages and ctxMaxBytes are context.*.
+	ctxThread                              setting[bool]
+	ctxRecent, ctxMaxMessages, ctxMaxBytes setting[int]
 }
 
 func resolve(levels []level) *Effective {
@@ -291,6 +295,10 @@ func resolve(levels []level) *Effective {
 	e.approveWrites.level = LevelBuiltin
 	e.approverRequester = setting[bool]{val: true, level: LevelBuiltin}
 	e.approvalTimeout = setting[time.Duration]{val: DefaultApprovalTimeout, level: LevelBuiltin}
+	e.ctxThread = setting[bool]{val: true, level: LevelBuiltin}
+	e.ctxRecent.level = LevelBuiltin
+	e.ctxMaxMessages = setting[int]{val: DefaultContextMaxMessages, level: LevelBuiltin}
+	e.ctxMaxBytes = setting[int]{val: DefaultContextMaxBytes, level: LevelBuiltin}
 	for _, l := range levels {
 		c := l.cfg
 		fromList(&e.toolAllow, c.Tools.Allow, l.name)
@@ -315,6 +323,10 @@ func resolve(levels []level) *Effective {
 		fromList(&e.approverUsers, c.Approvers.Users, l.name)
 		fromBool(&e.approverRequester, c.Approvers.Requester, l.name)
 		fromValue(&e.approvalTimeout, c.ApprovalTimeout, l.name)
+		fromBool(&e.ctxThread, c.Context.Thread, l.name)
+		fromValue(&e.ctxRecent, c.Context.Recent, l.name)
+		fromValue(&e.ctxMaxMessages, c.Context.MaxMessages, l.name)
+		fromValue(&e.ctxMaxBytes, c.Context.MaxBytes, l.name)
 	}
 	return e
 }
@@ -336,6 +348,23 @@ func fromValue[T int | int64 | time.Duration](st *setting[T], v *T, name string)
 	if v != nil {
 		*st = setting[T]{val: *v, set: true, level: name}
 	}
+}
+
+// Context is what a turn of the scope reads of its room (context.*).
+type Context struct {
+	// Thread: read the thread before answering in it.
+	Thread bool
+	// Recent is how many of the chat's messages are read before a
+	// top-level mention; 0 reads none.
+	Recent int
+	// MaxMessages and MaxBytes bound one read, cut from the oldest; 0
+	// reads nothing.
+	MaxMessages, MaxBytes int
+}
+
+// Context returns what a turn reads of the room (context.*).
+func (e *Effective) Context() Context {
+	return Context{Thread: e.ctxThread.val, Recent: e.ctxRecent.val, MaxMessages: e.ctxMaxMessages.val, MaxBytes: e.ctxMaxBytes.val}
 }
 
 // Limits are the quotas and reply caps of a scope. Zero is no limit.
