@@ -111,7 +111,18 @@ type Metrics struct {
 	OutboundFailures *prometheus.CounterVec   // integration, reason, outcome: failed attempts of the retry loop
 	WeChatTokenAge   *prometheus.GaugeVec     // bot: age of the newest context_token of any user
 	WeChatSendsSince *prometheus.HistogramVec // bot: sends since that user's last message, at each send
+
+	ContextReads    *prometheus.CounterVec   // channel, outcome (ok, rate_limited, denied, error): reads of the room a turn was asked in
+	ContextMessages *prometheus.HistogramVec // channel: messages of the room a turn was given
+	ContextBytes    *prometheus.HistogramVec // channel: bytes of the room a turn was given
 }
+
+// Outcomes of parley_context_reads_total besides OutcomeOK, OutcomeDenied
+// and OutcomeError.
+const OutcomeRateLimited = "rate_limited"
+
+// ContextOutcomes are the outcomes of parley_context_reads_total.
+var ContextOutcomes = []string{OutcomeOK, OutcomeRateLimited, OutcomeDenied, OutcomeError}
 
 // New creates every collector on a fresh registry, together with the Go and
 // process collectors an operator expects on any Go service.
@@ -169,6 +180,10 @@ func New() *Metrics {
 	m.WeChatTokenAge = f.gaugeVec("parley_wechat_context_token_age_seconds", "Age of the newest iLink context_token of each logged-in bot: replies are only possible while it is fresh.", "bot")
 	m.WeChatSendsSince = f.histogram("parley_wechat_sends_since_user_message", "Messages sent to a WeChat user since that user last wrote, observed at each send.", []float64{1, 2, 3, 5, 8, 10, 15}, "bot")
 
+	m.ContextReads = f.counter("parley_context_reads_total", "Reads of the room a turn was asked in (the thread, the chat's recent messages, the ambient messages kept for it), by outcome: ok, rate_limited (the platform refused for its rate limit; the turn answered without), denied (the app may not read there), error.", "channel", "outcome")
+	m.ContextMessages = f.histogram("parley_context_messages", "Messages of the room given to a turn, after the bot's own and the budget were taken out.", []float64{0, 1, 2, 5, 10, 20, 50, 100, 200}, "channel")
+	m.ContextBytes = f.histogram("parley_context_bytes", "Bytes of the room given to a turn, as rendered into its user message.", prometheus.ExponentialBuckets(256, 2, 10), "channel")
+
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -185,6 +200,9 @@ func (m *Metrics) Prime(channels ...string) {
 		}
 		for _, o := range DeliveryOutcomes {
 			m.Deliveries.WithLabelValues(ch, o)
+		}
+		for _, o := range ContextOutcomes {
+			m.ContextReads.WithLabelValues(ch, o)
 		}
 	}
 	for _, o := range []string{OutcomeOK, OutcomeError} {

@@ -226,6 +226,12 @@ type Options struct {
 	MaxMessages int           // history length cap
 	LockTTL     time.Duration // a dead holder's lock expires after this
 	DedupeTTL   time.Duration // default DefaultDedupeTTL
+	// AmbientMessages, AmbientBytes and AmbientAge bound a conversation's
+	// ambient buffer (see room.go): past them the oldest go. Defaults
+	// DefaultAmbientMessages, DefaultAmbientBytes, DefaultAmbientAge.
+	AmbientMessages int
+	AmbientBytes    int
+	AmbientAge      time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -244,6 +250,15 @@ func (o Options) withDefaults() Options {
 	}
 	if o.DedupeTTL <= 0 {
 		o.DedupeTTL = DefaultDedupeTTL
+	}
+	if o.AmbientMessages <= 0 {
+		o.AmbientMessages = DefaultAmbientMessages
+	}
+	if o.AmbientBytes <= 0 {
+		o.AmbientBytes = DefaultAmbientBytes
+	}
+	if o.AmbientAge <= 0 {
+		o.AmbientAge = DefaultAmbientAge
 	}
 	return o
 }
