@@ -228,6 +228,7 @@ func (g *Gateway) pauseTurn(ctx context.Context, c *sessions.Claim, q queued, r 
 		return next{failed: true}
 	}
 	c.Lock.Detach() // the lock is the approval's now
+	g.writeRoomNow(ctx, c.Lock.Conversation(), r.room)
 	g.approvals.audit(ctx, "approval requested", &approval.Record{Request: req, State: approval.Pending})
 	rt := r.route
 	if !rt.Chosen() || r.replyTo != nil {

@@ -42,6 +42,7 @@ import (
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway/approval"
 	"github.com/parleyhq/parley/gateway/commands"
+	roomctx "github.com/parleyhq/parley/gateway/context"
 	"github.com/parleyhq/parley/gateway/delivery"
 	"github.com/parleyhq/parley/gateway/media"
 	"github.com/parleyhq/parley/gateway/outbox"
@@ -153,6 +154,7 @@ type Gateway struct {
 	skills    *skillSets          // what a turn sees of skills and tools
 	compactor *compactor
 	att       *attachments
+	room      *roomctx.Reader // the room of turns; nil when the store keeps none
 
 	runCtx    context.Context // parent of every turn; cancelled at the shutdown deadline
 	cancelRun context.CancelFunc
@@ -238,6 +240,7 @@ func New(cfg Config, store sessions.Store, a Responder, m *metrics.Metrics, log 
 	g.skills = &skillSets{skills: cfg.Skills, tools: cfg.Tools, log: g.log, budget: cfg.SkillBudget}
 	g.compactor = &compactor{agent: g.agent, store: g.store, metrics: m, log: g.log, keep: cfg.KeepRounds}
 	g.att = &attachments{agent: g.agent, media: cfg.Media, store: g.store, metrics: m}
+	g.room = newRooms(store, m, g)
 	g.approvals = &approvals{store: cfg.Approvals, tools: cfg.Tools, ledger: cfg.Audit, metrics: m, log: g.log, route: g.route}
 	g.commands = commands.Standard(commands.Deps{
 		Conversations: g.store, Compactor: g.compactor, Skills: cfg.Skills, SkillSets: g.skills, Metrics: m, Log: g.log,
@@ -354,7 +357,7 @@ func (g *Gateway) Submit(ctx context.Context, m channels.Message) (err error) {
 		m.Received = time.Now()
 	}
 	g.metrics.MessagesReceived.WithLabelValues(m.Channel).Inc()
-	if ok, err := g.decider.Decide(ctx, m); ok || err != nil {
+	if ok, err := g.decideUnlessAmbient(ctx, m); ok || err != nil {
 		if err != nil {
 			g.redisFailed()
 			return fmt.Errorf("gateway: decide an approval: %w", err)
@@ -386,7 +389,7 @@ func (g *Gateway) Submit(ctx context.Context, m channels.Message) (err error) {
 		// the sender hears why instead of waiting for an answer that never
 		// comes (once: the id is recorded, so a re-delivery is a duplicate).
 		g.metrics.MessagesRejected.WithLabelValues(m.Channel, "queue_full").Inc()
-		if admits(g.resolve(m), m) {
+		if !m.Ambient && admits(g.resolve(m), m) {
 			g.route(m).Send(ctx, channels.Reply{Notice: true, Failed: true, Text: "I'm still working through your earlier messages in this conversation. Please wait for my answers before sending more."})
 		}
 	default:

@@ -74,6 +74,9 @@ type result struct {
 	spent *spent
 	// tokens are the model's tokens of the turn, prompt and completion.
 	tokens int
+	// room is what the turn changes of its conversation's room (the
+	// cursor, the ambient messages), written with the turn.
+	room sessions.RoomWrite
 }
 
 // storeError marks a failure of Redis during a turn: the message stays
@@ -177,7 +180,7 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 	if r.reply != nil {
 		reserve = rt.Reserve(ctx, *r.reply, r.live, &slot)
 	}
-	done, err := g.complete(ctx, c, r.msgs, r.spent, reserve)
+	done, err := g.complete(ctx, c, r.msgs, r.spent, reserve, g.roomAlong(c.Lock, r.room))
 	if err != nil {
 		// The message is answered again, here or elsewhere: what was shown
 		// of this answer goes.
@@ -230,7 +233,10 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 // were spent all the same, and the next holder's answer is a turn of its
 // own. It is never sent again with a retry (the first may have landed),
 // and its failure is logged, never the turn's.
-func (g *Gateway) complete(ctx context.Context, c *sessions.Claim, msgs []sessions.Message, s *spent, reserve sessions.Along) (_ sessions.Completion, err error) {
+//
+// The room's write (room) goes with every attempt: it lands only with the
+// turn, and once.
+func (g *Gateway) complete(ctx context.Context, c *sessions.Claim, msgs []sessions.Message, s *spent, reserve sessions.Along, room sessions.RoomAlong) (_ sessions.Completion, err error) {
 	ctx, span := g.cfg.Tracer.Start(ctx, "commit")
 	defer func() {
 		tracing.Fail(span, err)
@@ -247,6 +253,9 @@ func (g *Gateway) complete(ctx context.Context, c *sessions.Claim, msgs []sessio
 	var done sessions.Completion
 	err = g.redisRetry.Do(ctx, "complete turn", func(ctx context.Context) (bool, time.Duration, error) {
 		var err error
+		if room.Along != nil {
+			along = append(along, room.Along)
+		}
 		done, err = g.store.Complete(ctx, c.Lock, c.Item, msgs, along...)
 		along = nil
 		if err == nil || errors.Is(err, sessions.ErrLockLost) {
@@ -254,6 +263,11 @@ func (g *Gateway) complete(ctx context.Context, c *sessions.Claim, msgs []sessio
 		}
 		return c.Lock.Held(), 0, retry.Mark(retry.ReasonOf(err, 0), err)
 	})
+	if room.Settle != nil {
+		if err := room.Settle(context.WithoutCancel(ctx)); err != nil {
+			g.log.WarnContext(ctx, "could not record the turn's room; the next turn reads it again", "err", err)
+		}
+	}
 	switch {
 	case settle != nil:
 		settle(context.WithoutCancel(ctx))
@@ -277,8 +291,11 @@ func (g *Gateway) handle(ctx context.Context, c *sessions.Claim, m channels.Mess
 	tracing.Observe(ctx, g.metrics.QueueWaitSeconds.WithLabelValues(m.Channel), time.Since(m.Received).Seconds())
 	text := strings.TrimSpace(m.Text)
 	eff := g.resolve(m)
-	if d := eff.Access(m.User, m.Chat, m.DM); !d.Allowed && !eff.IsAdmin(m.User) {
+	if d := eff.Access(m.User, m.Chat, m.DM); !d.Allowed && !eff.IsAdmin(m.User) && !m.Ambient {
 		return g.refuseAccess(ctx, c.Lock, m, d)
+	}
+	if m.Ambient {
+		return g.keepAmbient(m, eff), nil
 	}
 	if m.Unsupported != "" {
 		g.metrics.MessagesRejected.WithLabelValues(m.Channel, "unsupported").Inc()
@@ -391,6 +408,14 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 	if tm.text != "" {
 		text = strings.TrimSpace(text + "\n\n" + tm.text)
 	}
+	room, err := g.readRoom(ctx, c, m, eff)
+	if err != nil {
+		return r, err
+	}
+	if room.Text != "" {
+		text = room.Text + "\n\n" + text
+	}
+	r.room = room.Write
 	index, omitted := set.Index()
 	if len(omitted) > 0 {
 		g.log.DebugContext(ctx, "skills left out of the index; find_skills still reaches them", "omitted", omitted)

@@ -1,0 +1,96 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/parleyhq/parley/channels"
+	roomctx "github.com/parleyhq/parley/gateway/context"
+	"github.com/parleyhq/parley/metrics"
+	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/sessions"
+)
+
+// The room of a turn (what other people wrote where the bot was asked) is
+// read by gateway/context under the turn's lock; what the turn changes of
+// it (the cursor, the ambient messages taken) rides with the turn's
+// completion, so that it lands only with the turn.
+
+// rooms is the room reader of a store that keeps rooms; nil otherwise.
+func newRooms(store sessions.Store, m *metrics.Metrics, g *Gateway) *roomctx.Reader {
+	rs, ok := store.(sessions.Rooms)
+	if !ok {
+		return nil
+	}
+	return &roomctx.Reader{Rooms: rs, Metrics: m, Log: g.log}
+}
+
+// readRoom is the room of m's turn, under c's lock; the zero Turn when the
+// store keeps no rooms.
+func (g *Gateway) readRoom(ctx context.Context, c *sessions.Claim, m channels.Message, eff *policy.Effective) (roomctx.Turn, error) {
+	if g.room == nil {
+		return roomctx.Turn{}, nil
+	}
+	t, err := g.room.Read(ctx, roomctx.Ask{
+		Conversation: c.Lock.Conversation(), Message: m, Policy: eff.Context(),
+		Admitted: eff.Access(m.User, m.Chat, m.DM).Allowed, Reader: roomReader(g.caps(m.Channel)),
+	})
+	if err != nil {
+		return roomctx.Turn{}, storeError{err}
+	}
+	return t, nil
+}
+
+// roomReader is what reads c's rooms back, nil when it cannot.
+func roomReader(c *channels.Capabilities) channels.RoomReader {
+	rr, _ := c.Channel.(channels.RoomReader)
+	return rr
+}
+
+// keepAmbient answers an ambient message (one the bot received but was not
+// addressed in) with nothing: the turn's completion keeps it in its
+// conversation's ambient buffer for the next addressed turn, if the
+// access rules admit its sender and the scope reads any room at all.
+func (g *Gateway) keepAmbient(m channels.Message, eff *policy.Effective) result {
+	c := eff.Context()
+	if g.room == nil || !admits(eff, m) || c.MaxMessages <= 0 || c.MaxBytes <= 0 {
+		return result{}
+	}
+	entry, ok := roomctx.Ambient(m, c.MaxBytes)
+	if !ok {
+		return result{}
+	}
+	return result{room: sessions.RoomWrite{Ambient: entry}}
+}
+
+// roomAlong is the completion's share of r's room write (zero: none).
+func (g *Gateway) roomAlong(l *sessions.Lock, w sessions.RoomWrite) sessions.RoomAlong {
+	rs, ok := g.store.(sessions.Rooms)
+	if !ok || w.IsZero() {
+		return sessions.RoomAlong{}
+	}
+	return rs.RoomAlong(l, w)
+}
+
+// writeRoomNow applies w at once, for a turn that paused for an approval:
+// its record holds the room it read, so the next turn must not read it
+// again. A failure means the next turn reads it again, never that it is
+// lost.
+func (g *Gateway) writeRoomNow(ctx context.Context, conv string, w sessions.RoomWrite) {
+	rs, ok := g.store.(sessions.Rooms)
+	if !ok || w.IsZero() {
+		return
+	}
+	if err := rs.WriteRoom(context.WithoutCancel(ctx), conv, w); err != nil {
+		g.log.WarnContext(ctx, "could not record the room a paused turn read; the next turn reads it again", "err", err)
+	}
+}
+
+// decideUnlessAmbient decides an approval typed or clicked on arrival
+// (commands.Decider), but never in an ambient message: a message that does
+// not address the bot is no command to it.
+func (g *Gateway) decideUnlessAmbient(ctx context.Context, m channels.Message) (bool, error) {
+	if m.Ambient {
+		return false, nil
+	}
+	return g.decider.Decide(ctx, m)
+}
