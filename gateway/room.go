@@ -15,29 +15,24 @@ import (
 // it (the cursor, the ambient messages taken) rides with the turn's
 // completion, so that it lands only with the turn.
 
-// rooms is the room reader of a store that keeps rooms; nil otherwise.
+// newRooms is the room reader of a store that keeps rooms; nil otherwise.
 func newRooms(store sessions.Store, m *metrics.Metrics, g *Gateway) *roomctx.Reader {
-	rs, ok := store.(sessions.Rooms)
-	if !ok {
+	if _, ok := store.(sessions.Rooms); !ok {
 		return nil
 	}
-	return &roomctx.Reader{Rooms: rs, Metrics: m, Log: g.log}
+	return &roomctx.Reader{Metrics: m, Log: g.log}
 }
 
 // readRoom is the room of m's turn, under c's lock; the zero Turn when the
 // store keeps no rooms.
-func (g *Gateway) readRoom(ctx context.Context, c *sessions.Claim, m channels.Message, eff *policy.Effective) (roomctx.Turn, error) {
+func (g *Gateway) readRoom(ctx context.Context, c *sessions.Claim, m channels.Message, eff *policy.Effective) roomctx.Turn {
 	if g.room == nil {
-		return roomctx.Turn{}, nil
+		return roomctx.Turn{}
 	}
-	t, err := g.room.Read(ctx, roomctx.Ask{
-		Conversation: c.Lock.Conversation(), Message: m, Policy: eff.Context(),
+	return g.room.Read(ctx, roomctx.Ask{
+		Message: m, Policy: eff.Context(), State: c.Room,
 		Admitted: eff.Access(m.User, m.Chat, m.DM).Allowed, Reader: roomReader(g.caps(m.Channel)),
 	})
-	if err != nil {
-		return roomctx.Turn{}, storeError{err}
-	}
-	return t, nil
 }
 
 // roomReader is what reads c's rooms back, nil when it cannot.

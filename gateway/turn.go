@@ -408,10 +408,7 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 	if tm.text != "" {
 		text = strings.TrimSpace(text + "\n\n" + tm.text)
 	}
-	room, err := g.readRoom(ctx, c, m, eff)
-	if err != nil {
-		return r, err
-	}
+	room := g.readRoom(ctx, c, m, eff)
 	if room.Text != "" {
 		text = room.Text + "\n\n" + text
 	}

@@ -65,8 +65,8 @@ func (w RoomWrite) IsZero() bool { return w.Cursor == "" && w.Taken == 0 && len(
 
 // Rooms keeps the room of each conversation; *RedisStore implements it.
 type Rooms interface {
-	// Room reads conv's cursor and ambient buffer (one round trip). Call
-	// it under the conversation's lock.
+	// Room reads conv's cursor and ambient buffer (one round trip; a
+	// Claim brings them along with it, in Claim.Room).
 	Room(ctx context.Context, conv string) (RoomState, error)
 	// RoomAlong returns the write w of the turn that holds lock, to ride
 	// with its Complete: it is applied only if that Complete wrote the
@@ -98,10 +98,21 @@ func (s *RedisStore) Room(ctx context.Context, conv string) (RoomState, error) {
 	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return RoomState{}, fmt.Errorf("sessions: read the room: %w", err)
 	}
-	st := RoomState{Cursor: cur.Val()}
-	oldest := time.Now().Add(-s.opts.AmbientAge).UnixMilli()
+	entries := make([]any, 0, len(amb.Val()))
 	for _, e := range amb.Val() {
+		entries = append(entries, e)
+	}
+	return s.roomState(cur.Val(), entries), nil
+}
+
+// roomState is the room of a cursor and the ambient buffer's entries,
+// those within their age kept.
+func (s *RedisStore) roomState(cursor string, entries []any) RoomState {
+	st := RoomState{Cursor: cursor}
+	oldest := time.Now().Add(-s.opts.AmbientAge).UnixMilli()
+	for _, v := range entries {
 		st.Taken++
+		e, _ := v.(string)
 		at, body, ok := strings.Cut(e, "|")
 		ms, err := strconv.ParseInt(at, 10, 64)
 		if !ok || err != nil || ms < oldest {
@@ -109,7 +120,7 @@ func (s *RedisStore) Room(ctx context.Context, conv string) (RoomState, error) {
 		}
 		st.Ambient = append(st.Ambient, []byte(body))
 	}
-	return st, nil
+	return st
 }
 
 // roomScript applies a RoomWrite once, and only after its turn's

@@ -148,6 +148,9 @@ type Claim struct {
 	// costs no round trip to find that out; under the lock, no record can
 	// appear before the turn looks.
 	Approval bool
+	// Room is the conversation's room as the claim found it: the last
+	// read's cursor and the ambient messages kept (see Rooms).
+	Room RoomState
 }
 
 // Completion is what Complete reports.

@@ -17,9 +17,14 @@ import (
 // rather than as a list, so that the reply costs the client the same few
 // allocations at any length.
 //
-// KEYS: lock, inbox, history, approval. ARGV: token, lock TTL ms.
+// The room's cursor and ambient buffer (see room.go) come with it, so that
+// reading the room costs the turn no round trip of its own.
+//
+// KEYS: lock, inbox, history, approval, room, ambient. ARGV: token, lock
+// TTL ms.
 // Returns {0} (nothing queued), {-1, lock PTTL ms} (held by another), or
-// {1, oldest message, framed history, messages queued, approval exists}.
+// {1, oldest message, framed history, messages queued, approval exists,
+// room cursor or '', ambient entries}.
 var claimScript = redis.NewScript(`
 local head = redis.call('LINDEX', KEYS[2], 0)
 if not head then return {0} end
@@ -32,7 +37,8 @@ for i = 1, #h do
   framed[2*i-1] = #h[i] .. ':'
   framed[2*i] = h[i]
 end
-return {1, head, table.concat(framed), redis.call('LLEN', KEYS[2]), redis.call('EXISTS', KEYS[4])}
+return {1, head, table.concat(framed), redis.call('LLEN', KEYS[2]), redis.call('EXISTS', KEYS[4]),
+  redis.call('GET', KEYS[5]) or '', redis.call('LRANGE', KEYS[6], 0, -1)}
 `)
 
 // Claim implements Store.
@@ -42,7 +48,8 @@ func (s *RedisStore) Claim(ctx context.Context, conv string) (*Claim, error) {
 		return nil, err
 	}
 	sent := time.Now()
-	res, err := claimScript.Run(ctx, s.client, []string{s.key(conv, "lock"), s.key(conv, "inbox"), s.key(conv, "history"), s.key(conv, "approval")},
+	res, err := claimScript.Run(ctx, s.client, []string{s.key(conv, "lock"), s.key(conv, "inbox"), s.key(conv, "history"), s.key(conv, "approval"),
+		s.key(conv, "room"), s.key(conv, "ambient")},
 		token, s.opts.LockTTL.Milliseconds()).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("sessions: claim: %w", err)
@@ -58,20 +65,23 @@ func (s *RedisStore) Claim(ctx context.Context, conv string) (*Claim, error) {
 			expires = s.opts.LockTTL
 		}
 		return nil, &LockedError{Expires: expires}
-	case status != 1 || len(res) != 5:
+	case status != 1 || len(res) != 7:
 		return nil, fmt.Errorf("sessions: claim: unexpected reply %v", res)
 	}
 	item, _ := res[1].(string)
 	blob, _ := res[2].(string)
 	queued, _ := res[3].(int64)
 	approval, _ := res[4].(int64)
+	cursor, _ := res[5].(string)
+	ambient, _ := res[6].([]any)
 	history, err := parseFramed(blob)
 	if err != nil {
 		// The lock was taken for nothing: give it back at once.
 		_ = releaseScript.Run(context.WithoutCancel(ctx), s.client, []string{s.key(conv, "lock")}, token).Err()
 		return nil, err
 	}
-	return &Claim{Lock: s.held(ctx, conv, token, sent), Item: []byte(item), History: history, Queued: queued, Approval: approval == 1}, nil
+	return &Claim{Lock: s.held(ctx, conv, token, sent), Item: []byte(item), History: history, Queued: queued, Approval: approval == 1,
+		Room: s.roomState(cursor, ambient)}, nil
 }
 
 // completeScript ends a turn in one round trip, and only while the caller

@@ -36,10 +36,8 @@ import (
 const DefaultReadTimeout = 10 * time.Second
 
 // Reader reads the rooms of turns. Its zero value is not usable; fill
-// Rooms, Metrics and Log.
+// Metrics and Log.
 type Reader struct {
-	// Rooms keeps each conversation's cursor and ambient buffer.
-	Rooms sessions.Rooms
 	// Metrics counts reads; Log says why one failed.
 	Metrics *metrics.Metrics
 	Log     *slog.Logger
@@ -63,8 +61,6 @@ type Turn struct {
 
 // Ask is what a turn asks of its room.
 type Ask struct {
-	// Conversation is the turn's conversation key.
-	Conversation string
 	// Message is the message being answered.
 	Message channels.Message
 	// Policy is the scope's context.* settings.
@@ -74,26 +70,20 @@ type Ask struct {
 	Admitted bool
 	// Reader is the channel's RoomReader (nil: it cannot read back).
 	Reader channels.RoomReader
+	// State is what the conversation kept of its room, as the turn's
+	// claim read it (sessions.Claim.Room).
+	State sessions.RoomState
 }
 
-// Read reads the room a. It fails only when the conversation's own state
-// cannot be read (Redis): a failure of the platform leaves the turn
-// answering without the part that failed.
-func (r *Reader) Read(ctx context.Context, a Ask) (Turn, error) {
+// Read reads the room a asks for. It never fails: a failure of the
+// platform leaves the turn answering without the part that failed.
+func (r *Reader) Read(ctx context.Context, a Ask) Turn {
 	c := a.Policy
 	if !a.Admitted || c.MaxMessages <= 0 || c.MaxBytes <= 0 {
-		return Turn{}, nil
+		return Turn{}
 	}
 	q := query(a)
-	if q == nil && a.Message.DM {
-		// Nothing to read, and no platform keeps ambient messages of a
-		// direct chat: no round trip.
-		return Turn{}, nil
-	}
-	st, err := r.Rooms.Room(ctx, a.Conversation)
-	if err != nil {
-		return Turn{}, fmt.Errorf("gateway/context: %w", err)
-	}
+	st := a.State
 	msgs := r.ambient(a.Message.Channel, st.Ambient)
 	t := Turn{Write: sessions.RoomWrite{Taken: st.Taken}}
 	if q != nil {
@@ -110,7 +100,7 @@ func (r *Reader) Read(ctx context.Context, a Ask) (Turn, error) {
 		r.Metrics.ContextMessages.WithLabelValues(a.Message.Channel).Observe(float64(len(shown)))
 		r.Metrics.ContextBytes.WithLabelValues(a.Message.Channel).Observe(float64(len(t.Text)))
 	}
-	return t, nil
+	return t
 }
 
 // query is the read a asks of its channel's reader, or nil for none: the
