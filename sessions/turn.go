@@ -24,7 +24,7 @@ import (
 // TTL ms.
 // Returns {0} (nothing queued), {-1, lock PTTL ms} (held by another), or
 // {1, oldest message, framed history, messages queued, approval exists,
-// room cursor or ”, ambient entries}.
+// room cursor (empty when none), ambient entries}.
 var claimScript = redis.NewScript(`
 local head = redis.call('LINDEX', KEYS[2], 0)
 if not head then return {0} end
