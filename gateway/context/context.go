@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/parleyhq/parley/channels"
@@ -183,7 +184,7 @@ func (r *Reader) ambient(channel string, entries [][]byte) []channels.RoomMessag
 // text (cut to maxBytes) and what its attachments are. ok is false for a
 // message with nothing to keep.
 func Ambient(m channels.Message, maxBytes int) (entry []byte, ok bool) {
-	rm := channels.RoomMessage{ID: m.ID, Author: m.User, AuthorName: m.UserName, Time: m.Received, Text: cutText(m.Text, maxBytes)}
+	rm := channels.RoomMessage{ID: m.ID, Author: m.User, AuthorName: m.UserName, Time: m.Received, Text: cutText(strings.TrimSpace(m.Text), maxBytes)}
 	for _, at := range m.Attachments {
 		rm.Attachments = append(rm.Attachments, describeAttachment(at))
 	}
