@@ -286,6 +286,11 @@ func (s *wecomSide) onMessage(ctx context.Context, c *wecomConn, f wsFrame) {
 	case "voice":
 		text = b.Voice.Content
 	}
+	// WeCom calls an AI bot back for the group messages that @mention it;
+	// one that reaches it without any (text with no "@" at all) did not
+	// address it: it is handed over as ambient, kept for the group's next
+	// addressed turn, never answered.
+	ambient := group && strings.TrimSpace(text) != "" && !strings.Contains(text, "@")
 	if group {
 		text = stripMention(text)
 	}
@@ -307,6 +312,7 @@ func (s *wecomSide) onMessage(ctx context.Context, c *wecomConn, f wsFrame) {
 		User:      b.From.UserID,
 		Text:      text,
 		DM:        !group,
+		Ambient:   ambient,
 		Received:  recv,
 		Meta: map[string]string{
 			"via": ViaWeCom, "req_id": reqID, "chatid": chat,
