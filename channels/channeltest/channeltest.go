@@ -49,6 +49,7 @@ const (
 	Awaited           Capability = "Awaited"
 	AttachmentFetcher Capability = "AttachmentFetcher"
 	PostCounter       Capability = "PostCounter"
+	RoomReader        Capability = "RoomReader"
 )
 
 // Subject is one adapter under the contract, wired to its platform's fake.

@@ -32,6 +32,7 @@ var contracts = map[Capability]contract{
 	Awaited:           {"AwaitsEveryReply is only declared by a local adapter", checkAwaited},
 	AttachmentFetcher: {"FetchAttachment refuses an attachment that names nothing", checkFetcher},
 	PostCounter:       {"Posts counts a short reply as one post", checkPostCounter},
+	RoomReader:        {"ReadRoom reads nothing when asked for nothing, and at most Max oldest first", checkRoomReader},
 }
 
 func contextFor(t *testing.T) context.Context {
@@ -162,5 +163,34 @@ func checkPostCounter(t *testing.T, s Subject) {
 	ch, _ := build(t, s)
 	if n := channels.CapabilitiesOf(ch).PostCounter.Posts(s.Message, "contract: one short reply"); n != 1 {
 		t.Errorf("Posts of a short reply = %d; want 1", n)
+	}
+}
+
+func checkRoomReader(t *testing.T, s Subject) {
+	ch, _ := build(t, s)
+	r := channels.CapabilitiesOf(ch).RoomReader
+	ctx := contextFor(t)
+	room, err := r.ReadRoom(ctx, channels.RoomQuery{Message: s.Message, Max: 50})
+	if err != nil || len(room.Messages) != 0 || room.Omitted != 0 {
+		t.Errorf("ReadRoom asking for neither the thread nor recent messages = %d messages, %d omitted, %v; want nothing",
+			len(room.Messages), room.Omitted, err)
+	}
+	room, err = r.ReadRoom(ctx, channels.RoomQuery{Message: s.Message, Thread: true, Recent: 5, Max: 1})
+	if err != nil {
+		noSecret(t, s, "ReadRoom's error", err.Error())
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("ReadRoom waited for the test's deadline: %v", err)
+		}
+	}
+	if len(room.Messages) > 1 {
+		t.Errorf("ReadRoom with Max 1 returned %d messages", len(room.Messages))
+	}
+	for i, m := range room.Messages {
+		if m.ID != "" && m.ID == s.Message.ID {
+			t.Errorf("message %d is the message asked about", i)
+		}
+		if i > 0 && m.Time.Before(room.Messages[i-1].Time) {
+			t.Errorf("message %d is older than the one before it", i)
+		}
 	}
 }
