@@ -108,7 +108,9 @@ func (a *Adapter) ReadRoom(ctx context.Context, q channels.RoomQuery) (channels.
 	switch {
 	case q.Thread && thread != "" && thread != trigger:
 		form.Set("ts", thread)
-		read, err = a.readPages(ctx, m, "conversations.replies", form, q.Max, q.Max)
+		// Pages as large as Slack allows: the oldest come first, the
+		// newest are wanted, and each call counts against the limit.
+		read, err = a.readPages(ctx, m, "conversations.replies", form, q.Max, roomPageLimit)
 	case q.Recent > 0 && (thread == "" || thread == trigger):
 		n := min(q.Recent, q.Max)
 		read, err = a.readPages(ctx, m, "conversations.history", form, n, n)

@@ -227,8 +227,8 @@ func TestReadRoomUnderTheNonMarketplaceLimit(t *testing.T) {
 		t.Fatalf("next read = %d messages, cursor %q, %v; want the other 25 up to the trigger", len(room.Messages), room.Cursor, err)
 	}
 	l := f.slack.Lookups()
-	if last := l[len(l)-1]; last.Limit != 50 {
-		t.Errorf("page limit %d; want Max (50)", last.Limit)
+	if last := l[len(l)-1]; last.Limit != roomPageLimit {
+		t.Errorf("page limit %d; want %d", last.Limit, roomPageLimit)
 	}
 }
 
@@ -247,8 +247,8 @@ func TestReadRoomOfAHugeThreadIsBounded(t *testing.T) {
 	if n := len(f.slack.Lookups()); n > roomPages {
 		t.Errorf("%d pages read; want at most %d", n, roomPages)
 	}
-	if len(room.Messages) != 50 || room.Omitted != 200 || room.Cursor != room.Messages[49].ID {
-		t.Errorf("%d messages, %d omitted, cursor %q; want the newest 50 of the 250 read, cursor at the newest read",
+	if len(room.Messages) != 50 || room.Omitted != roomPages*roomPageLimit-50 || room.Cursor != room.Messages[49].ID {
+		t.Errorf("%d messages, %d omitted, cursor %q; want the newest 50 of those read, cursor at the newest read",
 			len(room.Messages), room.Omitted, room.Cursor)
 	}
 }

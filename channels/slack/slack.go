@@ -35,7 +35,8 @@
 // access rules treat as a direct message), the bot events
 // app_mention and message.im (plus message.channels, message.groups and
 // message.mpim for thread following), and for Socket Mode an app-level
-// token with connections:write.
+// token with connections:write. Reading the thread back before an answer
+// (room.go) uses the same *:history scopes, and users:read for names.
 package slack
 
 import (
