@@ -151,7 +151,7 @@ func (a *Adapter) readPages(ctx context.Context, m channels.Message, method stri
 			return r, a.roomError(m, method, err)
 		}
 		for _, msg := range ans.Messages {
-			if msg.TS != form.Get("latest") && roomSubtypes[msg.SubType] {
+			if inRange(msg.TS, form.Get("oldest"), form.Get("latest")) && roomSubtypes[msg.SubType] {
 				r.msgs = append(r.msgs, msg)
 			}
 		}
@@ -314,6 +314,13 @@ func tsTime(ts string) time.Time {
 	}
 	us, _ := strconv.ParseInt((frac + "000000")[:6], 10, 64)
 	return time.Unix(s, us*1000).UTC()
+}
+
+// inRange reports whether ts is after oldest ("" for no bound) and
+// before latest: conversations.replies lists a thread's parent first
+// whatever oldest says, and the mention's own ts is never room.
+func inRange(ts, oldest, latest string) bool {
+	return (oldest == "" || tsAfter(ts, oldest)) && tsAfter(latest, ts)
 }
 
 // tsAfter reports whether ts a is later than b.

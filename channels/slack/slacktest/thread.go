@@ -19,7 +19,8 @@ import (
 //   - conversations.history (the same but ts) lists the channel's
 //     top-level messages, newest first;
 //   - latest bounds both from above (exclusive unless inclusive), as
-//     oldest does from below.
+//     oldest does from below; but conversations.replies lists the
+//     thread's parent first whatever the bounds, as Slack does.
 //
 // Both list the bot's own messages and those people wrote (Say, in
 // history.go), each with its author as Slack gives it.
@@ -144,6 +145,9 @@ func (s *Server) listed(l Lookup, inclusive bool) []entry {
 			out = append(out, entry{Msg: w.Msg, by: &w.by})
 		}
 	}
+	if l.Method == "conversations.replies" && !slices.ContainsFunc(out, func(e entry) bool { return e.TS == l.TS }) {
+		out = append(s.parent(l), out...)
+	}
 	slices.SortStableFunc(out, func(a, b entry) int { return cmp.Compare(tsValue(a.TS), tsValue(b.TS)) })
 	if l.Method == "conversations.history" {
 		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
@@ -151,6 +155,23 @@ func (s *Server) listed(l Lookup, inclusive bool) []entry {
 		}
 	}
 	return out
+}
+
+// parent is the thread's parent message, which conversations.replies
+// lists first whatever oldest and latest say (none when it is unknown or
+// deleted). s.mu is held.
+func (s *Server) parent(l Lookup) []entry {
+	for _, m := range s.messages {
+		if m.TS == l.TS && m.Channel == l.Channel && !m.Deleted {
+			return []entry{{Msg: *m}}
+		}
+	}
+	for _, w := range s.written {
+		if w.TS == l.TS && w.Channel == l.Channel && !w.Deleted {
+			return []entry{{Msg: w.Msg, by: &w.by}}
+		}
+	}
+	return nil
 }
 
 // lists reports whether lookup l lists m.
