@@ -3,7 +3,11 @@ package slack
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -327,5 +331,59 @@ func TestReadRoomUntrustedContent(t *testing.T) {
 	}
 	if f.slack.Count("files.info") != 0 {
 		t.Error("a file was looked up")
+	}
+}
+
+// TestReadRoomFromAHostileAPI: an API (a proxy, a compatible server)
+// that pages forever, repeats its cursor or answers without end cannot
+// make a read loop, hang or hold more than its bound.
+func TestReadRoomFromAHostileAPI(t *testing.T) {
+	t.Parallel()
+	page := func(next string) string {
+		return `{"ok":true,"messages":[{"ts":"100.000001","user":"U1","text":"hi"}],"has_more":true,"response_metadata":{"next_cursor":"` + next + `"}}`
+	}
+	for _, c := range []struct {
+		name    string
+		answer  func(n int) string
+		calls   int
+		wantErr bool
+	}{
+		{"a cursor that never ends", func(n int) string { return page(fmt.Sprintf("c%d", n)) }, roomPages, false},
+		{"the same cursor again", func(int) string { return page("same") }, 2, false},
+		{"an answer over the bound", func(int) string {
+			return `{"ok":true,"messages":[{"ts":"100.000001","text":"` + strings.Repeat("x", roomAnswerBytes) + `"}]}`
+		}, 1, true},
+		{"not JSON", func(int) string { return "<html>" }, 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			calls := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if !strings.HasSuffix(r.URL.Path, "/conversations.replies") {
+					io.WriteString(w, `{"ok":false,"error":"user_not_found"}`)
+					return
+				}
+				mu.Lock()
+				calls++
+				n := calls
+				mu.Unlock()
+				io.WriteString(w, c.answer(n))
+			}))
+			t.Cleanup(srv.Close)
+			f := newFixture(t, func(cfg *Config, _ *Options) { cfg.APIURL = srv.URL + "/" })
+			room, err := f.a.ReadRoom(t.Context(), channels.RoomQuery{Message: mentionAt("200.000001", "100.000001"), Thread: true, Max: 50})
+			if (err != nil) != c.wantErr {
+				t.Errorf("err %v; want an error: %v", err, c.wantErr)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if calls > c.calls {
+				t.Errorf("%d calls; want at most %d", calls, c.calls)
+			}
+			if len(room.Messages) > 50 {
+				t.Errorf("%d messages; want at most Max", len(room.Messages))
+			}
+		})
 	}
 }
