@@ -29,7 +29,8 @@ const (
 )
 
 // roomState is what reading rooms remembers: the names of users, and
-// until when each workspace refused reads for its rate limit.
+// until when each workspace refused reads for its rate limit (a 429's
+// Retry-After, shared by every replica through Redis when it is set).
 type roomState struct {
 	mu     sync.Mutex
 	names  map[string]cachedName // team:user → name, without Redis
@@ -47,26 +48,43 @@ func newRoomState(r redis.UniversalClient, prefix string) *roomState {
 	return &roomState{names: map[string]cachedName{}, limits: map[string]time.Time{}, redis: r, prefix: prefix}
 }
 
-// limited reports whether team's reads are refused until a time after now.
-func (s *roomState) limited(team string, now time.Time) (time.Time, bool) {
+// limited reports whether team's reads are refused until a time after
+// now: by this replica's memory, or by another replica's note in Redis.
+func (s *roomState) limited(ctx context.Context, team string, now time.Time) (time.Time, bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	until, ok := s.limits[team]
 	if ok && !now.Before(until) {
 		delete(s.limits, team)
-		return until, false
+		ok = false
 	}
-	return until, ok
+	s.mu.Unlock()
+	if ok || s.redis == nil {
+		return until, ok
+	}
+	ms, err := s.redis.Get(ctx, s.limitKey(team)).Int64()
+	if err != nil || !now.Before(time.UnixMilli(ms)) {
+		return time.Time{}, false // none noted, or Redis unreadable: read
+	}
+	s.limit(ctx, team, now, time.UnixMilli(ms))
+	return time.UnixMilli(ms), true
 }
 
-// limit refuses team's reads until until.
-func (s *roomState) limit(team string, until time.Time) {
+// limit refuses team's reads until until, on every replica: the time is
+// kept in Redis (by the adapter's clock) until it has passed.
+func (s *roomState) limit(ctx context.Context, team string, now, until time.Time) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if until.After(s.limits[team]) {
 		s.limits[team] = until
 	}
+	s.mu.Unlock()
+	if s.redis != nil && until.After(now) {
+		// Best effort: without it, each replica learns the limit from
+		// its own 429.
+		s.redis.Set(ctx, s.limitKey(team), until.UnixMilli(), until.Sub(now))
+	}
 }
+
+func (s *roomState) limitKey(team string) string { return s.prefix + "slack:room_limited:" + team }
 
 func (s *roomState) key(team, user string) string {
 	return s.prefix + "slack:name:" + team + ":" + user

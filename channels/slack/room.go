@@ -33,8 +33,8 @@ import (
 // about one call a minute and 15 messages a call. A read is never
 // retried: a 429 ends it with what it has (ErrRoomRateLimited), and no
 // read of that workspace is tried again before its Retry-After has
-// passed; the part not read is read by the next turn (the Cursor stops
-// at the newest message read).
+// passed, on any replica; the part not read is read by the next turn
+// (the Cursor stops at the newest message read).
 
 var _ channels.RoomReader = (*Adapter)(nil)
 
@@ -135,7 +135,7 @@ type roomRead struct {
 // page, at most roomPages; limit is the page size wanted.
 func (a *Adapter) readPages(ctx context.Context, m channels.Message, method string, form url.Values, want, limit int) (roomRead, error) {
 	var r roomRead
-	if until, limited := a.room.limited(m.Workspace, a.opts.Now()); limited {
+	if until, limited := a.room.limited(ctx, m.Workspace, a.opts.Now()); limited {
 		r.partial = true
 		return r, fmt.Errorf("slack: %s: %w (until %s)", method, channels.ErrRoomRateLimited, until.Format(time.RFC3339))
 	}
@@ -148,7 +148,7 @@ func (a *Adapter) readPages(ctx context.Context, m channels.Message, method stri
 		var ans roomAnswer
 		if err := a.roomCall(ctx, method, form, &ans); err != nil {
 			r.partial = true
-			return r, a.roomError(m, method, err)
+			return r, a.roomError(ctx, m, method, err)
 		}
 		for _, msg := range ans.Messages {
 			if inRange(msg.TS, form.Get("oldest"), form.Get("latest")) && roomSubtypes[msg.SubType] {
@@ -209,7 +209,7 @@ var deniedCodes = map[string]bool{
 
 // roomError classifies a failed read, remembering a rate limit's
 // Retry-After for the workspace.
-func (a *Adapter) roomError(m channels.Message, method string, err error) error {
+func (a *Adapter) roomError(ctx context.Context, m channels.Message, method string, err error) error {
 	a.countAPIError(err)
 	var rl *slackapi.RateLimitedError
 	code := ""
@@ -219,10 +219,10 @@ func (a *Adapter) roomError(m channels.Message, method string, err error) error 
 	}
 	switch {
 	case errors.As(err, &rl):
-		a.room.limit(m.Workspace, a.opts.Now().Add(rl.RetryAfter))
+		a.room.limit(ctx, m.Workspace, a.opts.Now(), a.opts.Now().Add(rl.RetryAfter))
 		return fmt.Errorf("slack: %s: %w (retry after %s)", method, channels.ErrRoomRateLimited, rl.RetryAfter)
 	case code == "ratelimited" || code == "rate_limited":
-		a.room.limit(m.Workspace, a.opts.Now().Add(time.Minute))
+		a.room.limit(ctx, m.Workspace, a.opts.Now(), a.opts.Now().Add(time.Minute))
 		return fmt.Errorf("slack: %s: %w", method, channels.ErrRoomRateLimited)
 	case deniedCodes[code]:
 		return fmt.Errorf("slack: %s: %w: %s", method, channels.ErrRoomDenied, code)

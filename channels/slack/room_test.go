@@ -195,6 +195,13 @@ func TestReadRoomRateLimitedAnswersWithoutAndWaits(t *testing.T) {
 	if _, err := f.a.ReadRoom(t.Context(), q); !errors.Is(err, channels.ErrRoomRateLimited) {
 		t.Errorf("read within Retry-After = %v; want ErrRoomRateLimited", err)
 	}
+	other, err := New(f.a.cfg, f.a.opts, nil, nil) // another replica, same Redis
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.ReadRoom(t.Context(), q); !errors.Is(err, channels.ErrRoomRateLimited) {
+		t.Errorf("read on another replica within Retry-After = %v; want ErrRoomRateLimited", err)
+	}
 	if n := f.slack.Count("conversations.replies"); n != 1 {
 		t.Errorf("%d calls within Retry-After; want the first only", n)
 	}
