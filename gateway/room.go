@@ -31,14 +31,8 @@ func (g *Gateway) readRoom(ctx context.Context, c *sessions.Claim, m channels.Me
 	}
 	return g.room.Read(ctx, roomctx.Ask{
 		Message: m, Policy: eff.Context(), State: c.Room,
-		Admitted: eff.Access(m.User, m.Chat, m.DM).Allowed, Reader: roomReader(g.caps(m.Channel)),
+		Admitted: eff.Access(m.User, m.Chat, m.DM).Allowed, Reader: g.caps(m.Channel).RoomReader,
 	})
-}
-
-// roomReader is what reads c's rooms back, nil when it cannot.
-func roomReader(c *channels.Capabilities) channels.RoomReader {
-	rr, _ := c.Channel.(channels.RoomReader)
-	return rr
 }
 
 // keepAmbient answers an ambient message (one the bot received but was not
