@@ -47,6 +47,12 @@ Figures, per run and as the median (with the range) of the runs:
                    measured by the ack probe, and the rest, the turn's
   new connections  connections the fake model and the fake Slack accepted during
                    the run (start-up excluded)
+  Slack API calls  Web API calls the fake Slack answered over the run, per message:
+                   the answer's post and reactions, and with -context on (the
+                   default, as LEVEL.context.thread) the thread read back
+                   (conversations.replies; the fake's thread has a parent and two
+                   replies by two people) and the first lookups of their names
+                   (users.info, cached in Redis); -context off compares without
   idle RSS         VmRSS of parley (/proc/PID/status) one second after it is ready,
                    before any message
   throughput       messages / wall time of the run
@@ -153,6 +159,7 @@ func parseFlags(args []string, stderr io.Writer) (bench.Options, int, error) {
 	profile := fs.String("profile", "", "write CPU and allocation profiles of parley for each run under this directory")
 	idle := fs.Int("idle", 0, "only measure what idle RSS is made of, on this many fresh servers in turn (no messages)")
 	timeout := fs.Duration("timeout", 60*time.Second, "how long a sender waits for an answer before counting it lost")
+	room := fs.String("context", "on", "read the thread back before answering (LEVEL.context.thread), on or off: compare the Slack API calls per message")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, help)
 		fs.PrintDefaults()
@@ -164,7 +171,7 @@ func parseFlags(args []string, stderr io.Writer) (bench.Options, int, error) {
 		return bench.Options{}, 0, fmt.Errorf("%w: %w", errFlags, err)
 	}
 	o := bench.Options{Parley: *parley, Messages: *messages, Runs: *runs, RedisOutage: *outage, Timeout: *timeout,
-		AckProbe: *probe, ProfileDir: *profile, RedisFsync: *fsync}
+		AckProbe: *probe, ProfileDir: *profile, RedisFsync: *fsync, NoContext: *room == "off"}
 	if o.Messages <= 0 {
 		o.Messages = 2000
 		if o.RedisOutage > 0 {
@@ -189,6 +196,9 @@ func parseFlags(args []string, stderr io.Writer) (bench.Options, int, error) {
 	}
 	if *fsync != "" && *fsync != "always" && *fsync != "everysec" {
 		return o, 0, fmt.Errorf("-redis-fsync %q: want always or everysec", *fsync)
+	}
+	if *room != "on" && *room != "off" {
+		return o, 0, fmt.Errorf("-context %q: want on or off", *room)
 	}
 	if *probe < 0 {
 		return o, 0, errors.New("-ack-probe must not be negative")

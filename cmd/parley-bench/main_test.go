@@ -14,7 +14,8 @@ func TestFlags(t *testing.T) {
 		want []string
 	}{
 		{"help explains every figure", []string{"-h"}, 0, []string{"e2e", "ack", "CPU", "Redis round trips", "new connections",
-			"idle RSS", "throughput", "lost / doubled / misrouted", "other processes", "-redis-outage", "-parley", "ack probe", "-ack-probe", "-profile", "of which webhook", "ack in parley", "-redis-fsync", "-rate"}},
+			"idle RSS", "throughput", "lost / doubled / misrouted", "other processes", "-redis-outage", "-parley", "ack probe", "-ack-probe", "-profile", "of which webhook", "ack in parley", "-redis-fsync", "-rate", "Slack API calls", "-context"}},
+		{"unknown context", []string{"-context", "maybe"}, 2, []string{"-context"}},
 		{"negative probe", []string{"-ack-probe", "-1"}, 2, []string{"-ack-probe"}},
 		{"bad concurrency", []string{"-c", "1,x"}, 2, []string{"-c"}},
 		{"zero concurrency", []string{"-c", "0"}, 2, []string{"-c"}},

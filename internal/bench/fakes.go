@@ -98,6 +98,9 @@ type answer struct {
 // mention. Every answer is matched to the bench message whose marker it
 // carries.
 type fakeSlack struct {
+	// calls counts every Web API call, for the calls per answered
+	// message.
+	calls   atomic.Int64
 	mu      sync.Mutex
 	answers map[int][]answer
 	waiters map[int]chan answer
@@ -125,6 +128,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 func (s *fakeSlack) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	method := strings.TrimPrefix(r.URL.Path, "/api/")
+	s.calls.Add(1)
 	params := map[string]string{}
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
 		var m map[string]any
@@ -157,8 +161,25 @@ func (s *fakeSlack) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"ok": true})
 	case "conversations.info": // asked once per channel, whether a mention came from a group DM
 		writeJSON(w, map[string]any{"ok": true, "channel": map[string]any{"id": params["channel"], "is_channel": true}})
+	case "conversations.replies": // the thread read back before answering (LEVEL.context.thread)
+		writeJSON(w, map[string]any{"ok": true, "messages": benchThread(params["ts"]), "has_more": false})
+	case "users.info": // the names of the thread's writers, cached by parley
+		writeJSON(w, map[string]any{"ok": true, "user": map[string]any{"id": params["user"], "name": "bench",
+			"real_name": "Bench Writer", "profile": map[string]any{"real_name": "Bench Writer", "display_name": "bench"}}})
 	default:
 		writeJSON(w, map[string]any{"ok": false, "error": "unknown_method"})
+	}
+}
+
+// benchThread is what others wrote in the thread ts before the bench's
+// mention (whose ts is later than all of these): its parent and two
+// replies, by two people.
+func benchThread(ts string) []map[string]any {
+	reply := func(prefix string) string { return strings.Replace(ts, "1700000000.", prefix, 1) }
+	return []map[string]any{
+		{"type": "message", "ts": ts, "thread_ts": ts, "user": "UBENCHW1", "text": "the deploy of build 42 failed"},
+		{"type": "message", "ts": reply("1700000500."), "thread_ts": ts, "user": "UBENCHW2", "text": "it is the migration again"},
+		{"type": "message", "ts": reply("1700000600."), "thread_ts": ts, "user": "UBENCHW1", "text": "who can look?"},
 	}
 }
 

@@ -47,6 +47,9 @@ type Options struct {
 	// parley for each run (DIR/c32-run1/cpu.pprof, …). Parley must be
 	// built with -tags parleyprofile.
 	ProfileDir string
+	// NoContext turns reading the room off (policies.default.context.thread:
+	// false), to compare the platform API calls of an answer without it.
+	NoContext bool
 }
 
 func (o Options) redisFsync() string {
@@ -69,11 +72,14 @@ type Result struct {
 	CPUPerMessage          time.Duration // parley's user+system time / messages
 	RedisWritesPerMessage  float64
 	ModelConns, SlackConns int64
-	IdleRSS                uint64
-	Lost, Doubled          int
-	Misrouted              int
-	Refused                int // webhook attempts answered 503 or not at all; retried as Slack does
-	OtherLoad              float64
+	// SlackCallsPerMessage is the fake Slack's Web API calls over the run
+	// (posts, reactions, thread reads, name lookups), per message.
+	SlackCallsPerMessage float64
+	IdleRSS              uint64
+	Lost, Doubled        int
+	Misrouted            int
+	Refused              int // webhook attempts answered 503 or not at all; retried as Slack does
+	OtherLoad            float64
 	// ServerAck is parley's own time for the run's webhooks, from its
 	// parley_webhook_duration_seconds (empty if the binary has none).
 	ServerAck Histogram
@@ -150,6 +156,7 @@ func printRun(out io.Writer, i int, r Result) {
 		fmt.Fprintf(out, "  ack in parley: p99 ≤ %s, %.1f %% within 2 ms, mean %s\n", secs(r.ServerAck.Quantile(0.99)),
 			r.ServerAck.ShareWithin(0.002)*100, secs(r.ServerAck.Mean()))
 	}
+	fmt.Fprintf(out, "  Slack API calls %.2f/msg\n", r.SlackCallsPerMessage)
 	fmt.Fprintf(out, "  lost %d, doubled %d, misrouted %d\n", r.Lost, r.Doubled, r.Misrouted)
 }
 
@@ -190,6 +197,7 @@ func printMedians(out io.Writer, rs []Result, webhookTrips float64) {
 	}
 	fig("new connections to model", "", func(r Result) float64 { return float64(r.ModelConns) })
 	fig("new connections to Slack", "", func(r Result) float64 { return float64(r.SlackConns) })
+	fig("Slack API calls", "/msg", func(r Result) float64 { return r.SlackCallsPerMessage })
 	fig("gateway CPU", "ms/msg", func(r Result) float64 { return d(r.CPUPerMessage) })
 	fig("idle RSS", "MiB", func(r Result) float64 { return float64(r.IdleRSS) / (1 << 20) })
 	fig("throughput", "msg/s", func(r Result) float64 { return float64(r.Messages) / r.Elapsed.Seconds() })

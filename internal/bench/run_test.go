@@ -57,12 +57,44 @@ func TestSmoke(t *testing.T) {
 			printRun(&out, 1, r)
 			printMedians(&out, []Result{r}, 1)
 			for _, want := range []string{"e2e p50", "CPU", "idle RSS", "lost 0, doubled 0, misrouted 0", tc.label,
-				"of which webhook 1.00 (ack probe), turn", "ack in parley: p99 ≤"} {
+				"of which webhook 1.00 (ack probe), turn", "ack in parley: p99 ≤", "Slack API calls"} {
 				if !strings.Contains(out.String(), want) {
 					t.Errorf("output lacks %q:\n%s", want, out.String())
 				}
 			}
 		})
+	}
+}
+
+// TestSlackCallsWithContextOnAndOff: reading each mention's thread back
+// costs one conversations.replies per answered message, and the names of
+// its two writers once (cached across threads); with -context off
+// neither is called.
+func TestSlackCallsWithContextOnAndOff(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs parley serve and redis-server")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("no redis-server")
+	}
+	calls := map[bool]float64{}
+	for _, off := range []bool{false, true} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		o := Options{Parley: parleybin.Path(t), Messages: 40, Runs: 1, Timeout: 30 * time.Second, NoContext: off}
+		r, err := runOnce(ctx, o, load{c: 4}, "")
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Lost != 0 || r.Doubled != 0 || r.Misrouted != 0 {
+			t.Fatalf("context off=%v: lost %d, doubled %d, misrouted %d", off, r.Lost, r.Doubled, r.Misrouted)
+		}
+		calls[off] = r.SlackCallsPerMessage
+	}
+	t.Logf("Slack API calls per answered message: %.2f with the room, %.2f without", calls[false], calls[true])
+	if extra := calls[false] - calls[true]; calls[true] < 1 || extra < 1 || extra > 1.2 {
+		t.Fatalf("Slack API calls per message: %.2f with the room, %.2f without; want one more per message (and two name lookups in all)", calls[false], calls[true])
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -93,6 +94,13 @@ func startRig(ctx context.Context, o Options, dirPrefix string, model http.Handl
 		}
 		env = append(env, "PARLEY_PROFILE_DIR="+prof)
 	}
+	if o.NoContext {
+		path := filepath.Join(rg.dir, "parley.yaml")
+		if err := os.WriteFile(path, []byte("policies:\n  default:\n    context:\n      thread: false\n"), 0o600); err != nil {
+			return nil, err
+		}
+		env = append(env, "PARLEY_CONFIG="+path)
+	}
 	if rg.p, err = startParley(ctx, o.Parley, rg.dir, rg.rds, rg.model, rg.slack, env); err != nil {
 		return nil, err
 	}
@@ -141,6 +149,8 @@ type counters struct {
 	self     uint64 // the bench's ticks
 	redis    uint64 // Redis's ticks
 	machine  CPUTimes
+	// slackCalls are the fake Slack's Web API calls.
+	slackCalls int64
 }
 
 // count reads the counters before the run. They are read outside the CPU
@@ -155,6 +165,7 @@ func (rg *rig) count(ctx context.Context) (counters, error) {
 	if c.writes, err = rg.rds.writes(ctx); err != nil {
 		return c, err
 	}
+	c.slackCalls = rg.fs.calls.Load()
 	c.self, _ = pidTicks(os.Getpid())
 	c.redis, _ = pidTicks(rg.rds.cmd.Process.Pid)
 	if c.machine, err = machineTimes(); err != nil {
@@ -195,6 +206,7 @@ func (rg *rig) measure(ctx context.Context, o Options, prof string, before count
 		res.RedisWritesPerMessage = -1
 	}
 	res.ModelConns, res.SlackConns = rg.model.conns.Load(), rg.slack.conns.Load()
+	res.SlackCallsPerMessage = float64(rg.fs.calls.Load()-before.slackCalls) / float64(o.Messages)
 	// Other processes: the machine's busy time less parley's, Redis's and
 	// the bench's own (load generator and fakes).
 	m0, redis0 := before.machine, before.redis
