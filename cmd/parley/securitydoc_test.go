@@ -25,6 +25,7 @@ var securityLimitKeys = []string{
 	"tools.mcp.servers.NAME.timeout", "tools.web_fetch.max_bytes", "tools.web_fetch.timeout",
 	"skills.body_budget", "LEVEL.limits.reply_chars", "LEVEL.limits.reply_posts",
 	"LEVEL.approval_timeout", "outbox.max_age", "admin.session_ttl",
+	"LEVEL.context.max_messages", "LEVEL.context.max_bytes",
 }
 
 // TestOperationsSecurityModel: docs/operations.md has a "Security model"
