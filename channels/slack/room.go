@@ -250,6 +250,7 @@ func (a *Adapter) roomOf(ctx context.Context, m channels.Message, r roomRead, ma
 		case msg.UserProfile != nil:
 			rm.AuthorName = firstOf(msg.UserProfile.DisplayName, msg.UserProfile.RealName)
 		}
+		rm.AuthorName = cutText(rm.AuthorName, maxNameBytes)
 		if rm.Text == "" && len(rm.Attachments) == 0 {
 			continue
 		}
