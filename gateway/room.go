@@ -20,7 +20,7 @@ func newRooms(store sessions.Store, m *metrics.Metrics, g *Gateway) *roomctx.Rea
 	if _, ok := store.(sessions.Rooms); !ok {
 		return nil
 	}
-	return &roomctx.Reader{Metrics: m, Log: g.log}
+	return &roomctx.Reader{Metrics: m, Log: g.log, Throttle: g.refusals}
 }
 
 // readRoom is the room of m's turn, under c's lock; the zero Turn when the

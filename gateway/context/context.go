@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/internal/logthrottle"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/sessions"
@@ -39,9 +40,12 @@ const DefaultReadTimeout = 10 * time.Second
 // Reader reads the rooms of turns. Its zero value is not usable; fill
 // Metrics and Log.
 type Reader struct {
-	// Metrics counts reads; Log says why one failed.
-	Metrics *metrics.Metrics
-	Log     *slog.Logger
+	// Metrics counts reads; Log says why one failed, through Throttle
+	// (nil: every failure is logged): a workspace over its rate limit
+	// fails every read until its Retry-After has passed.
+	Metrics  *metrics.Metrics
+	Log      *slog.Logger
+	Throttle *logthrottle.Throttle
 	// Timeout bounds one read (0: DefaultReadTimeout).
 	Timeout time.Duration
 }
@@ -136,7 +140,7 @@ func (r *Reader) readRoom(ctx context.Context, a Ask, q channels.RoomQuery) chan
 	outcome := Outcome(err)
 	r.Metrics.ContextReads.WithLabelValues(a.Message.Channel, outcome).Inc()
 	if err != nil {
-		r.Log.WarnContext(ctx, "could not read all of the room; answering with what was read",
+		r.Throttle.Log(ctx, r.Log, slog.LevelWarn, "room "+outcome, a.Message.Channel, "could not read all of the room; answering with what was read",
 			"channel", a.Message.Channel, "outcome", outcome, "read", len(room.Messages), "err", err)
 	}
 	return room

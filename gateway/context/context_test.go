@@ -13,6 +13,7 @@ import (
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/channels"
 	roomctx "github.com/parleyhq/parley/gateway/context"
+	"github.com/parleyhq/parley/internal/logthrottle"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/sessions"
@@ -252,5 +253,24 @@ func TestAmbientEntriesRoundTrip(t *testing.T) {
 	}
 	if turn.Write.Taken != 2 || turn.Write.Cursor != "" {
 		t.Errorf("write = %+v, want both entries taken (the bad one too) and the cursor kept", turn.Write)
+	}
+}
+
+// TestFailedReadsAreLoggedOncePerInterval: a workspace over its rate limit
+// fails every read until its Retry-After; the log says so once per
+// interval, while the metric counts each.
+func TestFailedReadsAreLoggedOncePerInterval(t *testing.T) {
+	var logs strings.Builder
+	m := metrics.New()
+	r := &roomctx.Reader{Metrics: m, Log: slog.New(slog.NewTextHandler(&logs, nil)), Throttle: logthrottle.New(time.Hour, nil)}
+	rr := &reader{err: fmt.Errorf("slack: %w", channels.ErrRoomRateLimited)}
+	for range 3 {
+		r.Read(context.Background(), roomctx.Ask{Message: channels.Message{Channel: "slack"}, Policy: defaults, Admitted: true, Reader: rr})
+	}
+	if n := strings.Count(logs.String(), "could not read all of the room"); n != 1 {
+		t.Errorf("%d log lines for 3 failed reads, want 1:\n%s", n, logs.String())
+	}
+	if v := testutil.ToFloat64(m.ContextReads.WithLabelValues("slack", "rate_limited")); v != 3 {
+		t.Errorf("rate_limited = %v, want 3", v)
 	}
 }
