@@ -99,8 +99,9 @@ type answer struct {
 // carries.
 type fakeSlack struct {
 	// calls counts every Web API call, for the calls per answered
-	// message.
+	// message; reads those that read the room (the thread, names).
 	calls   atomic.Int64
+	reads   atomic.Int64
 	mu      sync.Mutex
 	answers map[int][]answer
 	waiters map[int]chan answer
@@ -129,6 +130,9 @@ func writeJSON(w http.ResponseWriter, v any) {
 func (s *fakeSlack) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	method := strings.TrimPrefix(r.URL.Path, "/api/")
 	s.calls.Add(1)
+	if method == "conversations.replies" || method == "conversations.history" || method == "users.info" {
+		s.reads.Add(1)
+	}
 	params := map[string]string{}
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
 		var m map[string]any

@@ -73,13 +73,14 @@ type Result struct {
 	RedisWritesPerMessage  float64
 	ModelConns, SlackConns int64
 	// SlackCallsPerMessage is the fake Slack's Web API calls over the run
-	// (posts, reactions, thread reads, name lookups), per message.
-	SlackCallsPerMessage float64
-	IdleRSS              uint64
-	Lost, Doubled        int
-	Misrouted            int
-	Refused              int // webhook attempts answered 503 or not at all; retried as Slack does
-	OtherLoad            float64
+	// (posts, reactions, thread reads, name lookups), per message;
+	// SlackReadsPerMessage those that read the room.
+	SlackCallsPerMessage, SlackReadsPerMessage float64
+	IdleRSS                                    uint64
+	Lost, Doubled                              int
+	Misrouted                                  int
+	Refused                                    int // webhook attempts answered 503 or not at all; retried as Slack does
+	OtherLoad                                  float64
 	// ServerAck is parley's own time for the run's webhooks, from its
 	// parley_webhook_duration_seconds (empty if the binary has none).
 	ServerAck Histogram
@@ -156,7 +157,7 @@ func printRun(out io.Writer, i int, r Result) {
 		fmt.Fprintf(out, "  ack in parley: p99 ≤ %s, %.1f %% within 2 ms, mean %s\n", secs(r.ServerAck.Quantile(0.99)),
 			r.ServerAck.ShareWithin(0.002)*100, secs(r.ServerAck.Mean()))
 	}
-	fmt.Fprintf(out, "  Slack API calls %.2f/msg\n", r.SlackCallsPerMessage)
+	fmt.Fprintf(out, "  Slack API calls %.2f/msg, of which reading the room %.2f\n", r.SlackCallsPerMessage, r.SlackReadsPerMessage)
 	fmt.Fprintf(out, "  lost %d, doubled %d, misrouted %d\n", r.Lost, r.Doubled, r.Misrouted)
 }
 
@@ -198,6 +199,7 @@ func printMedians(out io.Writer, rs []Result, webhookTrips float64) {
 	fig("new connections to model", "", func(r Result) float64 { return float64(r.ModelConns) })
 	fig("new connections to Slack", "", func(r Result) float64 { return float64(r.SlackConns) })
 	fig("Slack API calls", "/msg", func(r Result) float64 { return r.SlackCallsPerMessage })
+	fig("  of which reading the room", "/msg", func(r Result) float64 { return r.SlackReadsPerMessage })
 	fig("gateway CPU", "ms/msg", func(r Result) float64 { return d(r.CPUPerMessage) })
 	fig("idle RSS", "MiB", func(r Result) float64 { return float64(r.IdleRSS) / (1 << 20) })
 	fig("throughput", "msg/s", func(r Result) float64 { return float64(r.Messages) / r.Elapsed.Seconds() })

@@ -149,8 +149,9 @@ type counters struct {
 	self     uint64 // the bench's ticks
 	redis    uint64 // Redis's ticks
 	machine  CPUTimes
-	// slackCalls are the fake Slack's Web API calls.
-	slackCalls int64
+	// slackCalls and slackReads are the fake Slack's Web API calls, and
+	// those that read the room.
+	slackCalls, slackReads int64
 }
 
 // count reads the counters before the run. They are read outside the CPU
@@ -165,7 +166,7 @@ func (rg *rig) count(ctx context.Context) (counters, error) {
 	if c.writes, err = rg.rds.writes(ctx); err != nil {
 		return c, err
 	}
-	c.slackCalls = rg.fs.calls.Load()
+	c.slackCalls, c.slackReads = rg.fs.calls.Load(), rg.fs.reads.Load()
 	c.self, _ = pidTicks(os.Getpid())
 	c.redis, _ = pidTicks(rg.rds.cmd.Process.Pid)
 	if c.machine, err = machineTimes(); err != nil {
@@ -207,6 +208,7 @@ func (rg *rig) measure(ctx context.Context, o Options, prof string, before count
 	}
 	res.ModelConns, res.SlackConns = rg.model.conns.Load(), rg.slack.conns.Load()
 	res.SlackCallsPerMessage = float64(rg.fs.calls.Load()-before.slackCalls) / float64(o.Messages)
+	res.SlackReadsPerMessage = float64(rg.fs.reads.Load()-before.slackReads) / float64(o.Messages)
 	// Other processes: the machine's busy time less parley's, Redis's and
 	// the bench's own (load generator and fakes).
 	m0, redis0 := before.machine, before.redis
