@@ -21,6 +21,7 @@ type Capabilities struct {
 	KeyedPoster       KeyedPoster
 	PosterFor         PosterFor
 	Streamer          Streamer
+	LiveAdopter       LiveAdopter
 	Prompter          Prompter
 	Awaited           Awaited
 	AttachmentFetcher AttachmentFetcher
@@ -66,6 +67,7 @@ var capabilityTable = []Capability{
 	capability("KeyedPoster", func(c *Capabilities) *KeyedPoster { return &c.KeyedPoster }),
 	capability("PosterFor", func(c *Capabilities) *PosterFor { return &c.PosterFor }),
 	capability("Streamer", func(c *Capabilities) *Streamer { return &c.Streamer }),
+	capability("LiveAdopter", func(c *Capabilities) *LiveAdopter { return &c.LiveAdopter }),
 	capability("Prompter", func(c *Capabilities) *Prompter { return &c.Prompter }),
 	capability("Awaited", func(c *Capabilities) *Awaited { return &c.Awaited }),
 	capability("AttachmentFetcher", func(c *Capabilities) *AttachmentFetcher { return &c.AttachmentFetcher }),

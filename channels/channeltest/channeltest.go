@@ -45,6 +45,7 @@ const (
 	KeyedPoster       Capability = "KeyedPoster"
 	PosterFor         Capability = "PosterFor"
 	Streamer          Capability = "Streamer"
+	LiveAdopter       Capability = "LiveAdopter"
 	Prompter          Capability = "Prompter"
 	Awaited           Capability = "Awaited"
 	AttachmentFetcher Capability = "AttachmentFetcher"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/parleyhq/parley/channels"
@@ -28,6 +29,7 @@ var contracts = map[Capability]contract{
 	KeyedPoster:       {"a post asked for again with its key is found, not made twice", checkKeyedPoster},
 	PosterFor:         {"a PosterFor is a Poster", checkPosterFor},
 	Streamer:          {"StartReply's sink can be discarded", checkStreamer},
+	LiveAdopter:       {"AdoptReply refuses a reference it never made", checkLiveAdopter},
 	Prompter:          {"SendPrompt posts an approval prompt", checkPrompter},
 	Awaited:           {"AwaitsEveryReply is only declared by a local adapter", checkAwaited},
 	AttachmentFetcher: {"FetchAttachment refuses an attachment that names nothing", checkFetcher},
@@ -103,6 +105,22 @@ func checkStreamer(t *testing.T, s Subject) {
 	if err := sink.Discard(ctx); err != nil {
 		noSecret(t, s, "Discard's error", err.Error())
 		t.Errorf("Discard of a sink that showed nothing = %v", err)
+	}
+}
+
+// checkLiveAdopter: a recorded reference is read back from Redis, so a
+// corrupt or forged one must be refused, not acted on (no message of
+// another chat edited or deleted).
+func checkLiveAdopter(t *testing.T, s Subject) {
+	ch, _ := build(t, s)
+	a := channels.CapabilitiesOf(ch).LiveAdopter
+	for _, ref := range []string{"", "not a reference", `{"chat":"elsewhere"}`, strings.Repeat("{", 1<<16)} {
+		sink, err := a.AdoptReply(contextFor(t), s.Message, ref)
+		if err == nil {
+			t.Errorf("AdoptReply(%.40q) = %v; want it refused", ref, sink)
+			continue
+		}
+		noSecret(t, s, "AdoptReply's error", err.Error())
 	}
 }
 
