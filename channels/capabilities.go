@@ -26,6 +26,7 @@ type Capabilities struct {
 	Awaited           Awaited
 	AttachmentFetcher AttachmentFetcher
 	PostCounter       PostCounter
+	RoomReader        RoomReader
 }
 
 // Capability describes one optional interface of an adapter.
@@ -72,6 +73,7 @@ var capabilityTable = []Capability{
 	capability("Awaited", func(c *Capabilities) *Awaited { return &c.Awaited }),
 	capability("AttachmentFetcher", func(c *Capabilities) *AttachmentFetcher { return &c.AttachmentFetcher }),
 	capability("PostCounter", func(c *Capabilities) *PostCounter { return &c.PostCounter }),
+	capability("RoomReader", func(c *Capabilities) *RoomReader { return &c.RoomReader }),
 }
 
 // CapabilityTable returns the optional interfaces an adapter may

@@ -50,6 +50,7 @@ const (
 	Awaited           Capability = "Awaited"
 	AttachmentFetcher Capability = "AttachmentFetcher"
 	PostCounter       Capability = "PostCounter"
+	RoomReader        Capability = "RoomReader"
 )
 
 // Subject is one adapter under the contract, wired to its platform's fake.
@@ -79,6 +80,11 @@ type Subject struct {
 	FailSends func(n int)
 	// SendAttempts is the number of send calls the fake has received.
 	SendAttempts func() int
+	// Room, required of a RoomReader, writes three messages of other
+	// people into a thread of the fake of the adapter built last, then
+	// the message asking the bot about it, and returns that message as
+	// the adapter would have submitted it.
+	Room func(t *testing.T) channels.Message
 	// Watch lists import paths of packages, besides the adapter's own and
 	// Parley's channels and retry, whose goroutines the adapter starts
 	// (an SDK's connection loop); they must end with Run too.

@@ -34,6 +34,7 @@ var contracts = map[Capability]contract{
 	Awaited:           {"AwaitsEveryReply is only declared by a local adapter", checkAwaited},
 	AttachmentFetcher: {"FetchAttachment refuses an attachment that names nothing", checkFetcher},
 	PostCounter:       {"Posts counts a short reply as one post", checkPostCounter},
+	RoomReader:        {"ReadRoom reads the newest Max of a thread oldest first, and nothing again from its cursor", checkRoomReader},
 }
 
 func contextFor(t *testing.T) context.Context {
@@ -180,5 +181,44 @@ func checkPostCounter(t *testing.T, s Subject) {
 	ch, _ := build(t, s)
 	if n := channels.CapabilitiesOf(ch).PostCounter.Posts(s.Message, "contract: one short reply"); n != 1 {
 		t.Errorf("Posts of a short reply = %d; want 1", n)
+	}
+}
+
+func checkRoomReader(t *testing.T, s Subject) {
+	if s.Room == nil {
+		t.Fatal("channeltest: a RoomReader needs Subject.Room")
+	}
+	ch, _ := build(t, s)
+	r := channels.CapabilitiesOf(ch).RoomReader
+	ctx := contextFor(t)
+	asked := s.Room(t)
+	room, err := r.ReadRoom(ctx, channels.RoomQuery{Message: asked, Max: 50})
+	if err != nil || len(room.Messages) != 0 {
+		t.Errorf("ReadRoom asking for neither the thread nor recent messages = %d messages, %v; want nothing", len(room.Messages), err)
+	}
+	all, err := r.ReadRoom(ctx, channels.RoomQuery{Message: asked, Thread: true, Max: 50})
+	if err != nil {
+		noSecret(t, s, "ReadRoom's error", err.Error())
+		t.Fatalf("ReadRoom of the thread = %v", err)
+	}
+	if len(all.Messages) != 3 || all.Cursor == "" {
+		t.Fatalf("ReadRoom of a thread of three = %d messages, cursor %q; want the three (not the message asking) and a cursor",
+			len(all.Messages), all.Cursor)
+	}
+	for i, m := range all.Messages {
+		if m.ID == "" || m.Author == "" || m.Text == "" || m.Time.IsZero() || m.Bot {
+			t.Errorf("message %d = %+v; want its id, author, text and time, not the bot's", i, m)
+		}
+		if i > 0 && m.Time.Before(all.Messages[i-1].Time) {
+			t.Errorf("message %d is older than the one before it", i)
+		}
+	}
+	room, err = r.ReadRoom(ctx, channels.RoomQuery{Message: asked, Thread: true, Max: 2})
+	if err != nil || len(room.Messages) != 2 || room.Messages[0].ID != all.Messages[1].ID || room.Messages[1].ID != all.Messages[2].ID {
+		t.Errorf("ReadRoom with Max 2 = %+v, %v; want the newest two, oldest first", room.Messages, err)
+	}
+	again, err := r.ReadRoom(ctx, channels.RoomQuery{Message: asked, Thread: true, Since: all.Cursor, Max: 50})
+	if err != nil || len(again.Messages) != 0 {
+		t.Errorf("ReadRoom again from its cursor = %d messages, %v; want nothing new", len(again.Messages), err)
 	}
 }

@@ -2,6 +2,7 @@ package feishu
 
 import (
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func TestContract(t *testing.T) {
 			}
 			return a
 		},
-		Capabilities: []channeltest.Capability{channeltest.Runner, channeltest.Typing, channeltest.HTTPChannel, channeltest.Health, channeltest.Streamer, channeltest.LiveAdopter, channeltest.Poster, channeltest.Prompter, channeltest.AttachmentFetcher, channeltest.PostCounter},
+		Capabilities: []channeltest.Capability{channeltest.Runner, channeltest.Typing, channeltest.HTTPChannel, channeltest.Health, channeltest.Streamer, channeltest.LiveAdopter, channeltest.Poster, channeltest.Prompter, channeltest.AttachmentFetcher, channeltest.PostCounter, channeltest.RoomReader},
 		Secrets:      []string{appSecret, testToken, testKey},
 		Message:      channels.Message{Channel: Name, Chat: "oc_dm", DM: true, Meta: map[string]string{MetaMessageID: "om_contract"}},
 		FailSends: func(n int) {
@@ -41,5 +42,14 @@ func TestContract(t *testing.T) {
 			}
 		},
 		SendAttempts: func() int { return fake.Attempts("create") },
+		Room: func(*testing.T) channels.Message {
+			fake.Say("oc_c", "omt_c", "ou_a", "one")
+			fake.Say("oc_c", "omt_c", "ou_b", "two")
+			fake.Say("oc_c", "omt_c", "ou_c", "three")
+			asked := fake.Say("oc_c", "omt_c", "ou_a", "@_user_1 summarise")
+			return channels.Message{ID: asked.ID, Channel: Name, Workspace: "tenant", Chat: "oc_c", Thread: "omt_c", User: "ou_a",
+				Meta: map[string]string{MetaMessageID: asked.ID, MetaChatType: "topic_group", MetaThreadID: "omt_c",
+					MetaCreateTime: strconv.FormatInt(asked.CreateMS, 10)}}
+		},
 	})
 }

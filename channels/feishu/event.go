@@ -28,6 +28,10 @@ const (
 	MetaEventID   = "event_id"     // for logs
 	MetaThreadKey = "thread_key"   // chat:thread, refreshed when answered
 	MetaInThread  = "reply_thread" // "1": reply with reply_in_thread
+	// MetaThreadID is the message's thread (omt_…) when it is in one,
+	// and MetaCreateTime its create_time (ms): where ReadRoom reads.
+	MetaThreadID   = "thread_id"
+	MetaCreateTime = "create_time"
 )
 
 // UnsupportedNote is the one answer to a message that is not text, post,
@@ -165,6 +169,12 @@ func (a *Adapter) newMessage(ev *larkim.P2MessageReceiveV1) (channels.Message, b
 	}
 	if eventID != "" {
 		m.Meta[MetaEventID] = eventID
+	}
+	if t := deref(msg.ThreadId); t != "" {
+		m.Meta[MetaThreadID] = t
+	}
+	if t := deref(msg.CreateTime); t != "" {
+		m.Meta[MetaCreateTime] = t
 	}
 	return m, true
 }

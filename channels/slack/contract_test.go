@@ -28,7 +28,7 @@ func TestContract(t *testing.T) {
 			}
 			return a
 		},
-		Capabilities: []channeltest.Capability{channeltest.Runner, channeltest.Typing, channeltest.HTTPChannel, channeltest.Health, channeltest.Streamer, channeltest.LiveAdopter, channeltest.Poster, channeltest.KeyedPoster, channeltest.Prompter, channeltest.AttachmentFetcher},
+		Capabilities: []channeltest.Capability{channeltest.Runner, channeltest.Typing, channeltest.HTTPChannel, channeltest.Health, channeltest.Streamer, channeltest.LiveAdopter, channeltest.Poster, channeltest.KeyedPoster, channeltest.Prompter, channeltest.AttachmentFetcher, channeltest.RoomReader},
 		Secrets:      []string{slacktest.BotToken, slacktest.Secret, slacktest.AppToken},
 		Message:      threadMsg(),
 		FailSends: func(n int) {
@@ -37,6 +37,14 @@ func TestContract(t *testing.T) {
 			}
 		},
 		SendAttempts: func() int { return fake.Count("chat.postMessage") },
-		Watch:        []string{"github.com/slack-go/slack"},
+		Room: func(*testing.T) channels.Message {
+			root := fake.Say("C1", "", "U1", "one")
+			fake.Say("C1", root, "U2", "two")
+			fake.Say("C1", root, "U3", "three")
+			asked := fake.Say("C1", root, "U1", "<@"+slacktest.BotUserID+"> summarise")
+			return channels.Message{ID: "Ev" + asked, Channel: Name, Workspace: slacktest.TeamID, Chat: "C1", Thread: root, User: "U1",
+				Meta: map[string]string{MetaTS: asked, MetaThreadTS: root}}
+		},
+		Watch: []string{"github.com/slack-go/slack"},
 	})
 }

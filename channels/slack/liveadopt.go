@@ -38,7 +38,8 @@ const maxRefMessages = maxLiveChars/MaxStreamChars + 1
 // maxRefBytes bounds a reference read back.
 const maxRefBytes = 1 << 10
 
-// tsPattern is the form of a Slack message ts.
+// tsPattern is the form of a Slack message ts: a reference or a room
+// cursor that is not one is refused.
 var tsPattern = regexp.MustCompile(`^[0-9]{1,12}\.[0-9]{1,9}$`)
 
 // Reference implements channels.Referenced.

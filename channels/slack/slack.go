@@ -35,7 +35,8 @@
 // access rules treat as a direct message), the bot events
 // app_mention and message.im (plus message.channels, message.groups and
 // message.mpim for thread following), and for Socket Mode an app-level
-// token with connections:write.
+// token with connections:write. Reading the thread back before an answer
+// (room.go) uses the same *:history scopes, and users:read for names.
 package slack
 
 import (
@@ -192,7 +193,8 @@ type Adapter struct {
 	botID     string
 	handler   channels.Handler // from Run, when opts.Handler is nil
 
-	groupDMs groupDMs // channels known to be group DMs, or not
+	groupDMs groupDMs   // channels known to be group DMs, or not
+	room     *roomState // names and rate limits of room reads (room.go)
 	// modes is how each workspace shows live replies, when it refused
 	// the richer ways (absent: stream); noStatus the workspaces that
 	// refused assistant.threads.setStatus. Kept in this process only,
@@ -247,6 +249,7 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 		}, m, log),
 		identity: retry.New(Name, retry.Policy{MinWait: opts.ReconnectWait, MaxWait: maxReconnectWait}, m, log),
 		refusals: logthrottle.New(logthrottle.DefaultEvery, opts.Now),
+		room:     newRoomState(opts.Redis, opts.Prefix),
 	}
 	if cfg.AppToken.IsSet() { // only a long connection has a connected state
 		a.m.ChannelConnected.WithLabelValues(Name).Set(0)

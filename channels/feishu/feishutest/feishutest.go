@@ -1,7 +1,8 @@
 // Package feishutest runs a fake Feishu Open API for tests: the tenant
 // token, the bot's identity, replies, messages and reactions (recorded),
 // the long-connection endpoint and a WebSocket that pushes events as
-// protobuf frames the way Feishu does. It also builds events, encrypted
+// protobuf frames the way Feishu does, and lists messages back
+// (history.go). It also builds events, encrypted
 // and signed callback bodies.
 package feishutest
 
@@ -90,6 +91,8 @@ type Server struct {
 	msgs          []*msgState
 	msgIndex      map[string]*msgState
 	refuseCardKit bool
+
+	hist chatHistory // the message list and contacts (history.go)
 }
 
 type wsPeer struct {
@@ -331,7 +334,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case path == "/ws":
 		s.acceptWS(w, r)
 	default:
-		if s.serveCardKit(w, r, body) {
+		if s.serveCardKit(w, r, body) || s.serveHistory(w, r) {
 			return
 		}
 		writeJSON(w, 404, map[string]any{"code": 404, "msg": "not found: " + r.Method + " " + path})

@@ -1,6 +1,7 @@
 // Package slacktest is a fake Slack for tests: a Web API (auth.test,
 // chat.postMessage, reactions.add/remove, apps.connections.open,
-// conversations.replies and conversations.history (thread.go), and the
+// conversations.replies and conversations.history (thread.go), users.info
+// and the messages other people wrote (history.go), and the
 // methods of a live reply: chat.startStream/appendStream/stopStream,
 // chat.update, chat.delete, assistant.threads.setStatus; see live.go), a
 // response_url endpoint for slash command answers, and a Socket Mode
@@ -112,6 +113,7 @@ type Server struct {
 	log       []Call            // the calls of a live reply's methods (live.go)
 	files     fileStore         // files served under /files/ (files.go)
 	lookups   []Lookup          // conversations.replies and .history calls (thread.go)
+	history                     // what others wrote, users.info (history.go)
 }
 
 type wsConn struct {
@@ -302,6 +304,9 @@ func (s *Server) answer(w http.ResponseWriter, method string, params url.Values)
 		return
 	}
 	if s.thread(w, method, params) { // thread.go
+		return
+	}
+	if s.userInfo(w, method, params) { // history.go
 		return
 	}
 	switch method {

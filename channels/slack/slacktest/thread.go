@@ -1,10 +1,12 @@
 package slacktest
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -15,7 +17,13 @@ import (
 //     cursor, include_all_metadata) lists the messages of the thread ts,
 //     oldest first;
 //   - conversations.history (the same but ts) lists the channel's
-//     top-level messages, newest first.
+//     top-level messages, newest first;
+//   - latest bounds both from above (exclusive unless inclusive), as
+//     oldest does from below; but conversations.replies lists the
+//     thread's parent first whatever the bounds, as Slack does.
+//
+// Both list the bot's own messages and those people wrote (Say, in
+// history.go), each with its author as Slack gives it.
 //
 // Both page: at most limit messages (default 100, at most 1000) a call,
 // with response_metadata.next_cursor naming the next page. A message's
@@ -33,6 +41,7 @@ type Lookup struct {
 	Channel  string
 	TS       string // the thread (replies)
 	Oldest   string
+	Latest   string
 	Limit    int // as asked (0: not given)
 	Cursor   string
 	Metadata bool // include_all_metadata
@@ -69,7 +78,7 @@ func (s *Server) thread(w http.ResponseWriter, method string, p url.Values) bool
 	if method != "conversations.replies" && method != "conversations.history" {
 		return false
 	}
-	l := Lookup{Method: method, Channel: p.Get("channel"), TS: p.Get("ts"), Oldest: p.Get("oldest"), Cursor: p.Get("cursor"),
+	l := Lookup{Method: method, Channel: p.Get("channel"), TS: p.Get("ts"), Oldest: p.Get("oldest"), Latest: p.Get("latest"), Cursor: p.Get("cursor"),
 		Metadata: truthy(p.Get("include_all_metadata"))}
 	l.Limit, _ = strconv.Atoi(p.Get("limit"))
 	if method == "conversations.replies" && l.TS == "" {
@@ -81,6 +90,9 @@ func (s *Server) thread(w http.ResponseWriter, method string, p url.Values) bool
 		limit = 100
 	}
 	limit = min(limit, 1000)
+	if s.pageCap > 0 {
+		limit = min(limit, s.pageCap) // history.go
+	}
 	offset := 0
 	if c, ok := strings.CutPrefix(l.Cursor, "o:"); ok {
 		offset, _ = strconv.Atoi(c)
@@ -94,8 +106,12 @@ func (s *Server) thread(w http.ResponseWriter, method string, p url.Values) bool
 		page, next = page[:limit], "o:"+strconv.Itoa(offset+limit)
 	}
 	out := make([]map[string]any, 0, len(page))
-	for _, m := range page {
+	for _, e := range page {
+		m := e.Msg
 		msg := map[string]any{"type": "message", "ts": m.TS, "text": m.Text, "user": BotUserID, "bot_id": BotID}
+		if e.by != nil {
+			msg = e.by.wire(m) // history.go
+		}
 		if m.ThreadTS != "" {
 			msg["thread_ts"] = m.ThreadTS
 		}
@@ -109,29 +125,76 @@ func (s *Server) thread(w http.ResponseWriter, method string, p url.Values) bool
 	return true
 }
 
+// entry is one message a lookup lists: the bot's (by nil) or one a
+// person wrote (history.go).
+type entry struct {
+	Msg
+	by *author
+}
+
 // listed is the messages a lookup lists, in its order. s.mu is held.
-func (s *Server) listed(l Lookup, inclusive bool) []Msg {
-	oldest, _ := strconv.ParseFloat(l.Oldest, 64)
-	var out []Msg
+func (s *Server) listed(l Lookup, inclusive bool) []entry {
+	var out []entry
 	for _, m := range s.messages {
-		if m.Deleted || m.Channel != l.Channel {
-			continue
-		}
-		if ts, _ := strconv.ParseFloat(m.TS, 64); l.Oldest != "" && (ts < oldest || ts == oldest && !inclusive) {
-			continue
-		}
-		inThread := m.TS == l.TS || m.ThreadTS == l.TS
-		topLevel := m.ThreadTS == "" || m.ThreadTS == m.TS
-		if l.Method == "conversations.replies" && inThread || l.Method == "conversations.history" && topLevel {
-			out = append(out, *m)
+		if s.lists(l, m, inclusive) {
+			out = append(out, entry{Msg: *m})
 		}
 	}
+	for _, w := range s.written { // history.go
+		if s.lists(l, &w.Msg, inclusive) {
+			out = append(out, entry{Msg: w.Msg, by: &w.by})
+		}
+	}
+	if l.Method == "conversations.replies" && !slices.ContainsFunc(out, func(e entry) bool { return e.TS == l.TS }) {
+		out = append(s.parent(l), out...)
+	}
+	slices.SortStableFunc(out, func(a, b entry) int { return cmp.Compare(tsValue(a.TS), tsValue(b.TS)) })
 	if l.Method == "conversations.history" {
 		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
 			out[i], out[j] = out[j], out[i]
 		}
 	}
 	return out
+}
+
+// parent is the thread's parent message, which conversations.replies
+// lists first whatever oldest and latest say (none when it is unknown or
+// deleted). s.mu is held.
+func (s *Server) parent(l Lookup) []entry {
+	for _, m := range s.messages {
+		if m.TS == l.TS && m.Channel == l.Channel && !m.Deleted {
+			return []entry{{Msg: *m}}
+		}
+	}
+	for _, w := range s.written {
+		if w.TS == l.TS && w.Channel == l.Channel && !w.Deleted {
+			return []entry{{Msg: w.Msg, by: &w.by}}
+		}
+	}
+	return nil
+}
+
+// lists reports whether lookup l lists m.
+func (s *Server) lists(l Lookup, m *Msg, inclusive bool) bool {
+	if m.Deleted || m.Channel != l.Channel {
+		return false
+	}
+	ts := tsValue(m.TS)
+	if oldest := tsValue(l.Oldest); l.Oldest != "" && (ts < oldest || ts == oldest && !inclusive) {
+		return false
+	}
+	if latest := tsValue(l.Latest); l.Latest != "" && (ts > latest || ts == latest && !inclusive) {
+		return false
+	}
+	inThread := m.TS == l.TS || m.ThreadTS == l.TS
+	topLevel := m.ThreadTS == "" || m.ThreadTS == m.TS
+	return l.Method == "conversations.replies" && inThread || l.Method == "conversations.history" && topLevel
+}
+
+// tsValue is a ts as a number, for ordering ("" is 0).
+func tsValue(ts string) float64 {
+	v, _ := strconv.ParseFloat(ts, 64)
+	return v
 }
 
 func truthy(v string) bool { return v == "1" || v == "true" }
