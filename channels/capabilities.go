@@ -23,6 +23,7 @@ type Capabilities struct {
 	Streamer          Streamer
 	Prompter          Prompter
 	Awaited           Awaited
+	Unanswered        Unanswered
 	AttachmentFetcher AttachmentFetcher
 	PostCounter       PostCounter
 }
@@ -68,6 +69,7 @@ var capabilityTable = []Capability{
 	capability("Streamer", func(c *Capabilities) *Streamer { return &c.Streamer }),
 	capability("Prompter", func(c *Capabilities) *Prompter { return &c.Prompter }),
 	capability("Awaited", func(c *Capabilities) *Awaited { return &c.Awaited }),
+	capability("Unanswered", func(c *Capabilities) *Unanswered { return &c.Unanswered }),
 	capability("AttachmentFetcher", func(c *Capabilities) *AttachmentFetcher { return &c.AttachmentFetcher }),
 	capability("PostCounter", func(c *Capabilities) *PostCounter { return &c.PostCounter }),
 }

@@ -47,6 +47,7 @@ const (
 	Streamer          Capability = "Streamer"
 	Prompter          Capability = "Prompter"
 	Awaited           Capability = "Awaited"
+	Unanswered        Capability = "Unanswered"
 	AttachmentFetcher Capability = "AttachmentFetcher"
 	PostCounter       Capability = "PostCounter"
 )

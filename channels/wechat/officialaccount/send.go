@@ -140,3 +140,20 @@ func (a *Adapter) deliverHeld(ctx context.Context, user string) {
 func (a *Adapter) Posts(_ channels.Message, text string) int {
 	return max(len(channels.Split(strings.TrimSpace(channels.PlainText(text)), MessageLimit)), 1)
 }
+
+var _ channels.Unanswered = (*Adapter)(nil)
+
+// LeftUnanswered implements channels.Unanswered: the callback still
+// waiting for m's answer (a quiet refusal: no reply will come) is told to
+// answer empty at once, which WeChat shows as nothing, rather than holding
+// WeChat's request to its deadline. A retry of the callback is then
+// answered empty too (the message is settled).
+func (a *Adapter) LeftUnanswered(ctx context.Context, m channels.Message) {
+	id := m.Meta[MetaMsgID]
+	if id == "" {
+		return
+	}
+	if _, err := a.passive.handoff(ctx, id, "", false); err != nil {
+		a.log.Warn("could not end the callback of an unanswered message; it answers empty at its deadline", "err", err)
+	}
+}
