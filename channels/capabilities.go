@@ -24,6 +24,7 @@ type Capabilities struct {
 	LiveAdopter       LiveAdopter
 	Prompter          Prompter
 	Awaited           Awaited
+	Unanswered        Unanswered
 	AttachmentFetcher AttachmentFetcher
 	PostCounter       PostCounter
 	RoomReader        RoomReader
@@ -71,6 +72,7 @@ var capabilityTable = []Capability{
 	capability("LiveAdopter", func(c *Capabilities) *LiveAdopter { return &c.LiveAdopter }),
 	capability("Prompter", func(c *Capabilities) *Prompter { return &c.Prompter }),
 	capability("Awaited", func(c *Capabilities) *Awaited { return &c.Awaited }),
+	capability("Unanswered", func(c *Capabilities) *Unanswered { return &c.Unanswered }),
 	capability("AttachmentFetcher", func(c *Capabilities) *AttachmentFetcher { return &c.AttachmentFetcher }),
 	capability("PostCounter", func(c *Capabilities) *PostCounter { return &c.PostCounter }),
 	capability("RoomReader", func(c *Capabilities) *RoomReader { return &c.RoomReader }),

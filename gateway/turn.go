@@ -215,6 +215,9 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 		rt.Deliver(ctx, *r.reply, r.live, slot)
 	} else {
 		r.live.Discard(ctx)
+		if u := g.caps(q.Msg.Channel).Unanswered; u != nil {
+			u.LeftUnanswered(ctx, q.Msg) // its sender's open request ends now
+		}
 	}
 	return next{again: done.Queued > 0}
 }

@@ -48,6 +48,7 @@ const (
 	LiveAdopter       Capability = "LiveAdopter"
 	Prompter          Capability = "Prompter"
 	Awaited           Capability = "Awaited"
+	Unanswered        Capability = "Unanswered"
 	AttachmentFetcher Capability = "AttachmentFetcher"
 	PostCounter       Capability = "PostCounter"
 	RoomReader        Capability = "RoomReader"

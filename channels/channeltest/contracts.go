@@ -32,6 +32,7 @@ var contracts = map[Capability]contract{
 	LiveAdopter:       {"AdoptReply refuses a reference it never made", checkLiveAdopter},
 	Prompter:          {"SendPrompt posts an approval prompt", checkPrompter},
 	Awaited:           {"AwaitsEveryReply is only declared by a local adapter", checkAwaited},
+	Unanswered:        {"LeftUnanswered of a message nobody waits for posts nothing", checkUnanswered},
 	AttachmentFetcher: {"FetchAttachment refuses an attachment that names nothing", checkFetcher},
 	PostCounter:       {"Posts counts a short reply as one post", checkPostCounter},
 	RoomReader:        {"ReadRoom reads the newest Max of a thread oldest first, and nothing again from its cursor", checkRoomReader},
@@ -174,6 +175,20 @@ func checkKeyedPoster(t *testing.T, s Subject) {
 	}
 	if first == "" || again != first {
 		t.Errorf("PostKeyed again gave id %q; want the first post's %q", again, first)
+	}
+}
+
+func checkUnanswered(t *testing.T, s Subject) {
+	ch, _ := build(t, s)
+	before := 0
+	if s.SendAttempts != nil {
+		before = s.SendAttempts()
+	}
+	// No request waits for s.Message: there is nothing to end, and
+	// nothing reaches the platform.
+	channels.CapabilitiesOf(ch).Unanswered.LeftUnanswered(contextFor(t), s.Message)
+	if s.SendAttempts != nil && s.SendAttempts() != before {
+		t.Errorf("LeftUnanswered sent %d messages; want none", s.SendAttempts()-before)
 	}
 }
 
