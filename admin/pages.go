@@ -332,9 +332,11 @@ func (s *Server) skillAction(w http.ResponseWriter, r *http.Request, id identity
 // ---- policies
 
 type policiesData struct {
-	Scopes  []policy.Scope
-	Chosen  policy.Scope
-	Explain string
+	Scopes []policy.Scope
+	Chosen policy.Scope
+	// Report is what parley policy explain prints, in tables; nil until
+	// a scope is chosen.
+	Report *policy.Report
 }
 
 // IsChosen reports whether sc is the scope explained, so that the list of
@@ -374,11 +376,8 @@ func (s *Server) policiesPage(r *http.Request, id identity, v *view) (string, er
 		for _, sk := range s.cfg.Skills.Registry.Catalog().All() {
 			names = append(names, sk.Name)
 		}
-		var b strings.Builder
-		if err := s.cfg.Policy.Explain(&b, d.Chosen, s.cfg.Tools.PolicyTools(), names); err != nil {
-			return "", err
-		}
-		d.Explain = b.String()
+		rep := s.cfg.Policy.Report(d.Chosen, s.cfg.Tools.PolicyTools(), names)
+		d.Report = &rep
 	}
 	v.Data = d
 	return "policies", nil

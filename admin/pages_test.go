@@ -5,6 +5,7 @@ import (
 	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -280,5 +281,35 @@ func TestConversationIDShownWithoutTrailingSeparator(t *testing.T) {
 	}
 	if n, _ := r.store.HistoryLen(context.Background(), m.ConversationKey()); n != 0 {
 		t.Errorf("the reset of %q left %d messages", shown, n)
+	}
+}
+
+// TestThePoliciesPageShowsTables: the effective policy is shown as tables,
+// as the Tools page shows tools, not as the text policy explain prints:
+// one table row a tool, with its decision, rule and level in cells of
+// their own, and the sections as headings.
+func TestThePoliciesPageShowsTables(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	a := w.replica(t, "a", options{})
+	c := a.client(t)
+	c.signIn()
+	body := html.UnescapeString(c.get("/admin/policies?scope=slack:T1:C1").body)
+	if strings.Contains(body, "<pre") {
+		t.Errorf("the policy is shown as preformatted text:\n%s", body)
+	}
+	for _, heading := range []string{"TOOLS", "SKILLS", "ACCESS", "APPROVALS", "LIMITS", "MODEL"} {
+		if !regexp.MustCompile(`<h3 id="policy-\d+">` + regexp.QuoteMeta(heading) + `</h3>`).MatchString(body) {
+			t.Errorf("no heading %s", heading)
+		}
+	}
+	for _, row := range []string{
+		`<tr><th scope="row">save_skill_reference</th><td>builtin</td><td>write</td><td><span class="health bad">DENIED</span></td><td>tools.deny "save_*"</td><td>policies.platforms.slack</td></tr>`,
+		`<tr><th scope="col">TOOL</th><th scope="col">SOURCE</th><th scope="col">KIND</th><th scope="col">DECISION</th><th scope="col">RULE</th><th scope="col">LEVEL</th></tr>`,
+		`<tr><th scope="row">limits.reply_posts</th><td>10</td><td>builtin default</td></tr>`,
+	} {
+		if !strings.Contains(body, row) {
+			t.Errorf("no table row %s in\n%s", row, body)
+		}
 	}
 }

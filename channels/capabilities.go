@@ -21,8 +21,10 @@ type Capabilities struct {
 	KeyedPoster       KeyedPoster
 	PosterFor         PosterFor
 	Streamer          Streamer
+	LiveAdopter       LiveAdopter
 	Prompter          Prompter
 	Awaited           Awaited
+	Unanswered        Unanswered
 	AttachmentFetcher AttachmentFetcher
 	PostCounter       PostCounter
 	RoomReader        RoomReader
@@ -67,8 +69,10 @@ var capabilityTable = []Capability{
 	capability("KeyedPoster", func(c *Capabilities) *KeyedPoster { return &c.KeyedPoster }),
 	capability("PosterFor", func(c *Capabilities) *PosterFor { return &c.PosterFor }),
 	capability("Streamer", func(c *Capabilities) *Streamer { return &c.Streamer }),
+	capability("LiveAdopter", func(c *Capabilities) *LiveAdopter { return &c.LiveAdopter }),
 	capability("Prompter", func(c *Capabilities) *Prompter { return &c.Prompter }),
 	capability("Awaited", func(c *Capabilities) *Awaited { return &c.Awaited }),
+	capability("Unanswered", func(c *Capabilities) *Unanswered { return &c.Unanswered }),
 	capability("AttachmentFetcher", func(c *Capabilities) *AttachmentFetcher { return &c.AttachmentFetcher }),
 	capability("PostCounter", func(c *Capabilities) *PostCounter { return &c.PostCounter }),
 	capability("RoomReader", func(c *Capabilities) *RoomReader { return &c.RoomReader }),

@@ -243,6 +243,16 @@ type Awaited interface {
 	AwaitsEveryReply()
 }
 
+// Unanswered is implemented by adapters whose platform holds the
+// sender's request open for the answer (an Official Account's passive
+// reply). The gateway calls LeftUnanswered for a message it finishes
+// without a reply (a refusal it does not repeat to the sender, a blank
+// message), so that the request is answered at once rather than at its
+// deadline; nothing is sent for m afterwards.
+type Unanswered interface {
+	LeftUnanswered(ctx context.Context, m Message)
+}
+
 // HTTPChannel is implemented by adapters that receive webhooks; Mount adds
 // their routes (e.g. POST /slack/events) to the server's mux.
 type HTTPChannel interface {

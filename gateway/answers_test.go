@@ -125,3 +125,43 @@ func TestRateLimitedAwaitedSenderIsAnswered(t *testing.T) {
 		t.Errorf("the model saw %d requests; want 1 (limits.user_per_minute: 1)", n)
 	}
 }
+
+// unansweredRecorder is a recorder whose platform holds the sender's
+// request open (an Official Account's passive reply): LeftUnanswered is
+// recorded as a reply of the text leftUnanswered.
+type unansweredRecorder struct{ *recorder }
+
+const leftUnanswered = "<left unanswered>"
+
+func (u unansweredRecorder) LeftUnanswered(ctx context.Context, m channels.Message) {
+	_ = u.Send(ctx, m, channels.Reply{Text: leftUnanswered})
+}
+
+var _ channels.Unanswered = unansweredRecorder{}
+
+// TestAQuietRefusalIsLeftUnanswered: a message a quota refuses without a
+// notice (within quota.NoticeEvery of the last) is told to its channel as
+// left unanswered, so that a sender's open request ends at once; the
+// answered ones are not.
+func TestAQuietRefusalIsLeftUnanswered(t *testing.T) {
+	t.Parallel()
+	rs := newReplicas(t, 1, policy.Config{Default: config.Level{Limits: config.Limits{UserPerMinute: new(1)}}})
+	ch := unansweredRecorder{newRecorder("wechat_oa")}
+	rs.gws[0].Register(ch)
+	for i, text := range []string{"first", "second", "third"} {
+		if err := rs.gws[0].Submit(context.Background(), channels.Message{Channel: "wechat_oa", Workspace: "wx1", Chat: "u1", User: "u1", DM: true, Text: text}); err != nil {
+			t.Fatal(err)
+		}
+		ch.wait(t, i+1)
+	}
+	got := ch.snapshot()
+	if r := got[0].reply; r.Notice || r.Text == leftUnanswered {
+		t.Errorf("reply to the first message = %+v; want the model's answer", r)
+	}
+	if r := got[1].reply; !r.Notice || !strings.Contains(r.Text, "faster than I can answer") {
+		t.Errorf("reply to the second message = %+v; want the rate notice", r)
+	}
+	if s := got[2]; s.reply.Text != leftUnanswered || s.msg.Text != "third" {
+		t.Errorf("the third message got %+v; want it left unanswered", s)
+	}
+}

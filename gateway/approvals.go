@@ -150,7 +150,7 @@ func (g *Gateway) resume(ctx context.Context, c *sessions.Claim, m channels.Mess
 	}
 	images, history := g.att.resumeImages(ctx, g.caps(m.Channel).AttachmentFetcher, m, eff, c.History)
 	r.route = g.route(to)
-	live := r.route.StartLive(ctx)
+	live := r.route.StartLive(ctx, c)
 	if r.stopTyping != nil {
 		live.OnVisible(r.stopTyping)
 	}

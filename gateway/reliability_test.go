@@ -30,8 +30,8 @@ var errInjected = errors.New("redis: i/o timeout (injected)")
 type script string
 
 const (
-	claimScript    script = "claim"    // KEYS lock, inbox, history, approval, room, ambient
-	completeScript script = "complete" // KEYS history, inbox, lock, receipt
+	claimScript    script = "claim"    // KEYS lock, inbox, history, approval, live, room, ambient
+	completeScript script = "complete" // KEYS history, inbox, lock, receipt, live
 	acceptScript   script = "accept"   // KEYS inbox, …
 	lockScript     script = "lock"     // renew and release: KEYS lock
 )
@@ -46,7 +46,7 @@ func scriptOf(cmd redis.Cmder) script {
 	}
 	first, _ := args[3].(string)
 	switch {
-	case strings.HasSuffix(first, ":lock") && fmt.Sprint(args[2]) == "6":
+	case strings.HasSuffix(first, ":lock") && fmt.Sprint(args[2]) == "7":
 		return claimScript
 	case strings.HasSuffix(first, ":lock"):
 		return lockScript

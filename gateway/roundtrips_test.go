@@ -117,6 +117,33 @@ func (unshownSink) Finish(context.Context, channels.Reply) error          { retu
 func (unshownSink) Discard(context.Context) error                         { return nil }
 func (unshownSink) Unshown() bool                                         { return true }
 
+// shownPoster is poster with live replies that show the answer as it
+// comes and name what they show (channels.Referenced).
+type shownPoster struct{ poster }
+
+func (p shownPoster) StartReply(_ context.Context, m channels.Message) (channels.ReplySink, error) {
+	return &shownSink{p: p.poster, m: m}, nil
+}
+
+type shownSink struct {
+	p     poster
+	m     channels.Message
+	shown bool
+}
+
+func (s *shownSink) Show(_ context.Context, p channels.Progress) (bool, error) {
+	s.shown = s.shown || p.Kind == channels.ProgressText
+	return s.shown, nil
+}
+func (s *shownSink) Finish(ctx context.Context, r channels.Reply) error { return s.p.Send(ctx, s.m, r) }
+func (s *shownSink) Discard(context.Context) error                      { return nil }
+func (s *shownSink) Reference() string {
+	if !s.shown {
+		return ""
+	}
+	return "shown:" + s.m.Chat
+}
+
 // newUsageRigWith is newUsageRig on cfg.
 func newUsageRigWith(t *testing.T, cfg gateway.Config, client redis.UniversalClient, prefix string, posts bool, opts ...openaitest.Option) *usageRig {
 	t.Helper()
@@ -207,6 +234,10 @@ func TestAPlainTurnIsTwoRoundTrips(t *testing.T) {
 		}, plain, 3},
 		{"a live reply that showed nothing", func(*redistest.Redis) gateway.Config { return gateway.Config{} },
 			func(r *recorder) channels.Channel { return livePoster{poster{r}} }, 2},
+		// One write more, when the reply first shows: its record with the
+		// turn, for the next holder should this replica die mid-answer.
+		{"a live reply that showed its answer", func(*redistest.Redis) gateway.Config { return gateway.Config{} },
+			func(r *recorder) channels.Channel { return shownPoster{poster{r}} }, 3},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -218,6 +218,9 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 		rt.Deliver(ctx, *r.reply, r.live, slot)
 	} else {
 		r.live.Discard(ctx)
+		if u := g.caps(q.Msg.Channel).Unanswered; u != nil {
+			u.LeftUnanswered(ctx, q.Msg) // its sender's open request ends now
+		}
 	}
 	return next{again: done.Queued > 0}
 }
@@ -418,7 +421,7 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 		g.log.DebugContext(ctx, "skills left out of the index; find_skills still reaches them", "omitted", omitted)
 	}
 	rt := g.route(m)
-	live := rt.StartLive(ctx)
+	live := rt.StartLive(ctx, c)
 	if r.stopTyping != nil {
 		live.OnVisible(r.stopTyping)
 	}

@@ -179,6 +179,7 @@ func (s *RedisStore) ReplaceHistory(ctx context.Context, lock *Lock, msgs []Mess
 		return fmt.Errorf("sessions: replace history: %w", err)
 	}
 	if res < 0 {
+		lock.markLost()
 		return ErrLockLost
 	}
 	return nil

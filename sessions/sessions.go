@@ -148,6 +148,11 @@ type Claim struct {
 	// costs no round trip to find that out; under the lock, no record can
 	// appear before the turn looks.
 	Approval bool
+	// LiveReply is the reference of the live reply an earlier attempt at
+	// Item showed and did not finish (its holder died mid-answer; see
+	// RecordLiveReply), or "". It is read with the claim, so that a turn
+	// costs no round trip to find it.
+	LiveReply string
 	// Room is the conversation's room as the claim found it: the last
 	// read's cursor and the ambient messages kept (see Rooms).
 	Room RoomState
@@ -185,6 +190,10 @@ type Store interface {
 	// write to another slot in the same pipeline (see Along); it is sent
 	// whatever becomes of the completion.
 	Complete(ctx context.Context, lock *Lock, item []byte, msgs []Message, along ...Along) (Completion, error)
+	// RecordLiveReply records, while lock is held, ref: the live reply to
+	// item shown so far, for the next holder to finish should this one
+	// stop before Complete (Claim.LiveReply), which forgets it.
+	RecordLiveReply(ctx context.Context, lock *Lock, item []byte, ref string) error
 
 	// History returns the conversation's messages, oldest first.
 	History(ctx context.Context, conv string) ([]Message, error)

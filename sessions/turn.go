@@ -20,11 +20,12 @@ import (
 // The room's cursor and ambient buffer (see room.go) come with it, so that
 // reading the room costs the turn no round trip of its own.
 //
-// KEYS: lock, inbox, history, approval, room, ambient. ARGV: token, lock
-// TTL ms.
+// KEYS: lock, inbox, history, approval, live, room, ambient. ARGV: token,
+// lock TTL ms.
 // Returns {0} (nothing queued), {-1, lock PTTL ms} (held by another), or
 // {1, oldest message, framed history, messages queued, approval exists,
-// room cursor (empty when none), ambient entries}.
+// recorded live reply or false, room cursor (empty when none), ambient
+// entries}.
 var claimScript = redis.NewScript(`
 local head = redis.call('LINDEX', KEYS[2], 0)
 if not head then return {0} end
@@ -37,8 +38,8 @@ for i = 1, #h do
   framed[2*i-1] = #h[i] .. ':'
   framed[2*i] = h[i]
 end
-return {1, head, table.concat(framed), redis.call('LLEN', KEYS[2]), redis.call('EXISTS', KEYS[4]),
-  redis.call('GET', KEYS[5]) or '', redis.call('LRANGE', KEYS[6], 0, -1)}
+return {1, head, table.concat(framed), redis.call('LLEN', KEYS[2]), redis.call('EXISTS', KEYS[4]), redis.call('GET', KEYS[5]),
+  redis.call('GET', KEYS[6]) or '', redis.call('LRANGE', KEYS[7], 0, -1)}
 `)
 
 // Claim implements Store.
@@ -49,7 +50,7 @@ func (s *RedisStore) Claim(ctx context.Context, conv string) (*Claim, error) {
 	}
 	sent := time.Now()
 	res, err := claimScript.Run(ctx, s.client, []string{s.key(conv, "lock"), s.key(conv, "inbox"), s.key(conv, "history"), s.key(conv, "approval"),
-		s.key(conv, "room"), s.key(conv, "ambient")},
+		s.key(conv, liveReplyPart), s.key(conv, "room"), s.key(conv, "ambient")},
 		token, s.opts.LockTTL.Milliseconds()).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("sessions: claim: %w", err)
@@ -65,23 +66,24 @@ func (s *RedisStore) Claim(ctx context.Context, conv string) (*Claim, error) {
 			expires = s.opts.LockTTL
 		}
 		return nil, &LockedError{Expires: expires}
-	case status != 1 || len(res) != 7:
+	case status != 1 || len(res) != 8:
 		return nil, fmt.Errorf("sessions: claim: unexpected reply %v", res)
 	}
 	item, _ := res[1].(string)
 	blob, _ := res[2].(string)
 	queued, _ := res[3].(int64)
 	approval, _ := res[4].(int64)
-	cursor, _ := res[5].(string)
-	ambient, _ := res[6].([]any)
+	cursor, _ := res[6].(string)
+	ambient, _ := res[7].([]any)
 	history, err := parseFramed(blob)
 	if err != nil {
 		// The lock was taken for nothing: give it back at once.
 		_ = releaseScript.Run(context.WithoutCancel(ctx), s.client, []string{s.key(conv, "lock")}, token).Err()
 		return nil, err
 	}
+	live, _ := res[5].(string) // nil (no record) reads as ""
 	return &Claim{Lock: s.held(ctx, conv, token, sent), Item: []byte(item), History: history, Queued: queued, Approval: approval == 1,
-		Room: s.roomState(cursor, ambient)}, nil
+		LiveReply: liveReplyOf(live, []byte(item)), Room: s.roomState(cursor, ambient)}, nil
 }
 
 // completeScript ends a turn in one round trip, and only while the caller
@@ -90,9 +92,10 @@ func (s *RedisStore) Claim(ctx context.Context, conv string) (*Claim, error) {
 // inbox, appends the turn, refreshes the TTL, trims, and releases the
 // lock. It also leaves a receipt for one lock TTL, so that a holder whose
 // reply was lost on the way back and who runs it again learns that its
-// turn is written instead of believing its lock lost.
+// turn is written instead of believing its lock lost; and it forgets the
+// turn's live reply (RecordLiveReply), answered now.
 //
-// KEYS: history, inbox, lock, receipt. ARGV: token, history TTL ms, max
+// KEYS: history, inbox, lock, receipt, live. ARGV: token, history TTL ms, max
 // messages, item, lock TTL ms, messages…
 // Returns {-1} (lock lost) or {trimmed 0/1, messages still queued}.
 var completeScript = redis.NewScript(`
@@ -114,7 +117,7 @@ if #ARGV > 5 then
   end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
-redis.call('DEL', KEYS[3])
+redis.call('DEL', KEYS[3], KEYS[5])
 redis.call('SET', KEYS[4], trimmed, 'PX', ARGV[5])
 return {trimmed, redis.call('LLEN', KEYS[2])}
 `)
@@ -138,7 +141,7 @@ func (s *RedisStore) Complete(ctx context.Context, lock *Lock, item []byte, msgs
 		}
 		args = append(args, b)
 	}
-	keys := []string{s.key(lock.conv, "history"), s.key(lock.conv, "inbox"), s.key(lock.conv, "lock"), s.key(lock.conv, "done:"+lock.token)}
+	keys := []string{s.key(lock.conv, "history"), s.key(lock.conv, "inbox"), s.key(lock.conv, "lock"), s.key(lock.conv, "done:"+lock.token), s.key(lock.conv, liveReplyPart)}
 	var cmd *redis.Cmd
 	if len(along) == 0 {
 		cmd = completeScript.Run(ctx, s.client, keys, args...)
@@ -151,6 +154,7 @@ func (s *RedisStore) Complete(ctx context.Context, lock *Lock, item []byte, msgs
 	}
 	switch {
 	case len(res) == 1 && res[0] < 0:
+		lock.markLost()
 		lock.end()
 		return Completion{}, ErrLockLost
 	case len(res) != 2:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/parleyhq/parley/channels"
@@ -28,8 +29,10 @@ var contracts = map[Capability]contract{
 	KeyedPoster:       {"a post asked for again with its key is found, not made twice", checkKeyedPoster},
 	PosterFor:         {"a PosterFor is a Poster", checkPosterFor},
 	Streamer:          {"StartReply's sink can be discarded", checkStreamer},
+	LiveAdopter:       {"AdoptReply refuses a reference it never made", checkLiveAdopter},
 	Prompter:          {"SendPrompt posts an approval prompt", checkPrompter},
 	Awaited:           {"AwaitsEveryReply is only declared by a local adapter", checkAwaited},
+	Unanswered:        {"LeftUnanswered of a message nobody waits for posts nothing", checkUnanswered},
 	AttachmentFetcher: {"FetchAttachment refuses an attachment that names nothing", checkFetcher},
 	PostCounter:       {"Posts counts a short reply as one post", checkPostCounter},
 	RoomReader:        {"ReadRoom reads the newest Max of a thread oldest first, and nothing again from its cursor", checkRoomReader},
@@ -107,6 +110,22 @@ func checkStreamer(t *testing.T, s Subject) {
 	}
 }
 
+// checkLiveAdopter: a recorded reference is read back from Redis, so a
+// corrupt or forged one must be refused, not acted on (no message of
+// another chat edited or deleted).
+func checkLiveAdopter(t *testing.T, s Subject) {
+	ch, _ := build(t, s)
+	a := channels.CapabilitiesOf(ch).LiveAdopter
+	for _, ref := range []string{"", "not a reference", `{"chat":"elsewhere"}`, strings.Repeat("{", 1<<16)} {
+		sink, err := a.AdoptReply(contextFor(t), s.Message, ref)
+		if err == nil {
+			t.Errorf("AdoptReply(%.40q) = %v; want it refused", ref, sink)
+			continue
+		}
+		noSecret(t, s, "AdoptReply's error", err.Error())
+	}
+}
+
 func checkPrompter(t *testing.T, s Subject) {
 	ch, _ := build(t, s)
 	_, err := channels.CapabilitiesOf(ch).Prompter.SendPrompt(contextFor(t), s.Message, channels.Reply{
@@ -156,6 +175,20 @@ func checkKeyedPoster(t *testing.T, s Subject) {
 	}
 	if first == "" || again != first {
 		t.Errorf("PostKeyed again gave id %q; want the first post's %q", again, first)
+	}
+}
+
+func checkUnanswered(t *testing.T, s Subject) {
+	ch, _ := build(t, s)
+	before := 0
+	if s.SendAttempts != nil {
+		before = s.SendAttempts()
+	}
+	// No request waits for s.Message: there is nothing to end, and
+	// nothing reaches the platform.
+	channels.CapabilitiesOf(ch).Unanswered.LeftUnanswered(contextFor(t), s.Message)
+	if s.SendAttempts != nil && s.SendAttempts() != before {
+		t.Errorf("LeftUnanswered sent %d messages; want none", s.SendAttempts()-before)
 	}
 }
 

@@ -328,7 +328,7 @@ func (c *Adapter) REPL(ctx context.Context, h channels.Handler, in io.Reader, ou
 			return err
 		}
 		if !a.shown {
-			fmt.Fprintln(out, a.reply.Text)
+			fmt.Fprintln(out, channels.PlainText(a.reply.Text))
 		}
 	}
 }

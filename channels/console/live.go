@@ -26,30 +26,34 @@ func (c *Adapter) StartReply(_ context.Context, m channels.Message) (channels.Re
 // terminal cannot take printed text back.
 const restartNote = "[the answer was interrupted and starts again]"
 
-// liveSink prints one answer as it is written. What is printed cannot be
-// taken back, so a withdrawn text is left where it is, ended, and marked
-// by restartNote; the answer then starts again on a line of its own.
+// liveSink prints one answer as it is written, rendered as plain text
+// (see channels.PlainText). What is printed cannot be taken back, so a
+// line is printed only as far as its rendering is settled (a "**" may
+// yet close), a withdrawn text is left where it is, ended, and marked by
+// restartNote; the answer then starts again on a line of its own.
 type liveSink struct {
-	w      *waiter
-	status io.Writer
-	shown  strings.Builder // the text printed since the last reset
-	open   bool            // a line of the answer is not yet ended
+	w       *waiter
+	status  io.Writer
+	shown   strings.Builder // the text received since the last reset
+	render  channels.PlainTextRenderer
+	pending string // the received part of the line not yet ended
+	printed string // what is printed of pending's rendering
+	open    bool   // a line of the answer is not yet ended
 }
 
 // Show implements channels.ReplySink.
 func (s *liveSink) Show(_ context.Context, p channels.Progress) (bool, error) {
 	switch p.Kind {
 	case channels.ProgressText:
-		if _, err := io.WriteString(s.w.live, p.Text); err != nil {
-			return false, fmt.Errorf("console: print the answer: %w", err)
+		if err := s.print(p.Text); err != nil {
+			return false, err
 		}
 		s.shown.WriteString(p.Text)
-		s.open = !strings.HasSuffix(p.Text, "\n")
 		return true, nil
 	case channels.ProgressReset:
 		s.endLine()
 		s.note(restartNote)
-		s.shown.Reset()
+		s.restart()
 	case channels.ProgressTool:
 		s.note("[running " + p.Name + "]")
 	case channels.ProgressSkill:
@@ -65,10 +69,11 @@ func (s *liveSink) Finish(_ context.Context, r channels.Reply) error {
 	rest, ok := strings.CutPrefix(r.Text, s.shown.String())
 	if !ok {
 		s.endLine()
+		s.restart()
 		rest = r.Text
 	}
-	if _, err := fmt.Fprintln(s.w.live, rest); err != nil {
-		return fmt.Errorf("console: print the answer: %w", err)
+	if err := s.print(rest + "\n"); err != nil {
+		return err
 	}
 	select {
 	case s.w.answers <- answer{reply: r, shown: true}:
@@ -82,6 +87,47 @@ func (s *liveSink) Finish(_ context.Context, r channels.Reply) error {
 func (s *liveSink) Discard(context.Context) error {
 	s.endLine()
 	return nil
+}
+
+// print renders text, the next piece of the answer: each line it ends,
+// and the settled start of the line it leaves open.
+func (s *liveSink) print(text string) error {
+	var b strings.Builder
+	s.pending += text
+	for {
+		line, after, ended := strings.Cut(s.pending, "\n")
+		if !ended {
+			break
+		}
+		out, ok := s.render.Line(line)
+		switch rest, same := strings.CutPrefix(out, s.printed); {
+		case ok && same:
+			b.WriteString(rest + "\n")
+		case ok: // not expected: what was printed is left, the line follows whole
+			b.WriteString("\n" + out + "\n")
+		case s.printed != "":
+			b.WriteString("\n")
+		}
+		s.pending, s.printed, s.open = after, "", false
+	}
+	if settled := s.render.Settled(s.pending); len(settled) > len(s.printed) && strings.HasPrefix(settled, s.printed) {
+		b.WriteString(settled[len(s.printed):])
+		s.printed, s.open = settled, true
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	if _, err := io.WriteString(s.w.live, b.String()); err != nil {
+		return fmt.Errorf("console: print the answer: %w", err)
+	}
+	return nil
+}
+
+// restart forgets the text received: what follows is a new answer.
+func (s *liveSink) restart() {
+	s.shown.Reset()
+	s.render = channels.PlainTextRenderer{}
+	s.pending, s.printed = "", ""
 }
 
 func (s *liveSink) endLine() {

@@ -154,3 +154,38 @@ func TestAskIsNotLive(t *testing.T) {
 		t.Fatalf("Ask = %+v, %v", r, err)
 	}
 }
+
+// TestTheConsolePrintsMarkdownAsPlainText: the model's Markdown reaches
+// the terminal rendered, live in pieces of every size and in the REPL
+// without live printing alike: no emphasis markers, headings as their
+// text, links as "text (url)", bullets, code without its fences; the
+// history keeps the Markdown.
+func TestTheConsolePrintsMarkdownAsPlainText(t *testing.T) {
+	const md = "# Rolling back\n\nUse **the dashboard** or *the CLI*, see [the runbook](https://runbook.example/rb).\n\n- first `step`\n- second\n\n```sh\nparley rollback --to **v1**\n```\nDone."
+	want := "Rolling back\n\nUse the dashboard or the CLI, see the runbook (https://runbook.example/rb).\n\n• first step\n• second\n\n    parley rollback --to **v1**\nDone.\n"
+	for _, runes := range []int{1, 3, 7, 1000} {
+		c := newChat(t, console.Options{}, openaitest.WithChunkRunes(runes))
+		c.model.Script(openaitest.Text(md))
+		var out writes
+		r, shown, err := c.ch.AskLive(context.Background(), c.gw, "how?", &out)
+		if err != nil || !shown || r.Text != md {
+			t.Fatalf("AskLive = %+v, shown %v, %v", r, shown, err)
+		}
+		if got := out.String(); got != want {
+			t.Errorf("chunks of %d runes printed\n%s\nwant\n%s", runes, got, want)
+		}
+		if s := c.stored(t); s != md {
+			t.Errorf("stored %q, want the Markdown", s)
+		}
+	}
+
+	c := newChat(t, console.Options{})
+	c.model.Script(openaitest.Text(md))
+	var out writes
+	if err := c.ch.REPL(context.Background(), c.gw, strings.NewReader("how?\n"), &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "> "+want) {
+		t.Errorf("the REPL printed\n%s\nwant\n%s", out.String(), want)
+	}
+}

@@ -117,8 +117,11 @@ type cardSink struct {
 	msgID  string // the message showing the card ("" until sent)
 	cardID string // cardkit: the card entity
 	seq    int    // cardkit: the last sequence used
-	last   time.Time
-	broken error // the card could not be updated; Finish repairs or removes it
+	// created is when the card was sent (for an adopter's sequence, see
+	// liveadopt.go).
+	created time.Time
+	last    time.Time
+	broken  error // the card could not be updated; Finish repairs or removes it
 }
 
 // Show implements channels.ReplySink.
@@ -281,7 +284,7 @@ func (s *cardSink) startCardKit(ctx context.Context, body string) error {
 	if err != nil {
 		return err
 	}
-	s.cardID, s.msgID, s.last = out.Data.CardID, id, time.Now()
+	s.cardID, s.msgID, s.last, s.created = out.Data.CardID, id, time.Now(), time.Now()
 	return nil
 }
 
@@ -339,7 +342,7 @@ func (s *cardSink) startPatch(ctx context.Context, body string) error {
 	if err != nil {
 		return err
 	}
-	s.msgID, s.last = id, time.Now()
+	s.msgID, s.last, s.created = id, time.Now(), time.Now()
 	return nil
 }
 

@@ -229,7 +229,7 @@ func (s *liveSink) finishUpdate(ctx context.Context, r channels.Reply) error {
 		if err == nil {
 			return nil
 		}
-		if refused(err) {
+		if refused(err) && !s.adopted {
 			s.a.downgrade(s.m.Workspace, modeUpdate, modePost, true, err)
 			return s.remove(ctx, err)
 		}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,9 +83,6 @@ type roomAnswer struct {
 // roomSubtypes are the message subtypes that carry what someone wrote;
 // joins, topic changes and the like are left out.
 var roomSubtypes = map[string]bool{"": true, "file_share": true, "thread_broadcast": true, "bot_message": true, "me_message": true}
-
-// tsPattern is a Slack ts: a cursor that is not one is not sent.
-var tsPattern = regexp.MustCompile(`^[0-9]{1,12}\.[0-9]{1,6}$`)
 
 // ReadRoom implements channels.RoomReader.
 func (a *Adapter) ReadRoom(ctx context.Context, q channels.RoomQuery) (channels.Room, error) {

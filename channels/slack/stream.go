@@ -235,6 +235,9 @@ type liveSink struct {
 	ts      string // update: the message edited
 	posted  string // update: its text as last posted or edited
 	visible bool   // something of the reply was shown
+	// adopted: another process showed the reply (AdoptReply); a refusal
+	// to edit its message says nothing of the workspace's modes.
+	adopted bool
 }
 
 // key is the delivery id of one message of the reply: kind "u" the

@@ -299,7 +299,7 @@ func (a *Adapter) PostsFor(m channels.Message) bool { return m.Meta["via"] == Vi
 // Parts implements channels.Poster: the phone-sized chunks Send makes of
 // an iLink answer.
 func (a *Adapter) Parts(m channels.Message, r channels.Reply) []string {
-	return splitChars(PlainText(r.Text), a.cfg.ChunkChars)
+	return splitChars(channels.PlainText(r.Text), a.cfg.ChunkChars)
 }
 
 // Post implements channels.Poster for iLink answers (see PostsFor).
@@ -331,6 +331,6 @@ func (a *Adapter) Posts(m channels.Message, text string) int {
 		}
 		return n
 	default:
-		return len(splitChars(PlainText(text), a.cfg.ChunkChars))
+		return len(splitChars(channels.PlainText(text), a.cfg.ChunkChars))
 	}
 }

@@ -21,7 +21,7 @@ func (s *ilinkSide) send(ctx context.Context, m channels.Message, text string) e
 	if !ok {
 		return fmt.Errorf("wechat: iLink bot %s is not logged in", m.Workspace)
 	}
-	chunks := splitChars(PlainText(text), s.adapter.cfg.ChunkChars)
+	chunks := splitChars(channels.PlainText(text), s.adapter.cfg.ChunkChars)
 	return s.sendChunks(ctx, a, m.Chat, m.Meta["context_token"], chunks)
 }
 

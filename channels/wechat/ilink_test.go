@@ -456,7 +456,7 @@ func TestSplitCharsCountsCharactersNotBytes(t *testing.T) {
 			t.Errorf("ascii chunk of %d characters", n)
 		}
 	}
-	if got := PlainText("## Title\n**bold** and [link](https://x.y/z)"); got != "Title\nbold and link (https://x.y/z)" {
+	if got := channels.PlainText("## Title\n**bold** and [link](https://x.y/z)"); got != "Title\nbold and link (https://x.y/z)" {
 		t.Errorf("plainText = %q", got)
 	}
 	if got := stripMention("@Parley  /skill list"); got != "/skill list" {

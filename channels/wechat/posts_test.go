@@ -15,7 +15,7 @@ func TestPostsCountsWhatSendSends(t *testing.T) {
 	a := &Adapter{cfg: Config{ChunkChars: 600}}
 	text := strings.Repeat("word ", 2000) // 10,000 characters
 	ilink := channels.Message{Meta: map[string]string{"via": ViaILink}}
-	if got, want := a.Posts(ilink, text), len(splitChars(PlainText(text), 600)); got != want || got < 16 {
+	if got, want := a.Posts(ilink, text), len(splitChars(channels.PlainText(text), 600)); got != want || got < 16 {
 		t.Errorf("iLink: %d posts, want %d (about 17)", got, want)
 	}
 	wecom := channels.Message{Meta: map[string]string{"via": ViaWeCom}}

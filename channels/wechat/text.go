@@ -46,26 +46,6 @@ func byteLimit(s string, chars int) int {
 	return chars * max(per, 1)
 }
 
-// The expressions are compiled on first use: only a replica serving
-// WeChat needs them, and each compiled one is heap kept for the process's
-// life.
-var (
-	mdHeading = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^#{1,6}\s+`) })
-	mdBold    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\*\*([^*\n]+)\*\*|__([^_\n]+)__`) })
-	mdLink    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\[([^\]\n]+)\]\((https?://[^)\s]+)\)`) })
-)
-
-// PlainText turns the model's Markdown into text a WeChat bubble shows
-// well: WeChat renders no Markdown, so heading marks and bold markers go,
-// and links become "text (url)". Code fences are kept: they still mark
-// code for a reader.
-func PlainText(md string) string {
-	s := mdHeading().ReplaceAllString(md, "")
-	s = mdBold().ReplaceAllString(s, "$1$2")
-	s = mdLink().ReplaceAllString(s, "$1 ($2)")
-	return strings.TrimSpace(s)
-}
-
 var leadingMention = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\s*@\S+)+\s*`) })
 
 // stripMention removes the @bot mention(s) a WeCom group message starts

@@ -168,7 +168,9 @@ func (e *environment) askOnce(a *app, ch *console.Adapter, message string) error
 		return fmt.Errorf("the message was not answered: %s", r.Text)
 	}
 	if !shown {
-		fmt.Fprintln(e.stdout, r.Text)
+		// Plain text on a terminal and to a script alike: the model
+		// writes Markdown, which neither renders.
+		fmt.Fprintln(e.stdout, channels.PlainText(r.Text))
 	}
 	return nil
 }

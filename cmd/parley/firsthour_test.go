@@ -109,13 +109,13 @@ func TestServeWarnsWithoutAChannel(t *testing.T) {
 
 // TestConfigCheckOutputReadsBackTheSame: the output of config check, fed
 // back as the config, prints the same and explains the same policies
-// (tools.allow: [] and access.users: [] included); names in the policies
-// that match no tool or skill are warned about on stderr, exit 0.
+// (tools.allow: [] and access.users: [] included); names in the allow
+// lists that match no tool or skill are warned about on stderr, exit 0.
 func TestConfigCheckOutputReadsBackTheSame(t *testing.T) {
 	file := `policies:
   default:
     tools:
-      deny: [shel]
+      allow: ["*", shel]
     access:
       users: []
   platforms:
@@ -123,7 +123,7 @@ func TestConfigCheckOutputReadsBackTheSame(t *testing.T) {
       tools:
         allow: []
       skills:
-        deny: [no-such-skill]
+        allow: [no-such-skill]
       workspaces:
         T1:
           tools:
@@ -150,10 +150,10 @@ func TestConfigCheckOutputReadsBackTheSame(t *testing.T) {
 	orig := writeConfig(t, file)
 	out1, warnings := check(orig)
 	for _, want := range []string{
-		`policies.default.tools.deny: "shel" matches no tool`,
-		`policies.platforms.slack.skills.deny: "no-such-skill" matches no skill`,
+		`warning: line 4: policies.default.tools.allow: "shel" matches no tool`,
+		`warning: line 12: policies.platforms.slack.skills.allow: "no-such-skill" matches no skill`,
 	} {
-		if !strings.Contains(warnings, "warning: "+want) {
+		if !strings.Contains(warnings, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, warnings)
 		}
 	}
@@ -180,9 +180,10 @@ func TestConfigCheckOutputReadsBackTheSame(t *testing.T) {
 
 // TestPolicyNameWarnings: names and globs are checked against the skill
 // and web tools, any tool under a configured MCP server's prefix, and the
-// loaded skills; only those matching nothing are named.
+// loaded skills; only those matching nothing are named, those of a deny
+// or approve list as problems, the others as warnings, each with its line.
 func TestPolicyNameWarnings(t *testing.T) {
-	file := writeConfig(t, `tools:
+	path := writeConfig(t, `tools:
   mcp:
     servers:
       gh:
@@ -192,8 +193,8 @@ skills:
 policies:
   default:
     tools:
-      allow: ["*", "web_*", gh__create_issue, "gh*"]
-      deny: [gl__delete, load_skil]
+      allow: ["*", "web_*", gh__create_issue, "gh*", gl__list]
+      deny: [gh__delete_repo, "gh__*", gl__delete, load_skil]
   platforms:
     slack:
       workspaces:
@@ -204,28 +205,112 @@ policies:
                 approve: [save_skill_ref]
               skills:
                 allow: ["*", "nothing-like-this-*"]
+                deny: [no-such-skill]
 `)
-	cfg, err := config.Load(file, mapEnv(map[string]string{"PARLEY_HOME": t.TempDir(), "PARLEY_WORKSPACE": t.TempDir()}))
+	getenv := mapEnv(map[string]string{"PARLEY_HOME": t.TempDir(), "PARLEY_WORKSPACE": t.TempDir()})
+	cfg, err := config.Load(path, getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := policyNameWarnings(cfg)
-	want := []string{
-		`policies.default.tools.deny: "gl__delete" matches no tool`,
-		`policies.default.tools.deny: "load_skil" matches no tool`,
-		`policies.platforms.slack.workspaces.T1.chats.C1.tools.approve: "save_skill_ref" matches no tool`,
-		`policies.platforms.slack.workspaces.T1.chats.C1.skills.allow: "nothing-like-this-*" matches no skill`,
-		`skills.index: "find-skills-typo" matches no skill`,
+	lines, err := config.ReadLines(path, getenv)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(got) != len(want) {
-		t.Fatalf("warnings:\n%s\nwant %d", strings.Join(got, "\n"), len(want))
+	problems, warnings := policyNameProblems(cfg, lines)
+	for _, tt := range []struct {
+		what     string
+		got      []string
+		want     []string
+		wantList string // a tool or skill the first message lists as known
+	}{
+		{"problems", problems, []string{
+			`line 12: policies.default.tools.deny: "gl__delete" matches no tool`,
+			`line 12: policies.default.tools.deny: "load_skil" matches no tool`,
+			`line 20: policies.platforms.slack.workspaces.T1.chats.C1.tools.approve: "save_skill_ref" matches no tool`,
+			`line 23: policies.platforms.slack.workspaces.T1.chats.C1.skills.deny: "no-such-skill" matches no skill`,
+		}, "gh__*"},
+		{"warnings", warnings, []string{
+			`line 11: policies.default.tools.allow: "gl__list" matches no tool`,
+			`line 22: policies.platforms.slack.workspaces.T1.chats.C1.skills.allow: "nothing-like-this-*" matches no skill`,
+			`line 7: skills.index: "find-skills-typo" matches no skill`,
+		}, "load_skill"},
+	} {
+		if len(tt.got) != len(tt.want) {
+			t.Errorf("%s:\n%s\nwant %d", tt.what, strings.Join(tt.got, "\n"), len(tt.want))
+			continue
+		}
+		for i, w := range tt.want {
+			if !strings.HasPrefix(tt.got[i], w) {
+				t.Errorf("%s %d = %q; want it to start with %q", tt.what, i, tt.got[i], w)
+			}
+		}
+		if !strings.Contains(tt.got[0], tt.wantList) {
+			t.Errorf("%s: the message does not list the known names: %q", tt.what, tt.got[0])
+		}
+	}
+}
+
+// TestAnUnknownNameInDenyIsAnError: a typo in tools.deny denies nothing,
+// so config check refuses the file, listing the name with its key and line
+// among the other problems in line order, and serve refuses to start with
+// the same words; a name under a configured MCP server's prefix is not
+// refused (its tools are known only once it answers), nor is a typo in an
+// allow list (a warning: it allows nothing).
+func TestAnUnknownNameInDenyIsAnError(t *testing.T) {
+	env := mapEnv(map[string]string{"OPENAI_API_KEY": "sk-test", "PARLEY_HOME": t.TempDir(), "PARLEY_WORKSPACE": t.TempDir()})
+	path := writeConfig(t, `tools:
+  mcp:
+    servers:
+      gh:
+        url: https://mcp.example.com/mcp
+policies:
+  default:
+    tools:
+      allow: [web_fetch, web_serch]
+      deny: [gh__delete_repo, shel]
+      approve: ["gh__*"]
+model:
+  timeout: soon
+`)
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"config", "check", "--config", path}, nil, &stdout, &stderr, env)
+	if code == 0 {
+		t.Fatalf("config check accepted a deny list naming no tool:\n%s", stderr.String())
+	}
+	got := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	want := []string{
+		`warning: line 9: policies.default.tools.allow: "web_serch" matches no tool`,
+		`line 10: policies.default.tools.deny: "shel" matches no tool`,
+		`line 13: model.timeout: `,
+	}
+	if len(got) < len(want) {
+		t.Fatalf("stderr:\n%s\nwant the lines starting\n%s", stderr.String(), strings.Join(want, "\n"))
 	}
 	for i, w := range want {
 		if !strings.HasPrefix(got[i], w) {
-			t.Errorf("warning %d = %q; want it to start with %q", i, got[i], w)
+			t.Errorf("line %d of stderr = %q; want it to start with %q", i, got[i], w)
 		}
 	}
-	if !strings.Contains(got[0], "gh__*") || !strings.Contains(got[0], "load_skill") {
-		t.Errorf("the tool warning does not list the known tools: %q", got[0])
+	if strings.Contains(stderr.String(), "gh__") && !strings.Contains(stderr.String(), "gh__*)") {
+		t.Errorf("a name under the MCP server's prefix is refused:\n%s", stderr.String())
+	}
+
+	path = writeConfig(t, `policies:
+  default:
+    tools:
+      deny: [shel]
+`)
+	stderr.Reset()
+	if code := run(context.Background(), []string{"config", "check", "--config", path}, nil, &stdout, &stderr, env); code == 0 {
+		t.Fatalf("config check accepted tools.deny: [shel]:\n%s", stderr.String())
+	}
+	checked := strings.TrimSpace(stderr.String())
+	stderr.Reset()
+	if code := run(context.Background(), []string{"serve", "--config", path}, nil, &stdout, &stderr, env); code == 0 {
+		t.Fatal("serve started with tools.deny: [shel]")
+	}
+	const msg = `line 4: policies.default.tools.deny: "shel" matches no tool`
+	if !strings.HasPrefix(checked, msg) || !strings.Contains(stderr.String(), msg) {
+		t.Errorf("config check and serve do not refuse with the same words:\n--- check\n%s\n--- serve\n%s", checked, stderr.String())
 	}
 }

@@ -27,6 +27,9 @@ func (e *environment) serve(args []string) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := policyNames(cfg, *path, e.getenv); err != nil {
+		return err // what config check refuses, with its words
+	}
 	log := newLogger(e.stderr, cfg)
 	for _, w := range warnings {
 		log.Warn("config: " + w)

@@ -23,10 +23,20 @@ import (
 type Config struct {
 	// Outbox delivers the replies of channels that post part by part; nil
 	// sends every reply once, with Send.
-	Outbox  *outbox.Outbox
+	Outbox *outbox.Outbox
+	// Replies records what a live reply shows with its turn, for the
+	// conversation's next holder should this process stop mid-answer;
+	// nil records nothing.
+	Replies LiveReplies
 	Tracer  tracing.Tracer
 	Metrics *metrics.Metrics // not nil
 	Log     *slog.Logger     // not nil
+}
+
+// LiveReplies records a live reply with its turn (sessions.Store's
+// RecordLiveReply).
+type LiveReplies interface {
+	RecordLiveReply(ctx context.Context, lock *sessions.Lock, item []byte, ref string) error
 }
 
 // Deliverer chooses and runs the delivery of replies.

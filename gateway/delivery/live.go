@@ -8,6 +8,7 @@ import (
 
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/sessions"
 	"github.com/parleyhq/parley/tracing"
 )
 
@@ -20,6 +21,14 @@ type Live struct {
 	sink channels.ReplySink
 	msg  channels.Message
 	d    *Deliverer
+	// claim is the turn's (nil: none; nothing is recorded); adopted: the
+	// sink is a reply an earlier attempt at the message showed and did
+	// not finish (see adopt), which shows no progress of this turn.
+	claim   *sessions.Claim
+	adopted bool
+	// recorded is the reference last recorded with the turn, "" when
+	// none; written by the pump, read once it has stopped.
+	recorded string
 
 	mu sync.Mutex
 	// visible is called once, when the user first sees progress (see
@@ -36,8 +45,15 @@ type Live struct {
 
 // StartLive starts the live reply to the route's message when its channel
 // streams replies; nil otherwise, or when the channel cannot stream this
-// one.
-func (r Route) StartLive(ctx context.Context) *Live {
+// one. c is the turn's claim (nil: none): when an earlier attempt at its
+// message showed a live reply and died before finishing it, that reply is
+// adopted instead, and finished with this turn's answer.
+func (r Route) StartLive(ctx context.Context, c *sessions.Claim) *Live {
+	if c != nil && c.LiveReply != "" {
+		if l := r.adopt(ctx, c); l != nil {
+			return l
+		}
+	}
 	if r.caps == nil || r.caps.Streamer == nil {
 		return nil
 	}
@@ -50,8 +66,13 @@ func (r Route) StartLive(ctx context.Context) *Live {
 	if sink == nil {
 		return nil
 	}
+	return r.live(ctx, sink, c)
+}
+
+// live starts showing through sink.
+func (r Route) live(ctx context.Context, sink channels.ReplySink, c *sessions.Claim) *Live {
 	l := &Live{
-		sink: sink, msg: m, d: d,
+		sink: sink, msg: r.m, d: r.d, claim: c,
 		wake:    make(chan struct{}, 1),
 		stopped: make(chan struct{}),
 		done:    make(chan struct{}),
@@ -60,10 +81,30 @@ func (r Route) StartLive(ctx context.Context) *Live {
 	return l
 }
 
+// adopt is the live reply c records, left by an earlier attempt at its
+// message, for this turn to finish; nil when the channel cannot adopt it
+// (then it stays beside the answer, which is logged).
+func (r Route) adopt(ctx context.Context, c *sessions.Claim) *Live {
+	log := r.d.cfg.Log
+	if r.caps == nil || r.caps.LiveAdopter == nil {
+		log.WarnContext(ctx, "an earlier attempt's live reply cannot be finished by this channel; it stays beside the answer", "channel", r.m.Channel)
+		return nil
+	}
+	sink, err := r.caps.LiveAdopter.AdoptReply(ctx, r.m, c.LiveReply)
+	if err != nil {
+		log.WarnContext(ctx, "an earlier attempt's live reply is not this channel's; it is left alone", "channel", r.m.Channel, "err", err)
+		return nil
+	}
+	log.InfoContext(ctx, "an earlier attempt at this message left its live reply unfinished; this turn's answer finishes it", "channel", r.m.Channel)
+	l := r.live(ctx, sink, c)
+	l.adopted, l.recorded = true, c.LiveReply
+	return l
+}
+
 // Events is the agent's event listener for the turn; nil without a live
 // reply, so the agent does not report.
 func (l *Live) Events() func(agent.Event) {
-	if l == nil {
+	if l == nil || l.adopted {
 		return nil
 	}
 	return l.event
@@ -146,10 +187,11 @@ func (l *Live) pump(ctx context.Context) {
 		}
 		l.mu.Unlock()
 		for _, p := range batch {
-			if failed {
+			if failed || l.leftToAnother() {
 				break
 			}
 			visible, err := l.sink.Show(ctx, p)
+			l.record(ctx)
 			if err != nil {
 				// The final reply still comes, through Finish or Send.
 				failed = true
@@ -169,6 +211,35 @@ func (l *Live) pump(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// record records what the sink shows with the turn, when that changed:
+// one write when the reply first shows, and one for each message it adds
+// later (a stream rolling over), not one per piece of text. A failure is
+// logged; the next Show tries again.
+func (l *Live) record(ctx context.Context) {
+	rs, ok := l.sink.(channels.Referenced)
+	if !ok || l.claim == nil || l.d.cfg.Replies == nil {
+		return
+	}
+	ref := rs.Reference()
+	if ref == "" || ref == l.recorded {
+		return
+	}
+	if err := l.d.cfg.Replies.RecordLiveReply(ctx, l.claim.Lock, l.claim.Item, ref); err != nil {
+		l.d.cfg.Log.WarnContext(ctx, "cannot record the live reply with its turn; should this process stop, it stays beside the answer", "channel", l.msg.Channel, "err", err)
+		return
+	}
+	l.recorded = ref
+}
+
+// leftToAnother reports whether the reply is recorded and its turn's lock
+// may be another's by now: that holder finishes the reply, so this one
+// must not touch it again (a withdrawn attempt, say, would delete the
+// message the other has just completed). Called by the pump, or once it
+// has stopped.
+func (l *Live) leftToAnother() bool {
+	return l.recorded != "" && l.claim.Lock.MayBeAnothers()
 }
 
 // stop ends the pump, waiting for a Show in flight; progress still queued
@@ -211,12 +282,18 @@ func (l *Live) finish(ctx context.Context, r channels.Reply) bool {
 	return true
 }
 
-// Discard removes what the live reply showed. Safe on a nil reply.
+// Discard removes what the live reply showed. Safe on a nil reply. A
+// recorded reply whose turn's lock may be another's by now is left to
+// that holder, which finishes it: removing it could remove its answer.
 func (l *Live) Discard(ctx context.Context) {
 	if l == nil {
 		return
 	}
 	l.stop()
+	if l.leftToAnother() {
+		l.d.cfg.Log.WarnContext(ctx, "the conversation's lock may be another's; its live reply is left for that holder to finish", "channel", l.msg.Channel)
+		return
+	}
 	if err := l.sink.Discard(ctx); err != nil {
 		l.d.cfg.Log.WarnContext(ctx, "could not remove a live reply", "channel", l.msg.Channel, "err", err)
 	}

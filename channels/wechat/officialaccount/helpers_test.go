@@ -39,6 +39,10 @@ type gateway struct {
 	turnOn  func() *Adapter
 	release chan struct{} // nil: answer at once
 	answer  func(text string) string
+	// quiet, when set, picks the messages refused without a reply (as the
+	// gateway refuses a rate-limited sender already told): their channel
+	// is told they are left unanswered, and nothing is sent.
+	quiet func(text string) bool
 
 	mu    sync.Mutex
 	got   []channels.Message
@@ -69,6 +73,10 @@ func (g *gateway) Submit(ctx context.Context, m channels.Message) error {
 		defer stop()
 		if release != nil {
 			<-release
+		}
+		if g.quiet != nil && g.quiet(m.Text) {
+			ch.LeftUnanswered(ctx, m)
+			return
 		}
 		reply := channels.Reply{Text: g.answer(m.Text)}
 		if m.Unsupported != "" { // as the gateway answers a sender it admits

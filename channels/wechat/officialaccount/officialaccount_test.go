@@ -458,3 +458,38 @@ func TestOversizedSlowAndUnauthenticated(t *testing.T) {
 		t.Fatalf("reached the gateway: %+v", got)
 	}
 }
+
+// TestARateLimitedOfficialAccountSenderIsAnsweredAtOnce: a message the
+// gateway refuses without a reply (a rate-limited sender inside the
+// notice window), its turn run on another replica, ends the waiting
+// callback at once with the empty answer, long before its passive
+// deadline (ten minutes here, so a callback left to it would not return
+// within the test); a retry of the callback is answered empty too, and
+// nothing goes out as a customer-service message.
+func TestARateLimitedOfficialAccountSenderIsAnsweredAtOnce(t *testing.T) {
+	c := newCluster(t, testAESKey)
+	c.gw.quiet = func(text string) bool { return text == "too fast" }
+	long := func(o *Options) { o.PassiveWait = 10 * time.Minute }
+	c.replica(t, "b", long) // runs the turns
+	a := c.replica(t, "a", long)
+	req := c.platform.Encrypted(t, inbound("o-fast", "too fast", "901"), true)
+
+	answered := make(chan wechattest.Answer, 1)
+	go func() { answered <- wechattest.Post(t, a.url(), req) }()
+	var got wechattest.Answer
+	select {
+	case got = <-answered:
+	case <-time.After(time.Minute): // a bound on a failing test, not a measurement
+		t.Fatal("the callback of a quietly refused message is still waiting")
+	}
+	if got.Status != http.StatusOK || string(got.Body) != "success" {
+		t.Fatalf("answer = %d %q; want the empty reply", got.Status, got.Body)
+	}
+	if retry := wechattest.Post(t, a.url(), req); retry.Status != http.StatusOK || string(retry.Body) != "success" {
+		t.Fatalf("the retry was answered %d %q; want the empty reply", retry.Status, retry.Body)
+	}
+	c.gw.turns.Wait()
+	if n := len(c.fake.CustomMessages()); n != 0 {
+		t.Fatalf("%d customer-service messages for a refused message", n)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/parleyhq/parley/channels"
-	"github.com/parleyhq/parley/channels/wechat"
 	"github.com/parleyhq/parley/channels/wechat/wxapi"
 )
 
@@ -41,7 +40,7 @@ var ErrWindowClosed = errors.New("wechat_oa: the user's 48-hour reply window is 
 // it goes out as customer-service messages. Answers held by a closed
 // window go first.
 func (a *Adapter) Send(ctx context.Context, m channels.Message, r channels.Reply) error {
-	text := strings.TrimSpace(wechat.PlainText(r.Text))
+	text := strings.TrimSpace(channels.PlainText(r.Text))
 	if text == "" {
 		text = "…"
 	}
@@ -139,5 +138,22 @@ func (a *Adapter) deliverHeld(ctx context.Context, user string) {
 // Posts implements channels.PostCounter: how many customer-service
 // messages Send makes of text.
 func (a *Adapter) Posts(_ channels.Message, text string) int {
-	return max(len(channels.Split(strings.TrimSpace(wechat.PlainText(text)), MessageLimit)), 1)
+	return max(len(channels.Split(strings.TrimSpace(channels.PlainText(text)), MessageLimit)), 1)
+}
+
+var _ channels.Unanswered = (*Adapter)(nil)
+
+// LeftUnanswered implements channels.Unanswered: the callback still
+// waiting for m's answer (a quiet refusal: no reply will come) is told to
+// answer empty at once, which WeChat shows as nothing, rather than holding
+// WeChat's request to its deadline. A retry of the callback is then
+// answered empty too (the message is settled).
+func (a *Adapter) LeftUnanswered(ctx context.Context, m channels.Message) {
+	id := m.Meta[MetaMsgID]
+	if id == "" {
+		return
+	}
+	if _, err := a.passive.handoff(ctx, id, "", false); err != nil {
+		a.log.Warn("could not end the callback of an unanswered message; it answers empty at its deadline", "err", err)
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/parleyhq/parley/channels"
-	"github.com/parleyhq/parley/channels/wechat"
 )
 
 // MessageLimit is the size of one text or markdown message: WeCom cuts
@@ -56,7 +55,7 @@ func (a *Adapter) quoted(ap *app, m channels.Message, answer string) string {
 func (a *Adapter) sendText(ctx context.Context, ap *app, user, chat, text string) error {
 	msgType := ap.cfg.Format
 	if msgType == FormatText {
-		text = wechat.PlainText(text)
+		text = channels.PlainText(text)
 	}
 	parts := channels.Split(text, MessageLimit)
 	if len(parts) == 0 {
@@ -83,7 +82,7 @@ func (a *Adapter) sendText(ctx context.Context, ap *app, user, chat, text string
 // text (the group chat's quoted question aside).
 func (a *Adapter) Posts(m channels.Message, text string) int {
 	if ap, ok := a.apps[m.Workspace]; ok && ap.cfg.Format == FormatText {
-		text = wechat.PlainText(text)
+		text = channels.PlainText(text)
 	}
 	return max(len(channels.Split(text, MessageLimit)), 1)
 }

@@ -1,0 +1,72 @@
+// Package triggers holds the sources of turns that are not chat messages:
+// an alert posted to a webhook, a schedule's fire. Each source is a
+// package of its own below this one (triggers/webhook, triggers/schedule);
+// they produce Work, which the gateway takes through the same
+// de-duplicated, ordered, exactly-once path as a chat message, with a
+// destination instead of a sender, and answers through the same delivery
+// as any reply. A trigger never imports the gateway: the binary hands each
+// source a Submitter.
+package triggers
+
+import (
+	"context"
+	"errors"
+)
+
+// Destination is the chat a trigger's turn is answered in, as written in
+// the configuration: `to: {platform: slack, workspace: T0123, chat: C0456}`.
+// Thread, when set, answers in that thread.
+type Destination struct {
+	Platform  string `yaml:"platform" json:"platform"`
+	Workspace string `yaml:"workspace" json:"workspace,omitempty"`
+	Chat      string `yaml:"chat" json:"chat"`
+	Thread    string `yaml:"thread" json:"thread,omitempty"`
+}
+
+// Validate reports a destination missing what every platform needs.
+func (d Destination) Validate() error {
+	switch {
+	case d.Platform == "":
+		return errors.New("to.platform is required")
+	case d.Chat == "":
+		return errors.New("to.chat is required")
+	}
+	return nil
+}
+
+// Answer modes of a trigger.
+const (
+	// AnswerPost posts the trigger's text as it is.
+	AnswerPost = "post"
+	// AnswerAgent posts the text (when there is one), then runs an agent
+	// turn in that conversation with the trigger's data as untrusted data.
+	AnswerAgent = "agent"
+)
+
+// Work is one turn a trigger asks for.
+type Work struct {
+	// ID identifies the work across replicas and retries: the same ID is
+	// done once (a notification's identity, a schedule's name and fire
+	// time).
+	ID string
+	// Trigger names the source ("webhook:NAME", "schedule:NAME"), for
+	// logs, metrics and the turn's user.
+	Trigger string
+	To      Destination
+	// Answer is AnswerPost or AnswerAgent.
+	Answer string
+	// Text is what is posted (Markdown), "" for none.
+	Text string
+	// Prompt is the agent turn's request (AnswerAgent); Data is the
+	// payload the turn is given as untrusted data; Skill, when set, is
+	// loaded first.
+	Prompt string
+	Data   string
+	Skill  string
+}
+
+// Submitter takes Work: it returns once the work is queued durably (so a
+// webhook may answer its sender 200), or an error when it is not.
+type Submitter interface {
+	SubmitWork(ctx context.Context, w Work) error
+}
