@@ -169,7 +169,7 @@ func (s *RedisStore) roomArgs(conv, token string, w RoomWrite, check bool) ([]st
 	if check {
 		flag = "1"
 	}
-	keys := []string{s.key(conv, "done:"+token), s.key(conv, "done:"+token+":room"), s.key(conv, "room"), s.key(conv, "ambient")}
+	keys := []string{s.key(conv, "done:"+token), s.key(conv, "room-written:"+token), s.key(conv, "room"), s.key(conv, "ambient")}
 	return keys, []any{w.Cursor, s.opts.HistoryTTL.Milliseconds(), w.Taken, entry,
 		s.opts.AmbientMessages, s.opts.AmbientBytes, s.opts.AmbientAge.Milliseconds(), s.opts.LockTTL.Milliseconds(), flag}
 }
