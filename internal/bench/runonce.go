@@ -63,8 +63,10 @@ type rig struct {
 // startRig starts the parts of a run in a temporary folder named from
 // dirPrefix, model answering as the model, each stopped by stop; when one
 // fails, those already started are stopped.
-func startRig(ctx context.Context, o Options, dirPrefix string, model http.Handler, prof string) (rg *rig, err error) {
-	rg = &rig{}
+func startRig(ctx context.Context, o Options, dirPrefix string, model http.Handler, prof string) (_ *rig, err error) {
+	// rg is not the named result: each failure returns nil, and the
+	// deferred stop must still see what was started.
+	rg := &rig{}
 	defer func() {
 		if err != nil {
 			rg.stop()
