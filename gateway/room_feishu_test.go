@@ -30,12 +30,13 @@ func feishuMention(said feishutest.Said, text string) channels.Message {
 // TestFeishuTopicReachesTheModelAsData: on the fake Feishu, four people
 // wrote in a topic (and the bot once), then the bot is mentioned: the
 // model's user turn holds their messages with names inside the envelope,
-// not the bot's answer; a second mention reads only what is new; a rate
-// limit answers without the room and is counted.
+// not the bot's answer; a second mention, answered by another replica,
+// reads only what is new; a rate limit answers without the room and is
+// counted.
 func TestFeishuTopicReachesTheModelAsData(t *testing.T) {
 	t.Parallel()
 	r, model, fake := redistest.New(t), openaitest.New(t), feishutest.New(t)
-	rp := newFeishuReplica(t, r, model, fake)
+	rp, other := newFeishuReplica(t, r, model, fake), newFeishuReplica(t, r, model, fake)
 	for id, name := range map[string]string{"ou_ana": "Ana", "ou_bo": "Bo", "ou_cy": "Cy", "ou_di": "Di"} {
 		fake.AddUser(id, name)
 	}
@@ -43,11 +44,11 @@ func TestFeishuTopicReachesTheModelAsData(t *testing.T) {
 	fake.Say("oc_g", "omt_1", "ou_bo", "the migration is not tested")
 	fake.Say("oc_g", "omt_1", "ou_cy", "I can test thursday")
 	fake.Say("oc_g", "omt_1", "ou_di", "who signs off?")
-	mention := func(text string) {
+	mention := func(on *outboxReplica, text string) {
 		t.Helper()
 		said := fake.Say("oc_g", "omt_1", "ou_ana", "@_user_1 "+text,
 			feishutest.SaidMention{Key: "@_user_1", OpenID: feishutest.BotOpenID, Name: "Parley"})
-		if err := rp.gw.Submit(context.Background(), feishuMention(said, text)); err != nil {
+		if err := on.gw.Submit(context.Background(), feishuMention(said, text)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -55,7 +56,7 @@ func TestFeishuTopicReachesTheModelAsData(t *testing.T) {
 		t.Helper()
 		slacktest.WaitFor(t, "the answers", 30*time.Second, func() bool { return len(model.Requests()) >= n && len(fake.Sent()) >= n })
 	}
-	mention("summarise")
+	mention(rp, "summarise")
 	answers(1)
 	room := roomOf(t, lastUser(t, model.Requests(), 1))
 	for _, want := range []string{"Ana (ou_ana): shall we ship?", "Bo (ou_bo): the migration is not tested",
@@ -69,7 +70,7 @@ func TestFeishuTopicReachesTheModelAsData(t *testing.T) {
 	}
 
 	fake.Say("oc_g", "omt_1", "ou_bo", "tested now")
-	mention("and now?")
+	mention(other, "and now?")
 	answers(2)
 	room = roomOf(t, lastUser(t, model.Requests(), 2))
 	if !strings.Contains(room, "Bo (ou_bo): tested now") || strings.Contains(room, "shall we ship") || strings.Contains(room, "echo: ") {
@@ -78,7 +79,7 @@ func TestFeishuTopicReachesTheModelAsData(t *testing.T) {
 
 	fake.Fail("list", feishutest.Failure{Status: 400, Code: 99991400})
 	fake.Say("oc_g", "omt_1", "ou_cy", "one more")
-	mention("last one")
+	mention(rp, "last one")
 	answers(3)
 	if u := lastUser(t, model.Requests(), 3); !strings.HasSuffix(u, "last one") || strings.Contains(u, "one more") {
 		t.Errorf("rate-limited turn = %q, want the question without the room", u)
