@@ -167,10 +167,10 @@ type Adapter struct {
 	calls    *retry.Retrier // Open API calls
 	http     *http.Client
 	state    stateStore
-	limiter  *chatLimiter   // without Redis
-	chatPace chatpace.Pacer // with Redis: the chat's budget over every replica
-	live     liveModes      // the first mode of a live reply, by workspace
-	names    *nameCache     // senders' names of room reads (names.go)
+	limiter  *chatLimiter        // without Redis
+	chatPace chatpace.Pacer      // with Redis: the chat's budget over every replica
+	live     liveModes           // the first mode of a live reply, by workspace
+	names    *channels.NameCache // senders' names of room reads (names.go)
 	// refusals keeps refused callbacks from flooding the log.
 	refusals *logthrottle.Throttle
 	// actions are the card clicks waiting for the gateway's answer, by
@@ -228,7 +228,7 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 		handler:  opts.Handler,
 		limiter:  newChatLimiter(opts.ChatInterval),
 		refusals: logthrottle.New(logthrottle.DefaultEvery, opts.Now),
-		names:    newNameCache(opts.Redis, opts.Prefix),
+		names:    channels.NewNameCache(opts.Redis, opts.Prefix+"feishu:name:"),
 	}
 	a.api = newAPIConfig(cfg.AppID, cfg.AppSecret.Reveal(), a.base, opts.HTTPClient, sdkLog)
 	if opts.Redis != nil {

@@ -211,7 +211,7 @@ func (a *Adapter) roomOf(ctx context.Context, m channels.Message, r roomRead, co
 		for _, mn := range msg.Mentions {
 			mentions = append(mentions, mention{key: mn.Key, openID: mn.ID, name: mn.Name})
 			if mn.Name != "" && isOpenID(mn.ID) {
-				known[mn.ID] = cut(mn.Name, maxNameBytes)
+				known[mn.ID] = cut(mn.Name, channels.MaxNameBytes)
 			}
 		}
 		rm := channels.RoomMessage{ID: msg.MessageID, Author: msg.Sender.ID, Time: msTime(msg.CreateTime),

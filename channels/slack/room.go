@@ -246,7 +246,7 @@ func (a *Adapter) roomOf(ctx context.Context, m channels.Message, r roomRead, ma
 		case msg.UserProfile != nil:
 			rm.AuthorName = firstOf(msg.UserProfile.DisplayName, msg.UserProfile.RealName)
 		}
-		rm.AuthorName = cutText(rm.AuthorName, maxNameBytes)
+		rm.AuthorName = cutText(rm.AuthorName, channels.MaxNameBytes)
 		if rm.Text == "" && len(rm.Attachments) == 0 {
 			continue
 		}
