@@ -20,7 +20,9 @@ func (f *fakeSchedules) Add(_ context.Context, _ channels.Message, spec, prompt 
 	return "ab12cd34", "", nil
 }
 
-func (f *fakeSchedules) List(context.Context, channels.Message) (string, error) { return "the list", nil }
+func (f *fakeSchedules) List(context.Context, channels.Message) (string, error) {
+	return "the list", nil
+}
 
 func (f *fakeSchedules) Remove(_ context.Context, _ channels.Message, id string) (string, error) {
 	f.removed = id
