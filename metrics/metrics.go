@@ -55,6 +55,16 @@ const (
 // DeliveryOutcomes are the outcomes of parley_deliveries_total.
 var DeliveryOutcomes = []string{DeliverySent, DeliveryRetried, DeliveryFailed}
 
+// Outcomes of parley_schedule_fires_total.
+const (
+	ScheduleFired  = "fired"
+	ScheduleMissed = "missed"
+	ScheduleError  = "error"
+)
+
+// ScheduleOutcomes are the outcomes of parley_schedule_fires_total.
+var ScheduleOutcomes = []string{ScheduleFired, ScheduleMissed, ScheduleError}
+
 // Metrics holds every collector. The zero value is not usable; call New.
 type Metrics struct {
 	Registry *prometheus.Registry
@@ -111,6 +121,9 @@ type Metrics struct {
 	OutboundFailures *prometheus.CounterVec   // integration, reason, outcome: failed attempts of the retry loop
 	WeChatTokenAge   *prometheus.GaugeVec     // bot: age of the newest context_token of any user
 	WeChatSendsSince *prometheus.HistogramVec // bot: sends since that user's last message, at each send
+
+	ScheduleFires    *prometheus.CounterVec // schedule, outcome (fired, missed, error)
+	ScheduleLateness prometheus.Histogram   // a fire's time from its fire time to its work queued
 }
 
 // New creates every collector on a fresh registry, together with the Go and
@@ -169,6 +182,9 @@ func New() *Metrics {
 	m.WeChatTokenAge = f.gaugeVec("parley_wechat_context_token_age_seconds", "Age of the newest iLink context_token of each logged-in bot: replies are only possible while it is fresh.", "bot")
 	m.WeChatSendsSince = f.histogram("parley_wechat_sends_since_user_message", "Messages sent to a WeChat user since that user last wrote, observed at each send.", []float64{1, 2, 3, 5, 8, 10, 15}, "bot")
 
+	m.ScheduleFires = f.counter("parley_schedule_fires_total", "Fire times of schedules, by schedule (its name in triggers.schedules, or chat for those added with /schedule) and outcome: fired (its work queued, on one replica), missed (passed while no replica ran, skipped), error (not queued; tried again once its claim's lease ends).", "schedule", "outcome")
+	m.ScheduleLateness = f.plainHistogram("parley_schedule_lateness_seconds", "Time from a schedule's fire time to its work queued.", []float64{0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900})
+
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -206,6 +222,17 @@ func (m *Metrics) PrimeModels(chains map[string][]string) {
 		for _, to := range chain {
 			m.LLMFallbacks.WithLabelValues(from, to)
 			from = to
+		}
+	}
+}
+
+// PrimeSchedules creates the fire series of every outcome at zero for
+// each schedule label (the file's names and chat), so that the alert on
+// a failed schedule sees its first failure.
+func (m *Metrics) PrimeSchedules(schedules ...string) {
+	for _, s := range schedules {
+		for _, o := range ScheduleOutcomes {
+			m.ScheduleFires.WithLabelValues(s, o)
 		}
 	}
 }
@@ -276,6 +303,13 @@ func (f factory) histogram(name, help string, buckets []float64, labels ...strin
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 	f.reg.MustRegister(h)
 	f.declare(name, "histogram", labels)
+	return h
+}
+
+func (f factory) plainHistogram(name, help string, buckets []float64) prometheus.Histogram {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+	f.reg.MustRegister(h)
+	f.declare(name, "histogram", nil)
 	return h
 }
 
