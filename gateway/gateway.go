@@ -53,6 +53,7 @@ import (
 	"github.com/parleyhq/parley/retry"
 	"github.com/parleyhq/parley/sessions"
 	"github.com/parleyhq/parley/tracing"
+	"github.com/parleyhq/parley/triggers"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -118,6 +119,16 @@ type Config struct {
 	// indicator is shown (channels.TypingAfter): a faster answer shows
 	// none. 0 shows it as the turn starts.
 	TypingDelay time.Duration
+	// Threads keeps the thread of each alert group (triggers.Work's
+	// Group); nil answers a group's work in its chat, without a thread.
+	Threads *triggers.Threads
+	// WorkMarks are the conversation marks a trigger's work sets, by
+	// platform: the mark with which the adapter follows a thread the bot
+	// takes part in (Slack's slack.MarkFollowed).
+	WorkMarks map[string][]string
+	// WorkMaxAge is how long the root post of an alert group's thread is
+	// tried before the work is dropped (0: config.DefaultOutboxMaxAge).
+	WorkMaxAge time.Duration
 }
 
 // Gateway is the router. Create it with New, register channels, then Start.
@@ -334,6 +345,8 @@ type queued struct {
 	// Trace is the receive span's traceparent, so that the turn, which
 	// may run on another replica, joins the message's trace.
 	Trace string `json:"trace,omitempty"`
+	// Work is set on the work of a trigger (work.go).
+	Work *triggers.Work `json:"work,omitempty"`
 }
 
 // Submit implements channels.Handler: the message is de-duplicated,
