@@ -225,7 +225,7 @@ func (c *Chats) Entries(ctx context.Context) ([]Entry, error) {
 		if err != nil {
 			continue
 		}
-		out = append(out, Entry{Name: "chat-" + s.ID, Label: ChatLabel, Schedule: sched, Missed: MissedSkip,
+		out = append(out, Entry{Name: "chat-" + s.ID, Label: ChatLabel, Spec: s.Cron, Schedule: sched, Missed: MissedSkip,
 			Work: triggers.Work{To: s.To, Answer: triggers.AnswerAgent, Prompt: s.Prompt}})
 	}
 	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
