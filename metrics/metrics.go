@@ -65,6 +65,18 @@ const (
 // ScheduleOutcomes are the outcomes of parley_schedule_fires_total.
 var ScheduleOutcomes = []string{ScheduleFired, ScheduleMissed, ScheduleError}
 
+// Outcomes of parley_trigger_requests_total.
+const (
+	TriggerPosted       = "posted"
+	TriggerDuplicate    = "duplicate"
+	TriggerUnauthorized = "unauthorized"
+	TriggerInvalid      = "invalid"
+	TriggerUnrouted     = "unrouted"
+)
+
+// TriggerOutcomes are the outcomes of parley_trigger_requests_total.
+var TriggerOutcomes = []string{TriggerPosted, TriggerDuplicate, TriggerUnauthorized, TriggerInvalid, TriggerUnrouted}
+
 // Metrics holds every collector. The zero value is not usable; call New.
 type Metrics struct {
 	Registry *prometheus.Registry
@@ -124,6 +136,7 @@ type Metrics struct {
 
 	ScheduleFires    *prometheus.CounterVec // schedule, outcome (fired, missed, error)
 	ScheduleLateness prometheus.Histogram   // a fire's time from its fire time to its work queued
+	TriggerRequests  *prometheus.CounterVec // trigger (webhook name), outcome
 }
 
 // New creates every collector on a fresh registry, together with the Go and
@@ -185,6 +198,8 @@ func New() *Metrics {
 	m.ScheduleFires = f.counter("parley_schedule_fires_total", "Fire times of schedules, by schedule (its name in triggers.schedules, or chat for those added with /schedule) and outcome: fired (its work queued, on one replica), missed (passed while no replica ran, skipped), error (not queued; tried again once its claim's lease ends).", "schedule", "outcome")
 	m.ScheduleLateness = f.plainHistogram("parley_schedule_lateness_seconds", "Time from a schedule's fire time to its work queued.", []float64{0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900})
 
+	m.TriggerRequests = f.counter("parley_trigger_requests_total", "Requests to a webhook trigger (POST /hooks/NAME), by webhook and outcome: posted (queued durably to be posted), duplicate (the same notification, from an HA peer or a retry, within its dedup_window), unauthorized (no valid token or signature; nothing posted), invalid (too big, not JSON, or a payload of the wrong kind), unrouted (no route and no default destination).", "trigger", "outcome")
+
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -222,6 +237,17 @@ func (m *Metrics) PrimeModels(chains map[string][]string) {
 		for _, to := range chain {
 			m.LLMFallbacks.WithLabelValues(from, to)
 			from = to
+		}
+	}
+}
+
+// PrimeTriggers creates the request series of every outcome at zero for
+// each webhook, so that the alert on a webhook refusing its sender sees
+// its first refusal.
+func (m *Metrics) PrimeTriggers(webhooks ...string) {
+	for _, w := range webhooks {
+		for _, o := range TriggerOutcomes {
+			m.TriggerRequests.WithLabelValues(w, o)
 		}
 	}
 }
