@@ -10,6 +10,7 @@ import (
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/sessions"
 	"github.com/parleyhq/parley/triggers/schedule"
+	"github.com/redis/go-redis/v9"
 )
 
 // triggersCLI is `parley triggers list`: every schedule (the file's and
@@ -41,8 +42,7 @@ func (e *environment) triggersCLI(args []string) error {
 	}
 	defer client.Close()
 	conf := schedule.FromConfig(cfg)
-	list, err := schedule.Statuses(e.ctx, conf, schedule.NewChats(client, cfg.Redis.Prefix, conf, nil),
-		schedule.NewClaims(client, cfg.Redis.Prefix), time.Now())
+	list, err := newScheduleLister(client, cfg.Redis.Prefix, conf).Schedules(e.ctx)
 	if err != nil {
 		return err
 	}
@@ -75,4 +75,9 @@ func writeSchedules(e *environment, list []schedule.Status) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Source, s.Cron, to, s.Answer, s.Next.UTC().Format(time.RFC3339), last)
 	}
 	return w.Flush()
+}
+
+// newScheduleLister lists the schedules kept under prefix.
+func newScheduleLister(client redis.UniversalClient, prefix string, conf *schedule.Config) schedule.Lister {
+	return schedule.Lister{Config: conf, Chats: schedule.NewChats(client, prefix, conf, nil), Claims: schedule.NewClaims(client, prefix)}
 }

@@ -46,3 +46,22 @@ func Statuses(ctx context.Context, conf *Config, chats *Chats, claims *Claims, n
 	}
 	return out, nil
 }
+
+// Lister lists the schedules as an operator sees them, for `parley
+// triggers list` and the admin console.
+type Lister struct {
+	Config *Config
+	Chats  *Chats
+	Claims *Claims
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// Schedules returns Statuses at the lister's now.
+func (l Lister) Schedules(ctx context.Context) ([]Status, error) {
+	now := time.Now()
+	if l.Now != nil {
+		now = l.Now()
+	}
+	return Statuses(ctx, l.Config, l.Chats, l.Claims, now)
+}
