@@ -205,7 +205,9 @@ func (c *Chats) Remove(ctx context.Context, m channels.Message, id string) (refu
 	if n == 0 {
 		return fmt.Sprintf("This chat has no schedule `%s`. `/schedule list` shows them.", id), nil
 	}
-	return "", nil
+	// Its cursor has no expiry of its own; its claims and last result
+	// expire with their retention.
+	return "", NewClaims(c.client, c.prefix).Forget(ctx, chatEntryName(id))
 }
 
 // Entries implements Source: every chat schedule, as an agent turn in its
@@ -225,9 +227,12 @@ func (c *Chats) Entries(ctx context.Context) ([]Entry, error) {
 		if err != nil {
 			continue
 		}
-		out = append(out, Entry{Name: "chat-" + s.ID, Label: ChatLabel, Spec: s.Cron, Schedule: sched, Missed: MissedSkip,
+		out = append(out, Entry{Name: chatEntryName(s.ID), Label: ChatLabel, Spec: s.Cron, Schedule: sched, Missed: MissedSkip,
 			Work: triggers.Work{To: s.To, Answer: triggers.AnswerAgent, Prompt: s.Prompt}})
 	}
 	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
+
+// chatEntryName is the scheduler's name of the chat schedule id.
+func chatEntryName(id string) string { return "chat-" + id }

@@ -158,4 +158,12 @@ func TestMissedAfterARestart(t *testing.T) {
 	if len(first.got) != 0 {
 		t.Errorf("the first run fired %d before any fire time", len(first.got))
 	}
+	// The latest result of each is kept for `parley triggers list`.
+	claims := schedule.NewClaims(r.Client, r.Prefix)
+	for name, outcome := range map[string]string{"digest-once": metrics.ScheduleFired, "digest-skip": metrics.ScheduleMissed} {
+		last, ok, err := claims.Last(context.Background(), name)
+		if err != nil || !ok || last.Outcome != outcome || !last.At.Equal(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)) {
+			t.Errorf("last result of %s = %+v, %v, %v; want %s of 09:00", name, last, ok, err, outcome)
+		}
+	}
 }
