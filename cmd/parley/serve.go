@@ -171,5 +171,6 @@ func (a *app) routes(draining *atomic.Bool) *http.ServeMux {
 	if a.cfg.Server.MetricsListen == "" {
 		mux.Handle("GET /metrics", a.metricsHandler())
 	}
+	a.mountWebhooks(mux)
 	return mux
 }
