@@ -92,6 +92,9 @@ type Config struct {
 	Tools *agent.Registry
 	// Skills is nil on a bot without skills.
 	Skills *Skills
+	// Schedules are the chats' own schedules (/schedule); nil answers
+	// that there are none.
+	Schedules commands.Schedules
 	// Quotas counts messages and tokens against the policy's limits and
 	// budget, over every replica sharing its Redis; nil enforces none.
 	Quotas *quota.Quotas
@@ -252,7 +255,7 @@ func New(cfg Config, store sessions.Store, a Responder, m *metrics.Metrics, log 
 	g.att = &attachments{agent: g.agent, media: cfg.Media, store: g.store, metrics: m}
 	g.approvals = &approvals{store: cfg.Approvals, tools: cfg.Tools, ledger: cfg.Audit, metrics: m, log: g.log, route: g.route}
 	g.commands = commands.Standard(commands.Deps{
-		Conversations: g.store, Compactor: g.compactor, Skills: cfg.Skills, SkillSets: g.skills, Metrics: m, Log: g.log,
+		Conversations: g.store, Compactor: g.compactor, Skills: cfg.Skills, SkillSets: g.skills, Schedules: cfg.Schedules, Metrics: m, Log: g.log,
 	})
 	g.decider = &commands.Decider{
 		Approvals: cfg.Approvals, Seen: g.store, Resolve: g.resolve,

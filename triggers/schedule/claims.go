@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -149,4 +150,43 @@ func (c *Claims) Forget(ctx context.Context, name string) error {
 		return fmt.Errorf("schedule: forget %s: %w", name, err)
 	}
 	return nil
+}
+
+// Result is the outcome of a schedule's latest fire time.
+type Result struct {
+	// At is the fire time, Done when it ended (queued, skipped or failed).
+	At      time.Time `json:"at"`
+	Done    time.Time `json:"done"`
+	Outcome string    `json:"outcome"` // fired, missed, error
+	Error   string    `json:"error,omitempty"`
+}
+
+func (c *Claims) lastKey(name string) string { return c.prefix + "schedule:{" + name + "}:last" }
+
+// Record keeps r as name's latest result, for `parley triggers list`
+// and the console; it expires with the claims.
+func (c *Claims) Record(ctx context.Context, name string, r Result) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("schedule: encode result: %w", err)
+	}
+	if err := c.client.Set(ctx, c.lastKey(name), data, c.Retention).Err(); err != nil {
+		return fmt.Errorf("schedule: record %s: %w", name, err)
+	}
+	return nil
+}
+
+// Last returns name's latest result; ok is false when none is kept.
+func (c *Claims) Last(ctx context.Context, name string) (r Result, ok bool, err error) {
+	data, err := c.client.Get(ctx, c.lastKey(name)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return Result{}, false, nil
+	}
+	if err != nil {
+		return Result{}, false, fmt.Errorf("schedule: last result of %s: %w", name, err)
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return Result{}, false, fmt.Errorf("schedule: last result of %s: %w", name, err)
+	}
+	return r, true, nil
 }

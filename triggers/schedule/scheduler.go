@@ -51,6 +51,7 @@ type Entry struct {
 	// Name is unique: a name of the file, or "chat:ID".
 	Name     string
 	Label    string // its metric label
+	Spec     string // the expression Schedule was parsed from
 	Schedule cron.Schedule
 	Missed   string
 	// Work is what each fire submits; ID and Trigger are filled in.
@@ -200,6 +201,7 @@ func (s *Scheduler) fire(ctx context.Context, e Entry, at, now time.Time, latest
 	if !abandoned && (!latest || e.Missed != MissedOnce && now.Sub(at) > Grace) {
 		s.o.Metrics.ScheduleFires.WithLabelValues(e.Label, metrics.ScheduleMissed).Inc()
 		s.o.Log.Warn("schedule fire missed", "schedule", e.Name, "at", at, "late", now.Sub(at).Round(time.Second))
+		s.record(ctx, e, Result{At: at, Outcome: metrics.ScheduleMissed})
 		return false, s.o.Claims.Finish(ctx, e.Name, at, false)
 	}
 	state, err = s.o.Claims.Claim(ctx, e.Name, at, s.token, now, now.Add(s.o.Lease))
@@ -217,9 +219,21 @@ func (s *Scheduler) submit(ctx context.Context, e Entry, at time.Time) error {
 	w.Trigger = "schedule:" + e.Name
 	if err := s.o.Submitter.SubmitWork(ctx, w); err != nil {
 		s.o.Metrics.ScheduleFires.WithLabelValues(e.Label, metrics.ScheduleError).Inc()
-		return fmt.Errorf("schedule: submit %s: %w", w.ID, err)
+		err = fmt.Errorf("schedule: submit %s: %w", w.ID, err)
+		s.record(context.WithoutCancel(ctx), e, Result{At: at, Outcome: metrics.ScheduleError, Error: err.Error()})
+		return err
 	}
+	s.record(ctx, e, Result{At: at, Outcome: metrics.ScheduleFired})
 	s.o.Metrics.ScheduleLateness.Observe(max(0, s.o.Clock.Now().Sub(at).Seconds()))
 	s.o.Metrics.ScheduleFires.WithLabelValues(e.Label, metrics.ScheduleFired).Inc()
 	return s.o.Claims.Finish(context.WithoutCancel(ctx), e.Name, at, true)
+}
+
+// record keeps r as e's latest result; a failure only loses what the
+// listing shows, so it is logged.
+func (s *Scheduler) record(ctx context.Context, e Entry, r Result) {
+	r.Done = s.o.Clock.Now()
+	if err := s.o.Claims.Record(ctx, e.Name, r); err != nil {
+		s.o.Log.Warn("schedule result not recorded", "schedule", e.Name, "err", err)
+	}
 }

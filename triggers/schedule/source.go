@@ -27,7 +27,7 @@ func (c *Config) FileEntries() ([]Entry, error) {
 			return nil, fmt.Errorf("schedule: triggers.schedules.%s.%w", name, err)
 		}
 		out = append(out, Entry{
-			Name: name, Label: name, Schedule: sched, Missed: s.Missed,
+			Name: name, Label: name, Spec: s.Cron, Schedule: sched, Missed: s.Missed,
 			Work: triggers.Work{To: s.To, Answer: s.Answer, Text: s.Text, Prompt: s.Prompt, Skill: s.Skill},
 		})
 	}
