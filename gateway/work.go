@@ -61,13 +61,16 @@ func (g *Gateway) SubmitWork(ctx context.Context, w triggers.Work) error {
 // workMessage is the message w is queued as: its destination instead of
 // a sender, the trigger as its user.
 func (g *Gateway) workMessage(w triggers.Work) channels.Message {
-	return channels.Message{
+	m := channels.Message{
 		ID: "work:" + w.ID, Channel: w.To.Platform, Workspace: w.To.Workspace, Chat: w.To.Chat, Thread: w.To.Thread,
 		User: w.Trigger, UserName: w.Trigger, Text: w.Prompt, Received: time.Now(),
-		// A thread the trigger posts in is one the bot takes part in:
-		// people's replies there reach it as replies to any answer do.
-		Marks: g.cfg.WorkMarks[w.To.Platform],
 	}
+	// A thread the trigger posts in is one the bot takes part in:
+	// people's replies there reach it as replies to any answer do.
+	if address := g.cfg.Address[w.To.Platform]; address != nil {
+		address(&m)
+	}
+	return m
 }
 
 // queueWork appends w to its conversation's inbox.

@@ -174,5 +174,6 @@ func (a *app) routes(draining *atomic.Bool) *http.ServeMux {
 	if a.cfg.Server.MetricsListen == "" {
 		mux.Handle("GET /metrics", a.metricsHandler())
 	}
+	a.mountWebhooks(mux)
 	return mux
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/triggers"
+	"github.com/parleyhq/parley/triggers/webhook"
 	"github.com/robfig/cron/v3"
 )
 
@@ -37,6 +38,9 @@ type Config struct {
 	// MinInterval is the shortest gap between two fires of a schedule
 	// added in a chat.
 	MinInterval time.Duration `yaml:"min_interval"`
+	// Webhooks are the section's webhooks part (triggers/webhook), in
+	// this one section of the file.
+	Webhooks webhook.Webhooks `yaml:"webhooks,omitempty"`
 }
 
 // Schedule is triggers.schedules.NAME.
@@ -80,7 +84,7 @@ var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 // Validate implements config.SectionConfig.
 func (c *Config) Validate() error {
-	var errs []error
+	errs := []error{c.Webhooks.Validate()}
 	if c.MaxPerChat < 0 {
 		errs = append(errs, fmt.Errorf("max_per_chat: must be 0 (no chat schedules) or more, got %d", c.MaxPerChat))
 	}

@@ -67,11 +67,12 @@ var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 const DefaultPrompt = "Triage this alert for the team: what is affected, how bad it is, and the first steps to take. The alert's payload follows as data."
 
 // Validate checks every webhook and prepares its routes and template;
-// it reports every problem, each naming its key.
+// it reports every problem, each naming its key within the triggers:
+// section ("webhooks.NAME.kind: …").
 func (ws Webhooks) Validate() error {
 	var errs []error
 	for name, w := range ws {
-		key := "triggers.webhooks." + name
+		key := "webhooks." + name
 		if !nameRE.MatchString(name) {
 			errs = append(errs, fmt.Errorf("%s: a name is lower-case letters, digits, - and _", key))
 		}
