@@ -42,7 +42,7 @@ Usage:
                                                     model tokens spent, read from Redis
   parley audit   [--config FILE] [--since 24h] [--user U] [--tool T] [--limit N] [--json]
                                                     write-tool calls, approvals and console changes, read from Redis
-  parley triggers list [--config FILE] [--json]   schedules with their next fire and last result, read from Redis
+  parley triggers list [--config FILE] [--json]   webhooks with their last request, schedules with their next fire and last result
   parley wechat  login [--config FILE] [--codes N] | status [--config FILE]
                                                     log a personal-WeChat bot in (QR code), show its state
   parley healthcheck [--config FILE] [--addr HOST:PORT] [--ready]

@@ -1,15 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"text/tabwriter"
 	"time"
 
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/sessions"
 	"github.com/parleyhq/parley/triggers/schedule"
+	"github.com/parleyhq/parley/triggers/webhook"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -46,14 +49,73 @@ func (e *environment) triggersCLI(args []string) error {
 	if err != nil {
 		return err
 	}
+	hooks, err := webhookStatuses(e.ctx, client, cfg.Redis.Prefix, conf.Webhooks)
+	if err != nil {
+		return err
+	}
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
+			Webhooks  []webhookStatus   `json:"webhooks"`
 			Schedules []schedule.Status `json:"schedules"`
-		}{list})
+		}{hooks, list})
+	}
+	if err := writeWebhooks(e, hooks); err != nil {
+		return err
 	}
 	return writeSchedules(e, list)
+}
+
+// webhookStatus is what an operator sees of one webhook: its route and
+// its last request's outcome.
+type webhookStatus struct {
+	Name string               `json:"name"`
+	Kind string               `json:"kind"`
+	Path string               `json:"path"`
+	Last *webhook.LastRequest `json:"last,omitempty"`
+}
+
+// webhookStatuses lists the webhooks of the file, by name, with the last
+// request each recorded in Redis.
+func webhookStatuses(ctx context.Context, client redis.UniversalClient, prefix string, hooks webhook.Webhooks) ([]webhookStatus, error) {
+	names := make([]string, 0, len(hooks))
+	for name, w := range hooks {
+		if w != nil {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	out := make([]webhookStatus, 0, len(names))
+	for _, name := range names {
+		st := webhookStatus{Name: name, Kind: hooks[name].Kind, Path: "/hooks/" + name}
+		last, ok, err := webhook.Last(ctx, client, prefix, name)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			st.Last = &last
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+func writeWebhooks(e *environment, hooks []webhookStatus) error {
+	if len(hooks) == 0 {
+		return nil
+	}
+	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "WEBHOOK\tKIND\tPATH\tLAST REQUEST")
+	for _, h := range hooks {
+		last := "-"
+		if h.Last != nil {
+			last = h.Last.Outcome + " " + h.Last.At.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", h.Name, h.Kind, h.Path, last)
+	}
+	fmt.Fprintln(w)
+	return w.Flush()
 }
 
 func writeSchedules(e *environment, list []schedule.Status) error {

@@ -24,6 +24,12 @@ func TestTriggersListShowsSchedules(t *testing.T) {
 	cfg := writeConfig(t, fmt.Sprintf(`redis:
   prefix: %q
 triggers:
+  webhooks:
+    alertmanager:
+      kind: alertmanager
+      token: s3cret-token
+      to: {platform: slack, workspace: T0123, chat: C0456}
+      answer: post
   schedules:
     digest:
       cron: "0 9 * * 1-5"
@@ -47,6 +53,9 @@ triggers:
 	if err != nil || refusal != "" {
 		t.Fatalf("Add = %q, %v", refusal, err)
 	}
+	if err := r.Client.HSet(ctx, r.Prefix+"trigger-webhook:last:alertmanager", "at", at.Format(time.RFC3339Nano), "outcome", "unauthorized").Err(); err != nil {
+		t.Fatal(err)
+	}
 	list := func(env map[string]string, args ...string) (string, string, int) {
 		var out, errb bytes.Buffer
 		code := run(ctx, append([]string{"triggers", "list", "--config", cfg}, args...), strings.NewReader(""), &out, &errb, mapEnv(env))
@@ -54,9 +63,19 @@ triggers:
 	}
 	env := map[string]string{"REDIS_URL": r.URL}
 	out, errs, code := list(env, "--json")
-	var got struct{ Schedules []schedule.Status }
+	var got struct {
+		Webhooks  []webhookStatus
+		Schedules []schedule.Status
+	}
 	if code != 0 || json.Unmarshal([]byte(out), &got) != nil {
 		t.Fatalf("triggers list --json exited %d: %s %s", code, out, errs)
+	}
+	if len(got.Webhooks) != 1 || got.Webhooks[0].Name != "alertmanager" || got.Webhooks[0].Path != "/hooks/alertmanager" ||
+		got.Webhooks[0].Last == nil || got.Webhooks[0].Last.Outcome != "unauthorized" {
+		t.Errorf("webhooks = %+v, want alertmanager with its last request", got.Webhooks)
+	}
+	if strings.Contains(out, "s3cret-token") {
+		t.Error("the listing shows the webhook's token")
 	}
 	if len(got.Schedules) != 2 {
 		t.Fatalf("listed %+v, want the file's digest and the chat's", got.Schedules)
@@ -72,7 +91,8 @@ triggers:
 		t.Errorf("chat schedule = %+v", c)
 	}
 	out, _, code = list(env)
-	if code != 0 || !strings.Contains(out, "SCHEDULE") || !strings.Contains(out, "fired 2026-03-02T08:00:00Z") || !strings.Contains(out, "chat-"+id) {
+	if code != 0 || !strings.Contains(out, "SCHEDULE") || !strings.Contains(out, "fired 2026-03-02T08:00:00Z") || !strings.Contains(out, "chat-"+id) ||
+		!strings.Contains(out, "unauthorized 2026-03-02T08:00:00Z") {
 		t.Errorf("table (exit %d):\n%s", code, out)
 	}
 	if _, errs, code := list(map[string]string{}); code != 1 || !strings.Contains(errs, "REDIS_URL is not set") {
