@@ -30,6 +30,7 @@ import (
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/sessions"
 	"github.com/parleyhq/parley/skills"
+	"github.com/parleyhq/parley/triggers/schedule"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -58,6 +59,12 @@ type ToolStatus struct {
 	ClassRule   string
 	ServerState string // up or down for MCP tools
 	ServerError string
+}
+
+// Triggers lists what makes Parley speak first, as `parley triggers
+// list` does (triggers/schedule's Lister).
+type Triggers interface {
+	Schedules(ctx context.Context) ([]schedule.Status, error)
 }
 
 // Tools is the tool listing of this replica.
@@ -93,6 +100,9 @@ type Config struct {
 	Policy        *policy.Resolver
 	Tools         Tools
 	Conversations Conversations
+	// Triggers lists the schedules (nil: the Triggers page says there
+	// are none).
+	Triggers Triggers
 
 	// Replica is this replica's heartbeat ID, marked on the overview.
 	Replica string
@@ -223,6 +233,7 @@ func (s *Server) routes() {
 	mux.Handle("POST /admin/conversations", s.change(s.conversationAction))
 	mux.Handle("GET /admin/tools", s.page(s.toolsPage))
 	mux.Handle("GET /admin/audit", s.page(s.auditPage))
+	mux.Handle("GET /admin/triggers", s.page(s.triggersPage))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not found", http.StatusNotFound)
 	})

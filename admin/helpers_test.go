@@ -3,6 +3,8 @@ package admin_test
 import (
 	"context"
 	"fmt"
+	"github.com/parleyhq/parley/triggers"
+	"github.com/parleyhq/parley/triggers/schedule"
 	"io"
 	"log/slog"
 	"net/http"
@@ -161,6 +163,7 @@ func (w *world) replica(t *testing.T, id string, opts options) *replica {
 		Policy:        policy.New(policy.Config{Platforms: map[string]policy.PlatformPolicy{"slack": {Level: config.Level{Tools: config.ToolRules{Deny: []string{"save_*"}}}}}}),
 		Tools:         registryTools{reg},
 		Conversations: r.gw,
+		Triggers:      triggerLister(w),
 		Replica:       id,
 		Log:           log,
 		Now:           r.clock.now,
@@ -346,4 +349,13 @@ func (c *client) csrf() string {
 
 func messageFor(chat string, i int) channels.Message {
 	return channels.Message{ID: fmt.Sprintf("m-%s-%d", chat, i), Channel: "slack", Workspace: "T1", Chat: chat, Thread: "1.0", User: "U1", Text: fmt.Sprintf("question %d", i), Received: time.Now()}
+}
+
+// triggerLister lists the schedules of the world's Redis: a digest of
+// the configuration.
+func triggerLister(w *world) schedule.Lister {
+	conf := schedule.DefaultConfig()
+	conf.Schedules = map[string]*schedule.Schedule{"digest": {Cron: "0 9 * * 1-5", Answer: triggers.AnswerPost, Text: "x",
+		To: triggers.Destination{Platform: "slack", Workspace: "T1", Chat: "C1"}}}
+	return schedule.Lister{Config: conf, Chats: schedule.NewChats(w.redis.Client, w.redis.Prefix, conf, nil), Claims: schedule.NewClaims(w.redis.Client, w.redis.Prefix)}
 }

@@ -9,7 +9,7 @@ import (
 
 // pageNames are the templates under templates/, each rendered inside
 // layout.html.
-var pageNames = []string{"login", "overview", "skills", "policies", "conversations", "tools", "audit"}
+var pageNames = []string{"login", "overview", "skills", "policies", "conversations", "tools", "audit", "triggers"}
 
 func (s *Server) parseTemplates() error {
 	s.pages = map[string]*template.Template{}

@@ -54,6 +54,7 @@ import (
 	"github.com/parleyhq/parley/retry"
 	"github.com/parleyhq/parley/sessions"
 	"github.com/parleyhq/parley/tracing"
+	"github.com/parleyhq/parley/triggers"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -92,6 +93,9 @@ type Config struct {
 	Tools *agent.Registry
 	// Skills is nil on a bot without skills.
 	Skills *Skills
+	// Schedules are the chats' own schedules (/schedule); nil answers
+	// that there are none.
+	Schedules commands.Schedules
 	// Quotas counts messages and tokens against the policy's limits and
 	// budget, over every replica sharing its Redis; nil enforces none.
 	Quotas *quota.Quotas
@@ -119,6 +123,17 @@ type Config struct {
 	// indicator is shown (channels.TypingAfter): a faster answer shows
 	// none. 0 shows it as the turn starts.
 	TypingDelay time.Duration
+	// Threads keeps the thread of each alert group (triggers.Work's
+	// Group); nil answers a group's work in its chat, without a thread.
+	Threads *triggers.Threads
+	// Address fills in, by platform, what an adapter needs of a message
+	// the bot starts itself (a trigger's work) to post into its chat and
+	// thread, and the marks with which it follows that thread (Slack's
+	// slack.Address); a platform without one gets the message as it is.
+	Address map[string]func(*channels.Message)
+	// WorkMaxAge is how long the root post of an alert group's thread is
+	// tried before the work is dropped (0: config.DefaultOutboxMaxAge).
+	WorkMaxAge time.Duration
 }
 
 // Gateway is the router. Create it with New, register channels, then Start.
@@ -243,7 +258,7 @@ func New(cfg Config, store sessions.Store, a Responder, m *metrics.Metrics, log 
 	g.room = newRooms(store, m, g)
 	g.approvals = &approvals{store: cfg.Approvals, tools: cfg.Tools, ledger: cfg.Audit, metrics: m, log: g.log, route: g.route}
 	g.commands = commands.Standard(commands.Deps{
-		Conversations: g.store, Compactor: g.compactor, Skills: cfg.Skills, SkillSets: g.skills, Metrics: m, Log: g.log,
+		Conversations: g.store, Compactor: g.compactor, Skills: cfg.Skills, SkillSets: g.skills, Schedules: cfg.Schedules, Metrics: m, Log: g.log,
 	})
 	g.decider = &commands.Decider{
 		Approvals: cfg.Approvals, Seen: g.store, Resolve: g.resolve,
@@ -337,6 +352,8 @@ type queued struct {
 	// Trace is the receive span's traceparent, so that the turn, which
 	// may run on another replica, joins the message's trace.
 	Trace string `json:"trace,omitempty"`
+	// Work is set on the work of a trigger (work.go).
+	Work *triggers.Work `json:"work,omitempty"`
 }
 
 // Submit implements channels.Handler: the message is de-duplicated,

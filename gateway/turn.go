@@ -127,7 +127,15 @@ func (g *Gateway) serve(conv string) next {
 		g.cfg.Tracer.Between(ctx, "lock", claimed, claimedAt,
 			attribute.Int("parley.history.messages", c.History.Len()), attribute.Int("parley.history.bytes", c.History.Bytes()))
 	}
-	r, err := g.answer(ctx, c, q.Msg)
+	var r result
+	switch {
+	case q.Work != nil && g.threaded(*q.Work):
+		return g.threadWork(ctx, c, q)
+	case q.Work != nil:
+		r, err = g.work(ctx, c, q)
+	default:
+		r, err = g.answer(ctx, c, q.Msg)
+	}
 	var se storeError
 	switch {
 	case err == nil && r.pause != nil:

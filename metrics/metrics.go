@@ -55,6 +55,28 @@ const (
 // DeliveryOutcomes are the outcomes of parley_deliveries_total.
 var DeliveryOutcomes = []string{DeliverySent, DeliveryRetried, DeliveryFailed}
 
+// Outcomes of parley_schedule_fires_total.
+const (
+	ScheduleFired  = "fired"
+	ScheduleMissed = "missed"
+	ScheduleError  = "error"
+)
+
+// ScheduleOutcomes are the outcomes of parley_schedule_fires_total.
+var ScheduleOutcomes = []string{ScheduleFired, ScheduleMissed, ScheduleError}
+
+// Outcomes of parley_trigger_requests_total.
+const (
+	TriggerPosted       = "posted"
+	TriggerDuplicate    = "duplicate"
+	TriggerUnauthorized = "unauthorized"
+	TriggerInvalid      = "invalid"
+	TriggerUnrouted     = "unrouted"
+)
+
+// TriggerOutcomes are the outcomes of parley_trigger_requests_total.
+var TriggerOutcomes = []string{TriggerPosted, TriggerDuplicate, TriggerUnauthorized, TriggerInvalid, TriggerUnrouted}
+
 // Metrics holds every collector. The zero value is not usable; call New.
 type Metrics struct {
 	Registry *prometheus.Registry
@@ -112,9 +134,12 @@ type Metrics struct {
 	WeChatTokenAge   *prometheus.GaugeVec     // bot: age of the newest context_token of any user
 	WeChatSendsSince *prometheus.HistogramVec // bot: sends since that user's last message, at each send
 
-	ContextReads    *prometheus.CounterVec   // channel, outcome (ok, rate_limited, denied, error): reads of the room a turn was asked in
-	ContextMessages *prometheus.HistogramVec // channel: messages of the room a turn was given
-	ContextBytes    *prometheus.HistogramVec // channel: bytes of the room a turn was given
+	ContextReads     *prometheus.CounterVec   // channel, outcome (ok, rate_limited, denied, error): reads of the room a turn was asked in
+	ContextMessages  *prometheus.HistogramVec // channel: messages of the room a turn was given
+	ContextBytes     *prometheus.HistogramVec // channel: bytes of the room a turn was given
+	ScheduleFires    *prometheus.CounterVec   // schedule, outcome (fired, missed, error)
+	ScheduleLateness prometheus.Histogram     // a fire's time from its fire time to its work queued
+	TriggerRequests  *prometheus.CounterVec   // trigger (webhook name), outcome
 }
 
 // Outcomes of parley_context_reads_total besides OutcomeOK, OutcomeDenied
@@ -183,6 +208,10 @@ func New() *Metrics {
 	m.ContextReads = f.counter("parley_context_reads_total", "Reads of the room a turn was asked in (the thread, the chat's recent messages, the ambient messages kept for it), by outcome: ok, rate_limited (the platform refused for its rate limit; the turn answered without), denied (the app may not read there), error.", "channel", "outcome")
 	m.ContextMessages = f.histogram("parley_context_messages", "Messages of the room given to a turn, after the bot's own and the budget were taken out.", []float64{0, 1, 2, 5, 10, 20, 50, 100, 200}, "channel")
 	m.ContextBytes = f.histogram("parley_context_bytes", "Bytes of the room given to a turn, as rendered into its user message.", prometheus.ExponentialBuckets(256, 2, 10), "channel")
+	m.ScheduleFires = f.counter("parley_schedule_fires_total", "Fire times of schedules, by schedule (its name in triggers.schedules, or chat for those added with /schedule) and outcome: fired (its work queued, on one replica), missed (passed while no replica ran, skipped), error (not queued; tried again once its claim's lease ends).", "schedule", "outcome")
+	m.ScheduleLateness = f.plainHistogram("parley_schedule_lateness_seconds", "Time from a schedule's fire time to its work queued.", []float64{0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900})
+
+	m.TriggerRequests = f.counter("parley_trigger_requests_total", "Requests to a webhook trigger (POST /hooks/NAME), by webhook and outcome: posted (queued durably to be posted), duplicate (the same notification, from an HA peer or a retry, within its dedup_window), unauthorized (no valid token or signature; nothing posted), invalid (too big, not JSON, or a payload of the wrong kind), unrouted (no route and no default destination).", "trigger", "outcome")
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -224,6 +253,28 @@ func (m *Metrics) PrimeModels(chains map[string][]string) {
 		for _, to := range chain {
 			m.LLMFallbacks.WithLabelValues(from, to)
 			from = to
+		}
+	}
+}
+
+// PrimeTriggers creates the request series of every outcome at zero for
+// each webhook, so that the alert on a webhook refusing its sender sees
+// its first refusal.
+func (m *Metrics) PrimeTriggers(webhooks ...string) {
+	for _, w := range webhooks {
+		for _, o := range TriggerOutcomes {
+			m.TriggerRequests.WithLabelValues(w, o)
+		}
+	}
+}
+
+// PrimeSchedules creates the fire series of every outcome at zero for
+// each schedule label (the file's names and chat), so that the alert on
+// a failed schedule sees its first failure.
+func (m *Metrics) PrimeSchedules(schedules ...string) {
+	for _, s := range schedules {
+		for _, o := range ScheduleOutcomes {
+			m.ScheduleFires.WithLabelValues(s, o)
 		}
 	}
 }
@@ -294,6 +345,13 @@ func (f factory) histogram(name, help string, buckets []float64, labels ...strin
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 	f.reg.MustRegister(h)
 	f.declare(name, "histogram", labels)
+	return h
+}
+
+func (f factory) plainHistogram(name, help string, buckets []float64) prometheus.Histogram {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+	f.reg.MustRegister(h)
+	f.declare(name, "histogram", nil)
 	return h
 }
 

@@ -38,6 +38,12 @@ var boundedLabels = map[string]bool{
 	// models:), never the name a server reports: a handful at most. From
 	// and to are models too (parley_llm_fallbacks_total).
 	"model": true, "from": true, "to": true,
+	// A schedule by its name under triggers.schedules, or "chat" for
+	// every schedule added with /schedule: bounded by the file.
+	"schedule": true,
+	// A webhook by its name under triggers.webhooks: bounded by the file
+	// (a request to an unknown name is answered 404, never counted).
+	"trigger": true,
 }
 
 func TestLabelsAreBounded(t *testing.T) {

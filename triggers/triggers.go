@@ -11,6 +11,7 @@ package triggers
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // Destination is the chat a trigger's turn is answered in, as written in
@@ -63,6 +64,38 @@ type Work struct {
 	Prompt string
 	Data   string
 	Skill  string
+	// Group, when set and To has no thread, names a thread of the
+	// destination chat that all work of the group is answered in: the
+	// first work of the group posts Text as the thread's root, the later
+	// ones reply in it (an alert group's notifications). The group's
+	// thread is kept in Redis (Threads).
+	Group string `json:",omitempty"`
+	// Resolved marks the work that ends its group (an alert group
+	// resolved): its thread is kept for ResolvedThreadTTL from then on.
+	Resolved bool `json:",omitempty"`
+}
+
+// Validate reports work the gateway cannot take.
+func (w Work) Validate() error {
+	if w.ID == "" {
+		return errors.New("triggers: work without an id")
+	}
+	if err := w.To.Validate(); err != nil {
+		return fmt.Errorf("triggers: %w", err)
+	}
+	switch w.Answer {
+	case AnswerPost:
+		if w.Text == "" {
+			return errors.New("triggers: answer post without text")
+		}
+	case AnswerAgent:
+		if w.Prompt == "" && w.Data == "" {
+			return errors.New("triggers: answer agent without a prompt or data")
+		}
+	default:
+		return fmt.Errorf("triggers: answer %q is neither %q nor %q", w.Answer, AnswerPost, AnswerAgent)
+	}
+	return nil
 }
 
 // Submitter takes Work: it returns once the work is queued durably (so a

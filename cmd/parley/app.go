@@ -27,6 +27,7 @@ import (
 	"github.com/parleyhq/parley/skills"
 	"github.com/parleyhq/parley/skills/live"
 	"github.com/parleyhq/parley/tracing"
+	"github.com/parleyhq/parley/triggers/schedule"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 )
@@ -219,6 +220,8 @@ func (a *app) newGateway(cfg config.Config, tracer tracing.Tracer) *gateway.Gate
 	gc.Approvals = approval.New(a.store.Client(), a.store.Key)
 	gc.Media = media.New(media.FromConfig(cfg))
 	gc.Audit = a.ledger
+	a.withTriggers(&gc, cfg)
+	gc.Schedules = schedule.NewChats(a.store.Client(), cfg.Redis.Prefix, schedule.FromConfig(cfg), nil)
 	return gateway.New(gc, a.store, a.agent, a.metrics, a.log)
 }
 

@@ -16,7 +16,7 @@ func TestCommandHelpExitsZero(t *testing.T) {
 		{"serve", "--help"}, {"chat", "-h"}, {"skills", "--help"}, {"skills", "list", "--help"},
 		{"policy", "explain", "--help"}, {"tools", "list", "-help"}, {"config", "--help"},
 		{"config", "check", "--help"}, {"usage", "--help"}, {"wechat", "login", "--help"},
-		{"wechat", "--help"}, {"healthcheck", "--help"}, {"audit", "--help"},
+		{"wechat", "--help"}, {"healthcheck", "--help"}, {"audit", "--help"}, {"triggers", "--help"}, {"triggers", "list", "--help"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

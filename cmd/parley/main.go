@@ -42,6 +42,7 @@ Usage:
                                                     model tokens spent, read from Redis
   parley audit   [--config FILE] [--since 24h] [--user U] [--tool T] [--limit N] [--json]
                                                     write-tool calls, approvals and console changes, read from Redis
+  parley triggers list [--config FILE] [--json]   webhooks with their last request, schedules with their next fire and last result
   parley wechat  login [--config FILE] [--codes N] | status [--config FILE]
                                                     log a personal-WeChat bot in (QR code), show its state
   parley healthcheck [--config FILE] [--addr HOST:PORT] [--ready]
@@ -97,6 +98,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = env.healthcheck(args[1:])
 	case "usage":
 		err = env.usageCLI(args[1:])
+	case "triggers":
+		err = env.triggersCLI(args[1:])
 	case "audit":
 		err = env.auditCLI(args[1:])
 	case "version", "--version", "-v":
@@ -120,7 +123,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // subcommands are the commands whose first argument is a subcommand
 // (`parley skills list`): `parley skills --help` prints their lines of the
 // usage, since no flag set has been made yet.
-var subcommands = map[string]bool{"skills": true, "policy": true, "tools": true, "config": true, "wechat": true}
+var subcommands = map[string]bool{"skills": true, "policy": true, "tools": true, "config": true, "wechat": true, "triggers": true}
 
 func isHelpFlag(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
 

@@ -53,6 +53,9 @@ func (e *environment) serve(args []string) (err error) {
 		}
 	}()
 	a.gateway.Start()
+	if err := a.startSchedules(e.ctx); err != nil {
+		return err
+	}
 	a.watchRedis(5 * time.Second)
 	a.skills.LogLoaded(e.ctx)
 
@@ -171,5 +174,6 @@ func (a *app) routes(draining *atomic.Bool) *http.ServeMux {
 	if a.cfg.Server.MetricsListen == "" {
 		mux.Handle("GET /metrics", a.metricsHandler())
 	}
+	a.mountWebhooks(mux)
 	return mux
 }

@@ -22,6 +22,7 @@ func TestHelpIsTheRegistry(t *testing.T) {
 		"- `/skill:NAME [request]` — use a skill for this message\n" +
 		"- `/skill list [PAGE] | show NAME` — the skills of this conversation (administrators)\n" +
 		"- `/skill on NAME | off NAME | trust NAME | reload` — change the skills of every chat (global administrators)\n" +
+		"- `/schedule add \"CRON\" PROMPT | list | remove ID` — run a prompt in this chat on a schedule (administrators)\n" +
 		"- `/approve CODE` | `/deny CODE` — decide a tool call waiting for approval (approvers); `/show CODE` shows its arguments in full; `/cancel` drops it\n" +
 		"- `/help` — this list"
 	if got := Standard(Deps{}).Help(); got != want {

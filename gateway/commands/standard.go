@@ -26,6 +26,8 @@ type Deps struct {
 	// Skills is nil on a bot without skills.
 	Skills    *Skills
 	SkillSets SkillSets
+	// Schedules is nil on a bot without Redis (no /schedule).
+	Schedules Schedules
 	Metrics   *metrics.Metrics
 	Log       *slog.Logger
 }
@@ -72,6 +74,7 @@ func Standard(d Deps) *Registry {
 			Refusal: "Sorry, only an administrator of this bot can manage skills here. `/skill:NAME` to use a skill works for everyone.",
 			Run:     sk.run,
 		},
+		scheduleCommand(d.Schedules),
 		Command{
 			Names: []string{"/approve", "/deny", "/show"},
 			Who:   Approver,
