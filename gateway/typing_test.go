@@ -115,13 +115,18 @@ func TestNoTypingOnceLiveReplyVisible(t *testing.T) {
 	rg.submit(t, liveMsg("hello there, how are you"))
 	ch.wait(t, 1)
 	var visible, standing bool
-	for _, c := range ch.all() {
+	calls := ch.all()
+	for i, c := range calls {
 		switch {
 		case strings.HasPrefix(c, "show text:"):
 			visible = true
 		case c == "typing start":
-			if visible {
-				t.Errorf("the typing indicator was shown after the answer was visible: %q", ch.all())
+			// The delay may pass while the first text is on its way to
+			// the platform, before the gateway learns it is visible (a
+			// loaded machine): the indicator is then cleared as soon as
+			// it learns, the very next call. Any later is a failure.
+			if visible && (i+1 == len(calls) || calls[i+1] != "typing stop") {
+				t.Errorf("the typing indicator was shown after the answer was visible: %q", calls)
 			}
 			standing = true
 		case c == "typing stop":
@@ -133,6 +138,6 @@ func TestNoTypingOnceLiveReplyVisible(t *testing.T) {
 		}
 	}
 	if !visible {
-		t.Fatalf("the answer was not shown live: %q", ch.all())
+		t.Fatalf("the answer was not shown live: %q", calls)
 	}
 }
