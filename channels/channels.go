@@ -129,6 +129,9 @@ type Reply struct {
 	// adapter that updates the prompt in place. Text says the same for the
 	// others.
 	Decided *ApprovalDecision `json:",omitempty"`
+	// Question is set on a question a tool's server asks the person (see
+	// Question); Text is then the question as text, with what to type.
+	Question *Question `json:",omitempty"`
 }
 
 // Outcomes of an ApprovalDecision.

@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -390,6 +391,7 @@ func (g *Gateway) Submit(ctx context.Context, m channels.Message) (err error) {
 	}
 	res, err := g.store.Accept(ctx, conv, sessions.Arrival{
 		Item: item, Limit: g.cfg.QueueLimit, ID: m.ID, Marks: m.Marks, RequireMark: m.RequireMark,
+		Sender: m.User, AnswerOnly: strings.HasPrefix(m.Text, channels.AnswerCommand+" "),
 	})
 	if err != nil {
 		g.redisFailed()
@@ -401,6 +403,10 @@ func (g *Gateway) Submit(ctx context.Context, m channels.Message) (err error) {
 		g.log.Debug("duplicate message dropped", "channel", m.Channel, "id", m.ID)
 	case sessions.Unmarked:
 		return channels.ErrUnmarked
+	case sessions.Answered:
+		g.answered(ctx, m)
+	case sessions.NotAsked:
+		g.route(m).Send(ctx, channels.Reply{Notice: true, Text: "That question is not open to you: it was asked of someone else, or it is closed."})
 	case sessions.QueueFull:
 		// A flood into one conversation must not grow Redis without bound;
 		// the sender hears why instead of waiting for an answer that never

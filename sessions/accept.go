@@ -14,19 +14,33 @@ import (
 // replicas appending at once cannot overshoot it, and it expires with the
 // history: an abandoned queue does not live forever.
 //
-// KEYS: inbox, [seen], [required mark], marks…
+// An arrival from the person the conversation's turn has asked a question
+// (Ask) is that person's answer: it goes to the answers list the waiting
+// turn reads, not to the inbox, where it would wait behind the very turn
+// that waits for it. The check is one GET inside the script, so a message
+// costs no round trip more for it.
+//
+// KEYS: inbox, asking, answers, [seen], [required mark], marks…
 // ARGV: item, limit, history TTL ms, de-dup TTL ms, has seen (0/1),
-// has required mark (0/1).
-// Returns the inbox length, or -1 (full), -2 (duplicate), -3 (unmarked).
+// has required mark (0/1), sender, answer only (0/1).
+// Returns the inbox length, or -1 (full), -2 (duplicate), -3 (unmarked),
+// -4 (answered), -5 (not asked).
 var acceptScript = redis.NewScript(`
-local k = 2
+local k = 4
 local seen, required
 if ARGV[5] == '1' then seen = KEYS[k]; k = k + 1 end
 if ARGV[6] == '1' then required = KEYS[k]; k = k + 1 end
-if required and redis.call('EXISTS', required) == 0 then return -3 end
+local asked = ARGV[7] ~= '' and redis.call('GET', KEYS[2]) == ARGV[7]
+if ARGV[8] == '1' and not asked then return -5 end
+if required and not asked and redis.call('EXISTS', required) == 0 then return -3 end
 if seen and redis.call('EXISTS', seen) == 1 then return -2 end
-for i = k, #KEYS do redis.call('SET', KEYS[i], '1', 'PX', ARGV[3]) end
 if seen then redis.call('SET', seen, '1', 'PX', ARGV[4]) end
+if asked then
+  redis.call('RPUSH', KEYS[3], ARGV[1])
+  redis.call('PEXPIRE', KEYS[3], redis.call('PTTL', KEYS[2]))
+  return -4
+end
+for i = k, #KEYS do redis.call('SET', KEYS[i], '1', 'PX', ARGV[3]) end
 if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[2]) then return -1 end
 local n = redis.call('RPUSH', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
@@ -37,9 +51,12 @@ return n
 // the de-dup record of an id lives with the conversation its message
 // belongs to, which a platform's re-delivery never changes.
 func (s *RedisStore) Accept(ctx context.Context, conv string, a Arrival) (Acceptance, error) {
-	keys := make([]string, 0, 3+len(a.Marks))
-	keys = append(keys, s.key(conv, "inbox"))
-	hasSeen, hasRequired := "0", "0"
+	keys := make([]string, 0, 5+len(a.Marks))
+	keys = append(keys, s.key(conv, "inbox"), s.key(conv, "asking"), s.key(conv, "answers"))
+	hasSeen, hasRequired, answerOnly := "0", "0", "0"
+	if a.AnswerOnly {
+		answerOnly = "1"
+	}
 	if a.ID != "" {
 		keys = append(keys, s.key(conv, "seen:"+a.ID))
 		hasSeen = "1"
@@ -52,7 +69,8 @@ func (s *RedisStore) Accept(ctx context.Context, conv string, a Arrival) (Accept
 		keys = append(keys, s.markKey(conv, m))
 	}
 	n, err := acceptScript.Run(ctx, s.client, keys, a.Item, a.Limit,
-		s.opts.HistoryTTL.Milliseconds(), s.opts.DedupeTTL.Milliseconds(), hasSeen, hasRequired).Int64()
+		s.opts.HistoryTTL.Milliseconds(), s.opts.DedupeTTL.Milliseconds(), hasSeen, hasRequired,
+		a.Sender, answerOnly).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("sessions: accept: %w", err)
 	}
@@ -63,6 +81,10 @@ func (s *RedisStore) Accept(ctx context.Context, conv string, a Arrival) (Accept
 		return Duplicate, nil
 	case -3:
 		return Unmarked, nil
+	case -4:
+		return Answered, nil
+	case -5:
+		return NotAsked, nil
 	}
 	return Queued, nil
 }

@@ -113,6 +113,14 @@ type Arrival struct {
 	// RequireMark, when set, names a mark the conversation must already
 	// have: without it the arrival is Unmarked and changes nothing.
 	RequireMark string
+	// Sender is who sent it. While the conversation's turn waits for that
+	// person's answer to a question (Ask), the arrival is their answer:
+	// it is handed to the turn (Answered), not queued.
+	Sender string
+	// AnswerOnly marks an arrival that can only be an answer (a click on
+	// a question's button): from anyone but the person asked, or with no
+	// question open, it is NotAsked and changes nothing.
+	AnswerOnly bool
 }
 
 // Acceptance is what Accept did with an arrival.
@@ -130,6 +138,12 @@ const (
 	QueueFull
 	// Unmarked: the conversation lacks Arrival.RequireMark; nothing changed.
 	Unmarked
+	// Answered: the arrival is the answer the conversation's turn waits
+	// for (see Ask); its id is recorded, and it waits for TakeAnswer.
+	Answered
+	// NotAsked: an AnswerOnly arrival from someone not asked, or with no
+	// question open; nothing changed.
+	NotAsked
 )
 
 // Claim is a conversation taken by one holder for one turn: the lock, the

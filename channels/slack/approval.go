@@ -46,24 +46,7 @@ func (a *Adapter) SendPrompt(ctx context.Context, m channels.Message, r channels
 	if r.Approval == nil {
 		return nil, a.Send(ctx, m, r)
 	}
-	opts := []slackapi.MsgOption{
-		slackapi.MsgOptionText(promptFallback(r.Approval), false),
-		slackapi.MsgOptionBlocks(promptBlocks(r.Approval)...),
-		slackapi.MsgOptionDisableLinkUnfurl(),
-	}
-	method := "chat.postMessage"
-	if u := m.Meta[MetaResponseURL]; u != "" {
-		method = "response_url"
-		opts = append(opts, slackapi.MsgOptionResponseURL(u, slackapi.ResponseTypeEphemeral))
-	} else if ts := m.Meta[MetaThreadTS]; ts != "" {
-		opts = append(opts, slackapi.MsgOptionTS(ts))
-	}
-	var ts string
-	err := a.call(ctx, method, a.opts.MaxAttempts, func(ctx context.Context) error {
-		var err error
-		_, ts, err = a.api.PostMessageContext(ctx, m.Chat, opts...)
-		return err
-	})
+	method, ts, err := a.postBlocks(ctx, m, promptFallback(r.Approval), promptBlocks(r.Approval))
 	if err != nil {
 		return nil, fmt.Errorf("slack: approval prompt: %w", err)
 	}
@@ -71,6 +54,31 @@ func (a *Adapter) SendPrompt(ctx context.Context, m channels.Message, r channels
 		return nil, nil
 	}
 	return map[string]string{promptChannel: m.Chat, promptTS: ts}, nil
+}
+
+// postBlocks posts a Block Kit message (with fallback as its
+// notification text) into m's thread, or ephemerally to a slash command's
+// response_url; it returns the method used and the message's ts (none
+// for a response_url).
+func (a *Adapter) postBlocks(ctx context.Context, m channels.Message, fallback string, blocks []slackapi.Block) (method, ts string, err error) {
+	opts := []slackapi.MsgOption{
+		slackapi.MsgOptionText(fallback, false),
+		slackapi.MsgOptionBlocks(blocks...),
+		slackapi.MsgOptionDisableLinkUnfurl(),
+	}
+	method = "chat.postMessage"
+	if u := m.Meta[MetaResponseURL]; u != "" {
+		method = "response_url"
+		opts = append(opts, slackapi.MsgOptionResponseURL(u, slackapi.ResponseTypeEphemeral))
+	} else if t := m.Meta[MetaThreadTS]; t != "" {
+		opts = append(opts, slackapi.MsgOptionTS(t))
+	}
+	err = a.call(ctx, method, a.opts.MaxAttempts, func(ctx context.Context) error {
+		var err error
+		_, ts, err = a.api.PostMessageContext(ctx, m.Chat, opts...)
+		return err
+	})
+	return method, ts, err
 }
 
 // promptFallback is the text of a prompt where blocks are not shown (the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	slackapi "github.com/slack-go/slack"
@@ -125,7 +126,7 @@ func (a *Adapter) click(cb slackapi.InteractionCallback) (m channels.Message, ok
 	if cb.Type != slackapi.InteractionTypeBlockActions {
 		return m, false, "payload type " + string(cb.Type)
 	}
-	var verb, value string
+	var verb, value, answer string
 	for _, act := range cb.ActionCallback.BlockActions {
 		switch {
 		case act == nil:
@@ -133,6 +134,12 @@ func (a *Adapter) click(cb slackapi.InteractionCallback) (m channels.Message, ok
 			verb, value = "/approve", act.Value
 		case act.ActionID == ActionDeny:
 			verb, value = "/deny", act.Value
+		case strings.HasPrefix(act.ActionID, ActionAnswer):
+			text, ok := answerClick(act.ActionID, act.Value)
+			if !ok {
+				return m, false, "not a question's button"
+			}
+			verb, answer = channels.AnswerCommand, text
 		}
 		if verb != "" {
 			break
@@ -145,7 +152,7 @@ func (a *Adapter) click(cb slackapi.InteractionCallback) (m channels.Message, ok
 	switch {
 	case verb == "":
 		return m, false, "not an approval button"
-	case !isApprovalValue(value):
+	case answer == "" && !isApprovalValue(value):
 		return m, false, "not an approval id"
 	case cb.User.ID == "" || chat == "" || cb.Container.MessageTs == "":
 		return m, false, "no user or message"
@@ -158,7 +165,7 @@ func (a *Adapter) click(cb slackapi.InteractionCallback) (m channels.Message, ok
 	}
 	m = channels.Message{
 		Channel: Name, Workspace: team, Chat: chat, User: cb.User.ID, UserName: cb.User.Name,
-		Text: verb + " " + value, DM: isDMChannel(chat) || isDMName(cb.Channel.Name), Received: time.Now(),
+		Text: clickText(verb, value, answer), DM: isDMChannel(chat) || isDMName(cb.Channel.Name), Received: time.Now(),
 		Meta: map[string]string{
 			metaClick: "1", metaPromptChannel: chat, metaPromptTS: cb.Container.MessageTs,
 			MetaResponseURL: cb.ResponseURL,
@@ -176,4 +183,13 @@ func (a *Adapter) click(cb slackapi.InteractionCallback) (m channels.Message, ok
 		delete(m.Meta, MetaResponseURL)
 	}
 	return m, true, ""
+}
+
+// clickText is the message a click is submitted as: a question's answer
+// as answerClick read it, else the approval command and its id.
+func clickText(verb, value, answer string) string {
+	if answer != "" {
+		return answer
+	}
+	return verb + " " + value
 }

@@ -34,6 +34,9 @@ func (a *Adapter) Send(ctx context.Context, m channels.Message, r channels.Reply
 	if r.Approval != nil || r.Decided != nil {
 		return a.sendApproval(ctx, m, r) // approval.go
 	}
+	if r.Question != nil && len(r.Question.Choices) > 0 && len(r.Question.Choices) <= maxButtons {
+		return a.sendQuestion(ctx, m, r) // question.go
+	}
 	chunks := a.Parts(m, r)
 	method := postMethod(m)
 	id := newDeliveryID()

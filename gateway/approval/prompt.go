@@ -39,6 +39,11 @@ func indent(raw string) string {
 	return raw
 }
 
+// Inert is s with every character that could end a code block or start a
+// mention swapped for a look-alike: how others' words (a tool's, a
+// server's) are shown to people.
+func Inert(s string) string { return neutral.Replace(s) }
+
 // neutral swaps the characters that could end a code block or start a
 // mention for look-alikes.
 var neutral = strings.NewReplacer(
