@@ -130,14 +130,16 @@ func clickMessage(plain []byte) (m channels.Message, id string, ok bool) {
 	}
 	user, chat, msgID := e.Operator.OpenID, e.Context.OpenChatID, e.Context.OpenMessageID
 	id = v[valueApproval]
-	var verb string
+	var text string
 	switch v[valueDecision] {
 	case decisionApprove:
-		verb = "/approve "
+		text = "/approve " + id
 	case decisionDeny:
-		verb = "/deny "
+		text = "/deny " + id
 	default:
-		return m, "", false
+		if text, id, ok = questionClick(v); !ok {
+			return m, "", false
+		}
 	}
 	// The card must be clicked where it was sent: a forwarded card (or a
 	// value naming another chat) is not a decision here.
@@ -160,7 +162,7 @@ func clickMessage(plain []byte) (m channels.Message, id string, ok bool) {
 		Thread:    v[valueThread],
 		User:      user,
 		DM:        dm,
-		Text:      verb + id,
+		Text:      text,
 		Received:  time.Now(),
 		Meta:      map[string]string{MetaMessageID: msgID, MetaEventID: ev.Header.EventID},
 	}

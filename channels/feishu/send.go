@@ -193,6 +193,9 @@ func (a *Adapter) Send(ctx context.Context, m channels.Message, r channels.Reply
 	if a.clickReply(ctx, m, r) {
 		return nil
 	}
+	if q := r.Question; q != nil && len(q.Choices) > 0 && len(q.Choices) <= maxQuestionButtons {
+		return a.sendQuestion(ctx, m, r) // card_question.go
+	}
 	if r.Decided != nil && a.drawDecision(ctx, r.Decided) {
 		return nil
 	}
