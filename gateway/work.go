@@ -33,7 +33,9 @@ import (
 //     work is queued on the chat, whose lock orders the group's work; the
 //     first posts its Text as the thread's root and records the root in
 //     triggers.Threads, and every work of the group goes on in that
-//     thread's conversation, where people's replies continue it.
+//     thread's conversation, where people's replies continue it. A
+//     work that changes the group's state (resolved, firing again) also
+//     edits the root to its RootText (rootedit.go).
 
 // var _ checks that the gateway is what trigger sources are handed.
 var _ triggers.Submitter = (*Gateway)(nil)
@@ -48,6 +50,11 @@ const workRetryMax = time.Minute
 func (g *Gateway) SubmitWork(ctx context.Context, w triggers.Work) error {
 	if err := w.Validate(); err != nil {
 		return err
+	}
+	if w.EditRoot != "" {
+		// Only the gateway edits a post, one it made: a source naming
+		// any post to rewrite would be a way to deface the chat.
+		return fmt.Errorf("gateway: work %s: edit_root is the gateway's own", w.Trigger)
 	}
 	if g.sched.isClosed() {
 		return ErrClosed
@@ -104,7 +111,7 @@ func (g *Gateway) queueWork(ctx context.Context, w triggers.Work) error {
 // threaded reports whether w is to be answered in its group's thread,
 // which threadWork finds or starts first.
 func (g *Gateway) threaded(w triggers.Work) bool {
-	return w.Group != "" && w.To.Thread == "" && g.cfg.Threads != nil
+	return w.EditRoot != "" || w.Group != "" && w.To.Thread == "" && g.cfg.Threads != nil
 }
 
 // work answers the work q carries under c's lock.
@@ -155,6 +162,9 @@ func workTurnText(w triggers.Work) string {
 // gets one thread.
 func (g *Gateway) threadWork(ctx context.Context, c *sessions.Claim, q queued) next {
 	w := *q.Work
+	if w.EditRoot != "" {
+		return g.editRoot(ctx, c, q)
+	}
 	th, ok, err := g.cfg.Threads.Get(ctx, w.To, w.Group)
 	if err != nil {
 		g.release(c.Lock)
@@ -175,10 +185,19 @@ func (g *Gateway) threadWork(ctx context.Context, c *sessions.Claim, q queued) n
 			w.Group = ""
 			return g.requeue(ctx, c, q, w)
 		}
-		th = triggers.Thread{Root: root, Creator: w.ID}
+		th = triggers.Thread{Root: root, Creator: w.ID, Resolved: w.Resolved}
 	}
 	if th.Creator == w.ID {
 		w.Text = "" // it is the thread's root
+	} else if th.Resolved != w.Resolved {
+		// Queued before the state is recorded: tried again after a
+		// crash in between, the edit is a duplicate of itself.
+		if err := g.queueRootEdit(ctx, w, th.Root); err != nil {
+			g.log.WarnContext(ctx, "queue the edit of an alert group's root; trying again", "trigger", w.Trigger, "err", err)
+			g.release(c.Lock)
+			return next{failed: true}
+		}
+		th.Resolved = w.Resolved
 	}
 	ttl := triggers.OpenThreadTTL
 	if w.Resolved {

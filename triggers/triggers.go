@@ -73,6 +73,15 @@ type Work struct {
 	// Resolved marks the work that ends its group (an alert group
 	// resolved): its thread is kept for ResolvedThreadTTL from then on.
 	Resolved bool `json:",omitempty"`
+	// RootText, with Group, is what the group's root post is to show
+	// from this work on (Markdown: the root's rendering of this
+	// notification). When the work changes the group's state (resolved,
+	// or firing again after it was), the gateway edits the root to it, on
+	// platforms that edit posts; elsewhere the reply in the thread is all.
+	RootText string `json:",omitempty"`
+	// EditRoot is set by the gateway only, on the work that edits the
+	// root post it names to Text; a source's work with it is refused.
+	EditRoot string `json:",omitempty"`
 }
 
 // Validate reports work the gateway cannot take.
