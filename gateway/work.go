@@ -51,10 +51,11 @@ func (g *Gateway) SubmitWork(ctx context.Context, w triggers.Work) error {
 	if err := w.Validate(); err != nil {
 		return err
 	}
-	if w.EditRoot != "" {
-		// Only the gateway edits a post, one it made: a source naming
-		// any post to rewrite would be a way to deface the chat.
-		return fmt.Errorf("gateway: work %s: edit_root is the gateway's own", w.Trigger)
+	if w.EditRoot != "" || w.Posted != "" {
+		// Only the gateway edits a post, one it made, and says what it
+		// posted: a source naming a post to rewrite, or words to put in
+		// the bot's mouth, would deface the chat or its history.
+		return fmt.Errorf("gateway: work %s: edit_root and posted are the gateway's own", w.Trigger)
 	}
 	if g.sched.isClosed() {
 		return ErrClosed
@@ -118,18 +119,18 @@ func (g *Gateway) threaded(w triggers.Work) bool {
 func (g *Gateway) work(ctx context.Context, c *sessions.Claim, q queued) (result, error) {
 	w := *q.Work
 	switch {
-	case w.Answer == triggers.AnswerAgent && w.Text != "":
+	case w.Answer == triggers.AnswerAgent && (w.Text != "" || w.Posted != ""):
 		// The post first, then the turn, in this order in the
 		// conversation; queued again with the same ID after a crash, the
 		// turn is a duplicate, and the post goes out with this commit.
 		turn := w
-		turn.ID, turn.Text = w.ID+":turn", ""
+		turn.ID, turn.Text, turn.Posted = w.ID+":turn", "", ""
 		if err := g.queueWork(ctx, turn); err != nil {
 			return result{}, storeError{err}
 		}
-		return result{reply: &channels.Reply{Text: w.Text}}, nil
+		return result{reply: postOf(w), msgs: saidBy(w)}, nil
 	case w.Answer == triggers.AnswerPost:
-		return result{reply: &channels.Reply{Text: w.Text}}, nil
+		return result{reply: postOf(w), msgs: saidBy(w)}, nil
 	}
 	rec, err := g.approvals.pausedOn(ctx, c, q.Msg)
 	if err != nil {
@@ -139,6 +140,27 @@ func (g *Gateway) work(ctx context.Context, c *sessions.Claim, q queued) (result
 		return g.resume(ctx, c, q.Msg, rec)
 	}
 	return g.turn(ctx, c, q.Msg, g.resolve(q.Msg), workTurnText(w))
+}
+
+// postOf is the reply that posts w's Text, nil for none.
+func postOf(w triggers.Work) *channels.Reply {
+	if w.Text == "" {
+		return nil
+	}
+	return &channels.Reply{Text: w.Text}
+}
+
+// saidBy is what w says in its conversation (its post, or the thread's
+// root it posted), written into the conversation's history as the bot's:
+// a person replying there continues a conversation that knows the alert.
+func saidBy(w triggers.Work) []sessions.Message {
+	var out []sessions.Message
+	for _, text := range []string{w.Posted, w.Text} {
+		if text != "" {
+			out = append(out, sessions.Message{Role: "assistant", Content: text})
+		}
+	}
+	return out
 }
 
 // workTurnText is the user turn of an agent work: the skill first, the
@@ -188,7 +210,8 @@ func (g *Gateway) threadWork(ctx context.Context, c *sessions.Claim, q queued) n
 		th = triggers.Thread{Root: root, Creator: w.ID, Resolved: w.Resolved}
 	}
 	if th.Creator == w.ID {
-		w.Text = "" // it is the thread's root
+		// It is the thread's root: posted, to be recorded in the thread.
+		w.Posted, w.Text = w.Text, ""
 	} else if th.Resolved != w.Resolved {
 		// Queued before the state is recorded: tried again after a
 		// crash in between, the edit is a duplicate of itself.
@@ -210,9 +233,6 @@ func (g *Gateway) threadWork(ctx context.Context, c *sessions.Claim, q queued) n
 		return next{failed: true}
 	}
 	w.To.Thread, w.ID = th.Root, w.ID+":thread"
-	if w.Text == "" && w.Answer == triggers.AnswerPost {
-		return g.finish(ctx, c, q, result{}) // the root was all there was
-	}
 	return g.requeue(ctx, c, q, w)
 }
 

@@ -79,9 +79,12 @@ type Work struct {
 	// or firing again after it was), the gateway edits the root to it, on
 	// platforms that edit posts; elsewhere the reply in the thread is all.
 	RootText string `json:",omitempty"`
-	// EditRoot is set by the gateway only, on the work that edits the
-	// root post it names to Text; a source's work with it is refused.
+	// EditRoot and Posted are set by the gateway only (a source's work
+	// with either is refused): EditRoot on the work that edits the root
+	// post it names to Text; Posted on the work whose Text went out as
+	// its thread's root, which the thread's conversation records.
 	EditRoot string `json:",omitempty"`
+	Posted   string `json:",omitempty"`
 }
 
 // Validate reports work the gateway cannot take.
