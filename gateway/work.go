@@ -150,14 +150,16 @@ func postOf(w triggers.Work) *channels.Reply {
 	return &channels.Reply{Text: w.Text}
 }
 
-// saidBy is what w says in its conversation (its post, or the thread's
-// root it posted), written into the conversation's history as the bot's:
-// a person replying there continues a conversation that knows the alert.
+// saidBy is what w posts in its conversation (its post, or the thread's
+// root it posted), written into the conversation's history so that a
+// person replying there continues a conversation that knows the alert.
+// It is the trigger's, not the model's: a user message with the post as
+// untrusted data, since its labels and summaries are the sender's words.
 func saidBy(w triggers.Work) []sessions.Message {
 	var out []sessions.Message
 	for _, text := range []string{w.Posted, w.Text} {
 		if text != "" {
-			out = append(out, sessions.Message{Role: "assistant", Content: text})
+			out = append(out, sessions.Message{Role: "user", Content: w.Trigger + " posted in this chat:\n\n" + agent.WrapToolResult(w.Trigger, text)})
 		}
 	}
 	return out
