@@ -33,7 +33,9 @@ import (
 //     work is queued on the chat, whose lock orders the group's work; the
 //     first posts its Text as the thread's root and records the root in
 //     triggers.Threads, and every work of the group goes on in that
-//     thread's conversation, where people's replies continue it.
+//     thread's conversation, where people's replies continue it. A
+//     work that changes the group's state (resolved, firing again) also
+//     edits the root to its RootText (rootedit.go).
 
 // var _ checks that the gateway is what trigger sources are handed.
 var _ triggers.Submitter = (*Gateway)(nil)
@@ -48,6 +50,12 @@ const workRetryMax = time.Minute
 func (g *Gateway) SubmitWork(ctx context.Context, w triggers.Work) error {
 	if err := w.Validate(); err != nil {
 		return err
+	}
+	if w.EditRoot != "" || w.Posted != "" {
+		// Only the gateway edits a post, one it made, and says what it
+		// posted: a source naming a post to rewrite, or words to put in
+		// the bot's mouth, would deface the chat or its history.
+		return fmt.Errorf("gateway: work %s: edit_root and posted are the gateway's own", w.Trigger)
 	}
 	if g.sched.isClosed() {
 		return ErrClosed
@@ -104,25 +112,25 @@ func (g *Gateway) queueWork(ctx context.Context, w triggers.Work) error {
 // threaded reports whether w is to be answered in its group's thread,
 // which threadWork finds or starts first.
 func (g *Gateway) threaded(w triggers.Work) bool {
-	return w.Group != "" && w.To.Thread == "" && g.cfg.Threads != nil
+	return w.EditRoot != "" || w.Group != "" && w.To.Thread == "" && g.cfg.Threads != nil
 }
 
 // work answers the work q carries under c's lock.
 func (g *Gateway) work(ctx context.Context, c *sessions.Claim, q queued) (result, error) {
 	w := *q.Work
 	switch {
-	case w.Answer == triggers.AnswerAgent && w.Text != "":
+	case w.Answer == triggers.AnswerAgent && (w.Text != "" || w.Posted != ""):
 		// The post first, then the turn, in this order in the
 		// conversation; queued again with the same ID after a crash, the
 		// turn is a duplicate, and the post goes out with this commit.
 		turn := w
-		turn.ID, turn.Text = w.ID+":turn", ""
+		turn.ID, turn.Text, turn.Posted = w.ID+":turn", "", ""
 		if err := g.queueWork(ctx, turn); err != nil {
 			return result{}, storeError{err}
 		}
-		return result{reply: &channels.Reply{Text: w.Text}}, nil
+		return result{reply: postOf(w), msgs: saidBy(w)}, nil
 	case w.Answer == triggers.AnswerPost:
-		return result{reply: &channels.Reply{Text: w.Text}}, nil
+		return result{reply: postOf(w), msgs: saidBy(w)}, nil
 	}
 	rec, err := g.approvals.pausedOn(ctx, c, q.Msg)
 	if err != nil {
@@ -132,6 +140,29 @@ func (g *Gateway) work(ctx context.Context, c *sessions.Claim, q queued) (result
 		return g.resume(ctx, c, q.Msg, rec)
 	}
 	return g.turn(ctx, c, q.Msg, g.resolve(q.Msg), workTurnText(w))
+}
+
+// postOf is the reply that posts w's Text, nil for none.
+func postOf(w triggers.Work) *channels.Reply {
+	if w.Text == "" {
+		return nil
+	}
+	return &channels.Reply{Text: w.Text}
+}
+
+// saidBy is what w posts in its conversation (its post, or the thread's
+// root it posted), written into the conversation's history so that a
+// person replying there continues a conversation that knows the alert.
+// It is the trigger's, not the model's: a user message with the post as
+// untrusted data, since its labels and summaries are the sender's words.
+func saidBy(w triggers.Work) []sessions.Message {
+	var out []sessions.Message
+	for _, text := range []string{w.Posted, w.Text} {
+		if text != "" {
+			out = append(out, sessions.Message{Role: "user", Content: w.Trigger + " posted in this chat:\n\n" + agent.WrapToolResult(w.Trigger, text)})
+		}
+	}
+	return out
 }
 
 // workTurnText is the user turn of an agent work: the skill first, the
@@ -155,6 +186,9 @@ func workTurnText(w triggers.Work) string {
 // gets one thread.
 func (g *Gateway) threadWork(ctx context.Context, c *sessions.Claim, q queued) next {
 	w := *q.Work
+	if w.EditRoot != "" {
+		return g.editRoot(ctx, c, q)
+	}
 	th, ok, err := g.cfg.Threads.Get(ctx, w.To, w.Group)
 	if err != nil {
 		g.release(c.Lock)
@@ -175,10 +209,20 @@ func (g *Gateway) threadWork(ctx context.Context, c *sessions.Claim, q queued) n
 			w.Group = ""
 			return g.requeue(ctx, c, q, w)
 		}
-		th = triggers.Thread{Root: root, Creator: w.ID}
+		th = triggers.Thread{Root: root, Creator: w.ID, Resolved: w.Resolved}
 	}
 	if th.Creator == w.ID {
-		w.Text = "" // it is the thread's root
+		// It is the thread's root: posted, to be recorded in the thread.
+		w.Posted, w.Text = w.Text, ""
+	} else if th.Resolved != w.Resolved {
+		// Queued before the state is recorded: tried again after a
+		// crash in between, the edit is a duplicate of itself.
+		if err := g.queueRootEdit(ctx, w, th.Root); err != nil {
+			g.log.WarnContext(ctx, "queue the edit of an alert group's root; trying again", "trigger", w.Trigger, "err", err)
+			g.release(c.Lock)
+			return next{failed: true}
+		}
+		th.Resolved = w.Resolved
 	}
 	ttl := triggers.OpenThreadTTL
 	if w.Resolved {
@@ -191,9 +235,6 @@ func (g *Gateway) threadWork(ctx context.Context, c *sessions.Claim, q queued) n
 		return next{failed: true}
 	}
 	w.To.Thread, w.ID = th.Root, w.ID+":thread"
-	if w.Text == "" && w.Answer == triggers.AnswerPost {
-		return g.finish(ctx, c, q, result{}) // the root was all there was
-	}
 	return g.requeue(ctx, c, q, w)
 }
 

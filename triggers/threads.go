@@ -23,9 +23,13 @@ const (
 // Thread is a group's thread: the platform's id of its root post, and the
 // work that posted it (so that the same work, tried again after a crash,
 // knows its root is already posted and does not post its text twice).
+//
+// Resolved is the group's state the root post shows (resolved or not), so
+// that the root is edited once when it changes, not on every work.
 type Thread struct {
-	Root    string `json:"root"`
-	Creator string `json:"creator"`
+	Root     string `json:"root"`
+	Creator  string `json:"creator"`
+	Resolved bool   `json:"resolved,omitempty"`
 }
 
 // Threads is the group → thread map, in Redis, shared by every replica.

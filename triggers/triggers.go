@@ -73,6 +73,18 @@ type Work struct {
 	// Resolved marks the work that ends its group (an alert group
 	// resolved): its thread is kept for ResolvedThreadTTL from then on.
 	Resolved bool `json:",omitempty"`
+	// RootText, with Group, is what the group's root post is to show
+	// from this work on (Markdown: the root's rendering of this
+	// notification). When the work changes the group's state (resolved,
+	// or firing again after it was), the gateway edits the root to it, on
+	// platforms that edit posts; elsewhere the reply in the thread is all.
+	RootText string `json:",omitempty"`
+	// EditRoot and Posted are set by the gateway only (a source's work
+	// with either is refused): EditRoot on the work that edits the root
+	// post it names to Text; Posted on the work whose Text went out as
+	// its thread's root, which the thread's conversation records.
+	EditRoot string `json:",omitempty"`
+	Posted   string `json:",omitempty"`
 }
 
 // Validate reports work the gateway cannot take.

@@ -36,6 +36,7 @@ var contracts = map[Capability]contract{
 	AttachmentFetcher: {"FetchAttachment refuses an attachment that names nothing", checkFetcher},
 	PostCounter:       {"Posts counts a short reply as one post", checkPostCounter},
 	RoomReader:        {"ReadRoom reads the newest Max of a thread oldest first, and nothing again from its cursor", checkRoomReader},
+	Editor:            {"Edit rewrites a post it made, and refuses one it never made for good", checkEditor},
 }
 
 func contextFor(t *testing.T) context.Context {
@@ -235,5 +236,36 @@ func checkRoomReader(t *testing.T, s Subject) {
 	again, err := r.ReadRoom(ctx, channels.RoomQuery{Message: asked, Thread: true, Since: all.Cursor, Max: 50})
 	if err != nil || len(again.Messages) != 0 {
 		t.Errorf("ReadRoom again from its cursor = %d messages, %v; want nothing new", len(again.Messages), err)
+	}
+}
+
+// checkEditor: an Editor is a Poster (it edits what Post made); editing a
+// post twice to one text is harmless; and an id the platform never gave
+// is refused as a failure another attempt cannot mend, revealing nothing.
+func checkEditor(t *testing.T, s Subject) {
+	ch, _ := build(t, s)
+	c := channels.CapabilitiesOf(ch)
+	if c.Poster == nil {
+		t.Fatalf("%T implements channels.Editor but not channels.Poster", ch)
+	}
+	ctx := contextFor(t)
+	id, err := c.Poster.Post(ctx, s.Message, c.Poster.Parts(s.Message, channels.Reply{Text: "contract: a post to edit"})[0])
+	if err != nil || id == "" {
+		t.Fatalf("Post = %q, %v; want the id of the post made", id, err)
+	}
+	edited := c.Poster.Parts(s.Message, channels.Reply{Text: "contract: the post, edited"})[0]
+	for i := range 2 {
+		if err := c.Editor.Edit(ctx, s.Message, id, edited); err != nil {
+			noSecret(t, s, "Edit's error", err.Error())
+			t.Fatalf("Edit %d of a post the adapter made = %v", i+1, err)
+		}
+	}
+	err = c.Editor.Edit(ctx, s.Message, "contract-never-posted", edited)
+	if err == nil {
+		t.Fatal("Edit of an id the platform never gave succeeded")
+	}
+	noSecret(t, s, "Edit's error", err.Error())
+	if again, _ := channels.Retryable(err); again {
+		t.Errorf("Edit of an id the platform never gave = %v; want a failure another attempt cannot mend", err)
 	}
 }

@@ -179,16 +179,19 @@ func (a *Adapter) newMessage(ev *larkim.P2MessageReceiveV1) (channels.Message, b
 	return m, true
 }
 
-// setThread sets a group message's conversation: a topic group's topic;
-// in a normal group the thread (or reply chain) the message belongs to, or
-// the thread the reply to this mention will open.
+// setThread sets a group message's conversation: the thread (or reply
+// chain, or topic of a topic group) the message belongs to, named by its
+// root message, or the thread the reply to this mention will open. The
+// root's id names it in every kind of group, as it names the thread a
+// trigger's root post starts (Address): a topic's omt_ id, which a post's
+// answer does not give, stays in MetaThreadID for reading the room.
 func (a *Adapter) setThread(m *channels.Message, rootID, threadID string) {
 	chatType := m.Meta[MetaChatType]
 	switch {
-	case chatType == "topic_group" && threadID != "":
-		m.Thread = threadID
 	case rootID != "":
 		m.Thread = rootID
+	case chatType == "topic_group":
+		m.Thread = m.ID // a topic's first message is its root
 	case threadID != "":
 		m.Thread = threadID
 	default:

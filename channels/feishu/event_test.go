@@ -108,7 +108,7 @@ func TestTopicGroupThreadIsOneConversation(t *testing.T) {
 		t.Fatalf("submitted %d: %+v", len(msgs), msgs)
 	}
 	key := msgs[0].ConversationKey()
-	if key != "feishu:tenant1:oc_topics:omt_topic" {
+	if key != "feishu:tenant1:oc_topics:om_t1" {
 		t.Errorf("topic conversation key %q", key)
 	}
 	for _, m := range msgs[1:3] {

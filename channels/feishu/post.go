@@ -59,6 +59,7 @@ func (a *Adapter) Post(ctx context.Context, m channels.Message, part string) (st
 	}
 	if p.Mark {
 		a.markAnswered(ctx, m, channels.Reply{})
+		a.markRoot(ctx, m, id)
 	}
 	return id, nil
 }
@@ -79,4 +80,16 @@ func postError(ctx context.Context, err error) error {
 // Pace implements channels.Poster: five posts a second per chat.
 func (a *Adapter) Pace() channels.Pace {
 	return channels.Pace{Every: time.Second / PostsPerSecond, Burst: 1}
+}
+
+// markRoot follows the thread a post at a group's top level starts (a
+// trigger's root: an alert group's thread), as a thread the bot answered
+// in: people replying to it are answered without a mention.
+func (a *Adapter) markRoot(ctx context.Context, m channels.Message, id string) {
+	if m.DM || !a.cfg.FollowThreads || id == "" || m.Meta[MetaThreadKey] != "" || m.Meta[MetaMessageID] != "" {
+		return
+	}
+	if err := a.state.markThread(ctx, m.Chat+":"+id, a.opts.ThreadTTL); err != nil {
+		a.log.Warn("cannot remember the thread of a post; replies to it will need a mention", "err", err)
+	}
 }

@@ -309,9 +309,11 @@ func sendUUID(m channels.Message, i int, kind, chunk string) string {
 }
 
 // cardFor builds an interactive card whose one element is the Markdown.
+// It is a shared card (update_multi), which Feishu requires of a card
+// before and after it is edited (Edit): everyone sees the one card anyway.
 func cardFor(md string) map[string]any {
 	return map[string]any{
-		"config":   map[string]any{"wide_screen_mode": true},
+		"config":   map[string]any{"wide_screen_mode": true, "update_multi": true},
 		"elements": []any{map[string]any{"tag": "markdown", "content": cardMarkdown(md)}},
 	}
 }

@@ -96,15 +96,29 @@ func TestAlertGroupIsOneSlackThreadAcrossTwoReplicasAndHAPeers(t *testing.T) {
 	if got := postHook(t, a.base, "am-s3cret", amNotification("resolved", "db-1", "db-2")); got != 200 {
 		t.Fatalf("resolved: %d", got)
 	}
-	slacktest.WaitFor(t, "the resolution in the thread", slackDeadline, func() bool { return len(opsPosts(fake, "[RESOLVED:2] DiskFull")) > 0 })
+	inThread := func(text string) (n int) {
+		for _, p := range opsPosts(fake, text) {
+			if p.ThreadTS == root.TS {
+				n++
+			}
+		}
+		return n
+	}
+	slacktest.WaitFor(t, "the resolution in the thread, and the root edited", slackDeadline, func() bool {
+		return inThread("[RESOLVED:2] DiskFull") > 0 && len(fake.Edits()) > 0
+	})
 	for _, text := range []string{"[FIRING:2] DiskFull", "[RESOLVED:2] DiskFull"} {
-		ps := opsPosts(fake, text)
-		if len(ps) != 1 || ps[0].ThreadTS != root.TS {
-			t.Fatalf("%q: %+v, want one post in thread %s", text, ps, root.TS)
+		if n := inThread(text); n != 1 {
+			t.Fatalf("%q: %d posts in thread %s, want one", text, n, root.TS)
 		}
 	}
-	if n := len(opsPosts(fake, "[FIRING:1] DiskFull")); n != 1 {
-		t.Fatalf("the HA pair's notification was posted %d times", n)
+	// The root post now shows the resolution (Posts shows each post as
+	// it stands): the HA pair's first notification was posted once.
+	if edits := fake.Edits(); len(edits) != 1 || edits[0].TS != root.TS {
+		t.Fatalf("edits %+v; want the root edited once", edits)
+	}
+	if n := len(opsPosts(fake, "DiskFull")); n != 3 {
+		t.Fatalf("%d posts of the group; want the root and two replies", n)
 	}
 	if v := a.metric(t, `parley_trigger_requests_total{outcome="unauthorized",trigger="am"}`); v != "1" {
 		t.Fatalf("unauthorized = %q", v)
@@ -222,9 +236,18 @@ func TestRealAlertmanagerFiringAndResolvedReachOneSlackThread(t *testing.T) {
 		}
 		return false
 	})
+	// The root itself now shows the group resolved: edited once.
+	slacktest.WaitFor(t, "the root edited to show the resolution", slackDeadline, func() bool { return len(fake.Edits()) > 0 })
+	edits := fake.Edits()
+	if len(edits) != 1 || edits[0].TS != root.TS || edits[0].Channel != "C-OPS" || !strings.Contains(edits[0].Text, "[RESOLVED:2] DiskFull") {
+		t.Fatalf("edits %+v; want the root %s edited once to show RESOLVED", edits, root.TS)
+	}
 	for _, p := range opsPosts(fake, "DiskFull") {
 		if p.TS != root.TS && p.ThreadTS != root.TS {
 			t.Fatalf("a post outside the group's thread: %+v", p)
+		}
+		if p.TS == root.TS && (!strings.HasPrefix(p.Text, "✅ *[RESOLVED:2] DiskFull*") || strings.Contains(p.Text, "FIRING")) {
+			t.Fatalf("the root shows %q; want the resolution, in mrkdwn", p.Text)
 		}
 	}
 }

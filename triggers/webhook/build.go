@@ -30,7 +30,11 @@ func build(name string, hook *Webhook, body []byte) (triggers.Work, map[string]s
 		return w, nil, err
 	}
 	w.ID, w.Group, w.Resolved = n.Identity(), n.GroupKey, n.Status == StatusResolved
+	// The root of the group's thread shows the group's latest state: the
+	// gateway edits it to this rendering when the group is resolved, or
+	// fires again after it was.
 	w.Text = renderAlerts(n)
+	w.RootText = w.Text
 	if hook.Answer == triggers.AnswerAgent {
 		w.Data = alertData(n)
 	}

@@ -150,6 +150,11 @@ func TestAlertmanagerNotificationIsPostedOnceAcrossHAPeers(t *testing.T) {
 	if len(work) != 2 || !work[1].Resolved || work[1].Group != w.Group || !strings.Contains(work[1].Text, "RESOLVED") {
 		t.Fatalf("resolution = %+v", work[len(work)-1])
 	}
+	// What the group's root is to show: the group's state, rendered as
+	// a root is.
+	if !strings.HasPrefix(w.RootText, "🔥 **[FIRING:2] DiskFull**") || !strings.HasPrefix(work[1].RootText, "✅ **[RESOLVED:2] DiskFull**") || w.EditRoot != "" {
+		t.Errorf("root texts %q and %q; want the firing, then the resolved rendering", w.RootText, work[1].RootText)
+	}
 }
 
 func TestRequestsWithoutValidCredentialsAreRefusedAndPostNothing(t *testing.T) {

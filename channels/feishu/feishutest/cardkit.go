@@ -18,6 +18,7 @@ const (
 	OpCardContent  = "card_content"  // PUT …/cards/:card_id/elements/:element_id/content
 	OpCardSettings = "card_settings" // PATCH …/cards/:card_id/settings
 	OpPatch        = "patch"         // PATCH /open-apis/im/v1/messages/:message_id
+	OpEdit         = "edit"          // PUT /open-apis/im/v1/messages/:message_id (edit.go)
 	OpDelete       = "delete"        // DELETE /open-apis/im/v1/messages/:message_id
 )
 
@@ -188,6 +189,10 @@ func (s *Server) serveCardKit(w http.ResponseWriter, r *http.Request, body []byt
 		if s.authorized(w, r) {
 			s.patchMessage(w, strings.TrimPrefix(path, messages), body)
 		}
+	case r.Method == http.MethodPut && strings.HasPrefix(path, messages) && !strings.Contains(strings.TrimPrefix(path, messages), "/"):
+		if s.authorized(w, r) {
+			s.editMessage(w, strings.TrimPrefix(path, messages), body) // edit.go
+		}
 	case r.Method == http.MethodDelete && strings.HasPrefix(path, messages) && !strings.Contains(strings.TrimPrefix(path, messages), "/"):
 		if s.authorized(w, r) {
 			s.deleteMessage(w, strings.TrimPrefix(path, messages))
@@ -352,6 +357,11 @@ func (s *Server) patchMessage(w http.ResponseWriter, id string, body []byte) {
 	defer s.mu.Unlock()
 	m := s.msgIndex[id]
 	switch {
+	case m == nil && s.saidBySomeone(id):
+		c.Refused = true
+		s.record(c)
+		writeJSON(w, 400, map[string]any{"code": CodeNotSender, "msg": "The operator is not the sender of the message"})
+		return
 	case m == nil || m.deleted:
 		c.Refused = true
 		s.record(c)

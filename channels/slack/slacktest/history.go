@@ -165,3 +165,14 @@ func (s *Server) userInfo(w http.ResponseWriter, method string, p url.Values) bo
 		"real_name": u.RealName, "profile": map[string]any{"real_name": u.RealName, "display_name": u.DisplayName}}})
 	return true
 }
+
+// writtenBy reports whether ts in channel is a message someone other
+// than the bot wrote. s.mu is held.
+func (s *Server) writtenBy(channel, ts string) bool {
+	for _, m := range s.written {
+		if m.TS == ts && m.Channel == channel {
+			return true
+		}
+	}
+	return false
+}

@@ -16,7 +16,8 @@ import (
 //   - chat.appendStream (channel, ts, markdown_text) adds to it;
 //   - chat.stopStream (channel, ts, markdown_text) adds the last text and
 //     ends the stream;
-//   - chat.update (channel, ts, text) replaces a message's text;
+//   - chat.update (channel, ts, text) replaces the text of a message the
+//     bot made (cant_update_message for one someone else wrote, Say);
 //   - chat.delete (channel, ts) removes a message;
 //   - assistant.threads.setStatus (channel_id, thread_ts, status) sets the
 //     status line of a thread ("" clears it).
@@ -208,6 +209,8 @@ func (c *liveCall) appendStream() {
 func (c *liveCall) update() {
 	m := c.s.message(c.channel, c.ts)
 	switch {
+	case m == nil && c.s.writtenBy(c.channel, c.ts):
+		c.fail("cant_update_message") // someone else's message
 	case m == nil:
 		c.fail("message_not_found")
 	case c.p.Get("text") == "":
@@ -220,4 +223,16 @@ func (c *liveCall) update() {
 		c.logCall(c.ts, m.Text)
 		writeJSON(c.w, map[string]any{"ok": true, "channel": c.channel, "ts": c.ts, "text": m.Text})
 	}
+}
+
+// Edits lists the chat.update calls answered ok that changed a message's
+// text (not its blocks), in order: TS the message, Text its new text.
+func (s *Server) Edits() []Call {
+	var out []Call
+	for _, c := range s.Log() {
+		if c.Method == "chat.update" {
+			out = append(out, c)
+		}
+	}
+	return out
 }
