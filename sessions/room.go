@@ -123,18 +123,22 @@ func (s *RedisStore) roomState(cursor string, entries []any) RoomState {
 	return st
 }
 
-// roomScript applies a RoomWrite once, and only after its turn's
-// completion: the completion's receipt (KEYS[1]) exists only if that
-// completion found the lock held and wrote the turn. KEYS[2] marks the
-// write as done, for as long as the receipt lives.
+// roomScript applies a RoomWrite once, and only with its turn: it runs
+// in the completion's pipeline just before the completion's script, while
+// the turn's holder still holds the lock (KEYS[5] is its token), so that
+// no other holder can claim the conversation between the turn's release
+// and its room's write and read the same room again. Run alone later (a
+// Redis that had forgotten the script), it finds the completion's receipt
+// (KEYS[1]) instead, which exists only if the completion wrote the turn.
+// KEYS[2] marks the write as done, for as long as the receipt lives.
 //
-// KEYS: receipt, marker, cursor, ambient. ARGV: cursor, cursor TTL ms,
-// taken, entry, max entries, max bytes, ambient TTL ms, marker TTL ms,
-// check receipt (1/0).
+// KEYS: receipt, marker, cursor, ambient, lock. ARGV: cursor, cursor TTL
+// ms, taken, entry, max entries, max bytes, ambient TTL ms, marker TTL ms,
+// check the turn (1/0), token.
 // Returns 0 (the turn was not written), 2 (already applied) or 1.
 var roomScript = redis.NewScript(`
 if ARGV[9] == '1' then
-  if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+  if redis.call('GET', KEYS[5]) ~= ARGV[10] and redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
   if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[8]) then return 2 end
 end
 if ARGV[1] ~= '' then redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2]) end
@@ -169,9 +173,9 @@ func (s *RedisStore) roomArgs(conv, token string, w RoomWrite, check bool) ([]st
 	if check {
 		flag = "1"
 	}
-	keys := []string{s.key(conv, "done:"+token), s.key(conv, "room-written:"+token), s.key(conv, "room"), s.key(conv, "ambient")}
+	keys := []string{s.key(conv, "done:"+token), s.key(conv, "room-written:"+token), s.key(conv, "room"), s.key(conv, "ambient"), s.key(conv, "lock")}
 	return keys, []any{w.Cursor, s.opts.HistoryTTL.Milliseconds(), w.Taken, entry,
-		s.opts.AmbientMessages, s.opts.AmbientBytes, s.opts.AmbientAge.Milliseconds(), s.opts.LockTTL.Milliseconds(), flag}
+		s.opts.AmbientMessages, s.opts.AmbientBytes, s.opts.AmbientAge.Milliseconds(), s.opts.LockTTL.Milliseconds(), flag, token}
 }
 
 // RoomAlong implements Rooms. A write that changes nothing queues nothing

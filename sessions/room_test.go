@@ -130,3 +130,21 @@ func TestAmbientBufferIsBounded(t *testing.T) {
 		t.Fatalf("cursor TTL = %v, %v; want it to expire with the history", ttl, err)
 	}
 }
+
+// TestRoomWriteOfARedisThatForgotItsScripts: a Redis that forgot its
+// scripts (restarted) refuses the room's write in the completion's
+// pipeline; run alone after the completion, it still lands, once.
+func TestRoomWriteOfARedisThatForgotItsScripts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, r := newStore(t, sessions.Options{})
+	const conv = "slack:T1:C1:2.0"
+	completeWith(t, s, conv, sessions.RoomWrite{Cursor: "5"}, 1)
+	if err := r.Client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	completeWith(t, s, conv, sessions.RoomWrite{Cursor: "7"}, 1)
+	if st := roomOf(t, s, conv); st.Cursor != "7" {
+		t.Fatalf("cursor = %q, want 7", st.Cursor)
+	}
+}

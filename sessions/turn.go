@@ -169,12 +169,14 @@ func (s *RedisStore) Complete(ctx context.Context, lock *Lock, item []byte, msgs
 // sends each node its share at once, so the scripts never span a slot.
 func (s *RedisStore) completeAlong(ctx context.Context, keys []string, args []any, along []Along) *redis.Cmd {
 	p := s.client.Pipeline()
-	// First, so that on a single Redis the turn is written before anything
-	// that rides with it.
-	result := pipescript.Queue(ctx, p, s.client, completeScript, keys, args...)
+	// What rides with the turn goes first, while the lock is still held:
+	// the room's write must land before the release lets another holder
+	// claim the conversation and read the room (room.go); the others
+	// (usage, a post's place in its chat's pace) stand on their own.
 	for _, a := range along {
 		a(p)
 	}
+	result := pipescript.Queue(ctx, p, s.client, completeScript, keys, args...)
 	// Exec reports the first command that failed; the completion's outcome
 	// is read from its own command (run alone if Redis had forgotten the
 	// script), the others' by whoever queued them.
