@@ -82,6 +82,11 @@ type turnRun struct {
 	pos   int
 	once  *onceGuard
 	calls int // tool calls of this turn that were not capped
+
+	// reasoning is what the model reasoned before tool calls of this
+	// turn, by their message's place in turn (see reasoned).
+	reasoning map[int]reasoned
+	compacted bool // the history was compacted for a context too long
 }
 
 // newTurn sets a turn up from req, or from the paused turn req resumes.
@@ -196,12 +201,15 @@ func (t *turnRun) askModel(ctx context.Context) (TurnResult, bool, error) {
 		tools = a.offer(allow)
 	}
 	answer, finish, err := a.ask(ctx, t.log, t.req.Channel, t.chain, &t.pos, func(ep *endpoint) *[]byte {
-		return a.turnRequest(ep, t.system, t.hist, t.turn, last, tools, t.media)
+		return a.turnRequest(ep, t.system, t.hist, t.turn, t.reasoning, last, tools, t.media)
 	}, &t.res.Usage, t.ev)
 	t.res.Model = t.chain[t.pos].key
 	if err != nil {
 		if ctxErr := t.parent.Err(); ctxErr != nil {
 			return TurnResult{}, true, ctxErr
+		}
+		if Classify(err) == ContextTooLong && t.compactOnce(ctx, err) {
+			return TurnResult{}, false, nil
 		}
 		return a.failed(ctx, t.log, t.res, err, t.start, t.turn[:t.keep:t.keep]), true, nil
 	}
@@ -218,7 +226,11 @@ func (t *turnRun) askModel(ctx context.Context) (TurnResult, bool, error) {
 // answered ends the turn with the model's text as the reply.
 func (t *turnRun) answered(ctx context.Context, reply string, finish openai.FinishReason) TurnResult {
 	res := &t.res
-	if strings.TrimSpace(reply) == "" {
+	filtered := finish == openai.FinishReasonContentFilter
+	switch {
+	case filtered && strings.TrimSpace(reply) == "":
+		reply = FilteredReply
+	case strings.TrimSpace(reply) == "":
 		reply = EmptyReply
 	}
 	answer := sessions.Message{Role: openai.ChatMessageRoleAssistant, Content: reply}
@@ -232,6 +244,12 @@ func (t *turnRun) answered(ctx context.Context, reply string, finish openai.Fini
 		res.Cut = true
 		res.Reply += CutNote
 		t.log.WarnContext(ctx, "the answer was cut at the model's length limit", "completion_tokens", res.Usage.Completion, "max_tokens", t.a.cfg.MaxTokens)
+	}
+	if filtered {
+		if res.Reply != FilteredReply {
+			res.Reply += FilteredNote
+		}
+		t.log.WarnContext(ctx, "the model provider's content filter stopped the answer", "model", res.Model, "completion_tokens", res.Usage.Completion)
 	}
 	res.Messages = t.turn
 	t.log.DebugContext(ctx, "turn answered", "model", res.Model, "iterations", res.Iterations,
@@ -251,6 +269,12 @@ func (t *turnRun) callTools(answer openai.ChatCompletionMessage) {
 		Content:   answer.Content,
 		ToolCalls: normaliseCalls(answer.ToolCalls),
 	}
+	if answer.ReasoningContent != "" {
+		if t.reasoning == nil {
+			t.reasoning = make(map[int]reasoned)
+		}
+		t.reasoning[len(t.turn)] = reasoned{model: t.res.Model, text: answer.ReasoningContent}
+	}
 	t.turn = append(t.turn, call)
 	limit := t.a.toolCallLimit(len(call.ToolCalls), t.calls)
 	t.a.announceCalls(t.ev, call.ToolCalls[:limit.n])
@@ -258,4 +282,26 @@ func (t *turnRun) callTools(answer openai.ChatCompletionMessage) {
 	// Run at the top of the loop, where a resumed turn finishes the
 	// batch it paused in.
 	t.pending = &batch{Calls: call.ToolCalls, LimitN: limit.n, LimitReason: limit.reason}
+}
+
+// compactOnce compacts the stored history once for a request the model
+// refused as longer than its context, so that the request can be sent
+// again; false when it was already compacted or could not be.
+func (t *turnRun) compactOnce(ctx context.Context, cause error) bool {
+	if t.compacted || t.req.Compact == nil {
+		return false
+	}
+	t.compacted = true
+	h, ok := t.req.Compact(ctx)
+	if !ok {
+		return false
+	}
+	t.log.InfoContext(ctx, "the conversation was longer than the model's context; compacted it and asking again", "err", cause)
+	t.hist = newPlan(h)
+	t.injected = t.hist.injectedSkills()
+	t.seen = nil
+	// The images of stored messages were placed by their entries,
+	// which compaction renumbered.
+	t.media.history = nil
+	return true
 }

@@ -112,8 +112,9 @@ func (w *requestWriter) call(id, name, args []byte) {
 }
 
 // message writes one message of this turn: injections and summaries as
-// user messages, a tool message without its name (the API defines none).
-func (w *requestWriter) message(m *sessions.Message) {
+// user messages, a tool message without its name (the API defines none),
+// an assistant message with the reasoning that came with it, if any.
+func (w *requestWriter) message(m *sessions.Message, reasoning string) {
 	w.sep()
 	if m.Kind == sessions.KindInjection || m.Kind == sessions.KindSummary {
 		w.buf = append(w.buf, `{"role":"user","content":`...)
@@ -133,6 +134,10 @@ func (w *requestWriter) message(m *sessions.Message) {
 	} else if m.Content != "" {
 		w.buf = append(w.buf, `,"content":`...)
 		w.buf = jsonstring.Append(w.buf, m.Content)
+	}
+	if reasoning != "" && m.Role == openai.ChatMessageRoleAssistant {
+		w.buf = append(w.buf, `,"reasoning_content":`...)
+		w.buf = jsonstring.Append(w.buf, reasoning)
 	}
 	if m.Role == openai.ChatMessageRoleAssistant && len(m.ToolCalls) > 0 {
 		w.buf = append(w.buf, `,"tool_calls":[`...)
