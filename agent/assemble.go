@@ -13,6 +13,10 @@ type chunk struct {
 	Choices []chunkChoice `json:"choices"`
 	Usage   *openai.Usage `json:"usage"`
 	Error   *wireError    `json:"error"`
+	// Groq reports a stream's usage in x_groq, Moonshot in the choice.
+	XGroq *struct {
+		Usage *openai.Usage `json:"usage"`
+	} `json:"x_groq"`
 }
 
 type chunkChoice struct {
@@ -28,6 +32,7 @@ type chunkChoice struct {
 		ToolCalls        []callDelta `json:"tool_calls"`
 	} `json:"delta"`
 	FinishReason openai.FinishReason `json:"finish_reason"`
+	Usage        *openai.Usage       `json:"usage"`
 }
 
 // callDelta is a piece of a tool call. The id, type and name come in the
@@ -74,8 +79,11 @@ func (a *assembler) add(data []byte, onText func(string)) error {
 	if e := a.c.Error; e != nil && e.e != nil {
 		return e.e
 	}
-	if a.c.Usage != nil {
+	switch {
+	case a.c.Usage != nil:
 		a.usage = *a.c.Usage
+	case a.c.XGroq != nil && a.c.XGroq.Usage != nil:
+		a.usage = *a.c.XGroq.Usage
 	}
 	for i := range a.c.Choices {
 		ch := &a.c.Choices[i]
@@ -104,6 +112,9 @@ func (a *assembler) add(data []byte, onText func(string)) error {
 		if ch.FinishReason != "" {
 			a.finish = ch.FinishReason
 		}
+		if ch.Usage != nil {
+			a.usage = *ch.Usage
+		}
 	}
 	return nil
 }
@@ -113,8 +124,8 @@ func (a *assembler) add(data []byte, onText func(string)) error {
 // give a call's first piece one index and the rest another; some send no
 // index at all. So a piece goes to
 //
-//   - the call with its id, when it has one; a new id opens a new call,
-//     even under an index a call already has;
+//   - the call with its id, when it has one; a new id that comes with a
+//     name opens a new call, even under an index a call already has;
 //   - else the newest call with its index;
 //   - else, with no index or an index no call has and no name of its own
 //     (a piece that cannot start a call), the last call;
@@ -132,7 +143,7 @@ func (a *assembler) addCall(d callDelta) error {
 		a.calls = append(a.calls, partialCall{index: index, call: openai.ToolCall{Type: openai.ToolTypeFunction}})
 		p = &a.calls[len(a.calls)-1]
 	}
-	if d.ID != "" {
+	if d.ID != "" && p.call.ID == "" {
 		p.call.ID = d.ID
 	}
 	if d.Type != "" {
@@ -158,14 +169,18 @@ func (a *assembler) callFor(d callDelta) *partialCall {
 				return &a.calls[i]
 			}
 		}
-		// A new id: a new call, unless the call under its index has
-		// no id yet (a server that sends the id after the name).
-		if d.Index != nil {
-			if p := a.newestAt(*d.Index); p != nil && p.call.ID == "" {
-				return p
+		// A new id with a name: a new call, unless the call under its
+		// index has no id yet (a server that sends the id after the
+		// name). A new id without a name cannot start a call: GLM-4's
+		// own server gives every piece of one call an id of its own.
+		if d.Function.Name != "" {
+			if d.Index != nil {
+				if p := a.newestAt(*d.Index); p != nil && p.call.ID == "" {
+					return p
+				}
 			}
+			return nil
 		}
-		return nil
 	}
 	if d.Index != nil {
 		if p := a.newestAt(*d.Index); p != nil {

@@ -160,10 +160,11 @@ var contextPhrases = []string{
 }
 
 // contextTooLong reports a request refused because the conversation is
-// longer than the model reads. A rate limit on tokens is not one.
+// longer than the model reads, whatever the status says (llama.cpp has
+// answered it with a 500). A rate limit on tokens is not one.
 func contextTooLong(err error) bool {
 	status, code, typ, msg, ok := errorDetails(err)
-	if !ok || status == http.StatusTooManyRequests || status >= 500 {
+	if !ok || status == http.StatusTooManyRequests {
 		return false
 	}
 	if contextCodes[code] || contextCodes[typ] {
