@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -22,8 +23,11 @@ type chunk struct {
 type chunkChoice struct {
 	Index int `json:"index"`
 	Delta struct {
-		Content content `json:"content"`
-		Refusal string  `json:"refusal"`
+		// Content is read as a string; a chunk whose content is an
+		// array of parts is read again for them (see add), which keeps
+		// the common chunk to one plain decode.
+		Content string `json:"content"`
+		Refusal string `json:"refusal"`
 		// Reasoning comes as reasoning_content (DeepSeek, Qwen, vLLM,
 		// SGLang, llama.cpp), kept to be sent back in the turn's next
 		// request as DeepSeek asks, or as reasoning (OpenRouter, Groq),
@@ -74,7 +78,9 @@ func (a *assembler) add(data []byte, onText func(string)) error {
 	clear(a.c.Choices[:cap(a.c.Choices)])
 	a.c = chunk{Choices: a.c.Choices[:0]}
 	if err := json.Unmarshal(data, &a.c); err != nil {
-		return fmt.Errorf("decode a chunk of the answer: %w", err)
+		if err := a.readParts(data, err); err != nil {
+			return fmt.Errorf("decode a chunk of the answer: %w", err)
+		}
 	}
 	if e := a.c.Error; e != nil && e.e != nil {
 		return e.e
@@ -91,7 +97,7 @@ func (a *assembler) add(data []byte, onText func(string)) error {
 			continue // Parley asks for one choice; others are not its answer
 		}
 		a.chunks++
-		if text := ch.Delta.Content.text; text != "" {
+		if text := ch.Delta.Content; text != "" {
 			a.content = append(a.content, text...)
 			if onText != nil {
 				onText(text)
@@ -99,7 +105,7 @@ func (a *assembler) add(data []byte, onText func(string)) error {
 		}
 		a.refusal = append(a.refusal, ch.Delta.Refusal...)
 		a.reasoning = append(a.reasoning, ch.Delta.ReasoningContent...)
-		a.size += len(ch.Delta.Content.text) + len(ch.Delta.Refusal) + len(ch.Delta.ReasoningContent)
+		a.size += len(ch.Delta.Content) + len(ch.Delta.Refusal) + len(ch.Delta.ReasoningContent)
 		for _, d := range ch.Delta.ToolCalls {
 			if err := a.addCall(d); err != nil {
 				return err
@@ -115,6 +121,34 @@ func (a *assembler) add(data []byte, onText func(string)) error {
 		if ch.Usage != nil {
 			a.usage = *ch.Usage
 		}
+	}
+	return nil
+}
+
+// partsChunk is the content of a chunk's choices in every shape.
+type partsChunk struct {
+	Choices []struct {
+		Delta struct {
+			Content content `json:"content"`
+		} `json:"delta"`
+	} `json:"choices"`
+}
+
+// readParts completes a chunk that failed to decode only because a
+// choice's content is not a string (Mistral's parts): the decoder read
+// everything else, and the content is read again in every shape. Any
+// other failure is returned as it is.
+func (a *assembler) readParts(data []byte, err error) error {
+	var typeErr *json.UnmarshalTypeError
+	if !errors.As(err, &typeErr) || typeErr.Field != "choices.delta.content" {
+		return err
+	}
+	var p partsChunk
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	for i := range min(len(p.Choices), len(a.c.Choices)) {
+		a.c.Choices[i].Delta.Content = p.Choices[i].Delta.Content.text
 	}
 	return nil
 }
