@@ -17,20 +17,14 @@ import (
 // system message, the stored history as stored, this turn's messages, and
 // on the last request the budget note instead of tools. The caller returns
 // the buffer to bodyPool.
-func (a *Agent) turnRequest(ep *endpoint, system []byte, hist *plan, turn []sessions.Message, reasoning map[int]reasoned, last bool, tools [][]byte, media turnMedia) *[]byte {
+func (a *Agent) turnRequest(ep *endpoint, system []byte, hist *plan, turn []sessions.Message, last bool, tools [][]byte, media turnMedia) *[]byte {
 	buf := bodyPool.Get().(*[]byte)
-	w := requestWriter{buf: (*buf)[:0], vision: ep.vision, images: media.images, history: media.history}
+	w := requestWriter{buf: (*buf)[:0], vision: ep.vision, images: media.images, history: media.history, reasoner: ep.key, reasonerToken: ep.keyToken}
 	w.begin(ep.model)
 	w.raw(system)
 	hist.write(&w)
 	for i := range turn {
-		// Reasoning goes back only to the model that wrote it: others
-		// may refuse the field.
-		var r string
-		if rs, ok := reasoning[i]; ok && rs.model == ep.key {
-			r = rs.text
-		}
-		w.message(&turn[i], r)
+		w.message(&turn[i])
 	}
 	if last {
 		w.raw(budgetMessage)
@@ -38,16 +32,6 @@ func (a *Agent) turnRequest(ep *endpoint, system []byte, hist *plan, turn []sess
 	w.end(a.cfg.MaxTokens, tools)
 	*buf = w.buf
 	return buf
-}
-
-// reasoned is the reasoning_content a model sent with tool calls of this
-// turn. DeepSeek's thinking mode requires it back with the assistant
-// message in the requests that follow ("for turns that do perform tool
-// calls, the reasoning_content must be fully passed back"); servers that
-// send none are sent none.
-type reasoned struct {
-	model string // the key of the model that wrote it
-	text  string
 }
 
 // budgetMessage is budgetNote as a user message, encoded.

@@ -83,9 +83,6 @@ type turnRun struct {
 	once  *onceGuard
 	calls int // tool calls of this turn that were not capped
 
-	// reasoning is what the model reasoned before tool calls of this
-	// turn, by their message's place in turn (see reasoned).
-	reasoning map[int]reasoned
 	compacted bool // the history was compacted for a context too long
 }
 
@@ -201,7 +198,7 @@ func (t *turnRun) askModel(ctx context.Context) (TurnResult, bool, error) {
 		tools = a.offer(allow)
 	}
 	answer, finish, err := a.ask(ctx, t.log, t.req.Channel, t.chain, &t.pos, func(ep *endpoint) *[]byte {
-		return a.turnRequest(ep, t.system, t.hist, t.turn, t.reasoning, last, tools, t.media)
+		return a.turnRequest(ep, t.system, t.hist, t.turn, last, tools, t.media)
 	}, &t.res.Usage, t.ev)
 	t.res.Model = t.chain[t.pos].key
 	if err != nil {
@@ -270,10 +267,11 @@ func (t *turnRun) callTools(answer openai.ChatCompletionMessage) {
 		ToolCalls: normaliseCalls(answer.ToolCalls),
 	}
 	if answer.ReasoningContent != "" {
-		if t.reasoning == nil {
-			t.reasoning = make(map[int]reasoned)
-		}
-		t.reasoning[len(t.turn)] = reasoned{model: t.res.Model, text: answer.ReasoningContent}
+		// Sent back with the calls, to this model only, in this turn's
+		// requests and every later one (DeepSeek's thinking mode asks
+		// for it: "for turns that do perform tool calls, the
+		// reasoning_content must be fully passed back").
+		call.ReasoningContent, call.ReasoningModel = answer.ReasoningContent, t.res.Model
 	}
 	t.turn = append(t.turn, call)
 	limit := t.a.toolCallLimit(len(call.ToolCalls), t.calls)

@@ -220,8 +220,9 @@ func TestContentShapes(t *testing.T) {
 }
 
 // TestReasoningSentBackOnlyToItsModel: the reasoning_content DeepSeek
-// sends with tool calls goes back with them in the turn's next request,
-// and only to the model that wrote it; the stored history never has it.
+// sends with tool calls goes back with them in the turn's next request
+// and, stored with the calls, in every later turn's, as its thinking mode
+// requires; only to the model that wrote it, and never as text.
 func TestReasoningSentBackOnlyToItsModel(t *testing.T) {
 	call := `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"","reasoning_content":"I need the clock.","tool_calls":[{"id":"c1","type":"function","function":{"name":"clock","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
 	h := newHarness(t, Config{}, []Tool{textTool("clock", "noon")})
@@ -230,24 +231,36 @@ func TestReasoningSentBackOnlyToItsModel(t *testing.T) {
 	if res.Reply != "it is noon" {
 		t.Fatalf("reply %q", res.Reply)
 	}
-	raw := h.srv.RawRequests()
-	if !bytes.Contains(raw[1], []byte(`"reasoning_content":"I need the clock."`)) {
+	const sent = `"reasoning_content":"I need the clock."`
+	if raw := h.srv.RawRequests(); !bytes.Contains(raw[1], []byte(sent)) {
 		t.Errorf("the request after the call does not carry the reasoning:\n%s", raw[1])
 	}
-	for _, m := range res.Messages {
+	var kept *sessions.Message
+	for i, m := range res.Messages {
 		if strings.Contains(m.Content, "I need the clock") {
-			t.Errorf("the reasoning was stored in %+v", m)
+			t.Errorf("the reasoning became text in %+v", m)
+		}
+		if len(m.ToolCalls) > 0 {
+			kept = &res.Messages[i]
 		}
 	}
+	if kept == nil || kept.ReasoningContent != "I need the clock." || kept.ReasoningModel != "default" {
+		t.Fatalf("the call message kept %+v; want its reasoning and model", kept)
+	}
 
-	// A fallback model that takes over is not sent it.
-	var req turnRun
-	req.reasoning = map[int]reasoned{0: {model: "deepseek", text: "secret thoughts"}}
-	ep := &endpoint{key: "other", model: []byte(`"other"`)}
-	a := New(Config{Model: "m"}, NewClient("http://127.0.0.1:1", "k", nil), nil, metrics.New(), slog.New(slog.DiscardHandler))
-	body := a.turnRequest(ep, []byte(`{"role":"system","content":"s"}`), newPlan(sessions.History{}),
-		[]sessions.Message{{Role: "assistant", ToolCalls: []sessions.ToolCall{{ID: "c1", Name: "clock", Arguments: "{}"}}}}, req.reasoning, false, nil, turnMedia{})
-	if bytes.Contains(*body, []byte("secret thoughts")) {
+	// The next turn sends it again from the stored history, to this model.
+	history := stored(t, res.Messages...)
+	h.srv.Script(openaitest.Text("still noon"))
+	h.run(t, TurnRequest{UserText: "and now?", History: history})
+	raw := h.srv.RawRequests()
+	if !bytes.Contains(raw[len(raw)-1], []byte(sent)) {
+		t.Errorf("the next turn's request does not carry the stored reasoning:\n%s", raw[len(raw)-1])
+	}
+
+	// Another model is sent neither the stored nor the turn's reasoning.
+	other := &endpoint{key: "other", keyToken: []byte(`"other"`), model: []byte(`"other"`)}
+	body := h.agent.turnRequest(other, []byte(`{"role":"system","content":"s"}`), newPlan(history), []sessions.Message{*kept}, false, nil, turnMedia{})
+	if bytes.Contains(*body, []byte("I need the clock")) {
 		t.Errorf("another model was sent the reasoning: %s", *body)
 	}
 }
