@@ -264,3 +264,25 @@ func TestReasoningSentBackOnlyToItsModel(t *testing.T) {
 		t.Errorf("another model was sent the reasoning: %s", *body)
 	}
 }
+
+// TestContentFilterStopsTheAnswer: finish_reason content_filter tells the
+// user that the provider's filter stopped the answer: in place of an
+// empty one, or after the part written before it, streamed or whole.
+func TestContentFilterStopsTheAnswer(t *testing.T) {
+	for _, opts := range [][]openaitest.Option{nil, {openaitest.WithoutStreaming()}} {
+		h := newHarness(t, Config{}, nil, opts...)
+		h.srv.Script(openaitest.Step{Text: "The first part", FinishReason: "content_filter"})
+		res := h.run(t, TurnRequest{UserText: "go on"})
+		if res.Reply != "The first part"+FilteredNote || res.Failed {
+			t.Errorf("reply %q (failed %v); want the part and the note", res.Reply, res.Failed)
+		}
+		if stored := res.Messages[len(res.Messages)-1].Content; stored != "The first part" {
+			t.Errorf("stored %q; want the model's text without the note", stored)
+		}
+	}
+	h := newHarness(t, Config{}, nil)
+	h.srv.Script(openaitest.Malformed(`{"choices":[{"index":0,"message":{"role":"assistant","content":null},"finish_reason":"content_filter"}]}`))
+	if res := h.run(t, TurnRequest{UserText: "go on"}); res.Reply != FilteredReply {
+		t.Errorf("reply %q; want FilteredReply", res.Reply)
+	}
+}
