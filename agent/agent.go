@@ -59,6 +59,19 @@ const (
 	// administrator must fix the configuration.
 	MisconfiguredReply = "Sorry — I can't answer: this bot is misconfigured (the language model refused its key, model name or request). Trying again won't help; please tell an administrator of this bot."
 
+	// ContextTooLongReply is the reply when the conversation is longer
+	// than the model reads and compacting it once did not help.
+	ContextTooLongReply = "Sorry — this conversation has grown too long for the language model to read. Send /compact to summarise its older part, or /reset to start afresh, then ask again."
+
+	// FilteredReply is the reply when the model provider's content
+	// filter stopped the answer (finish_reason "content_filter") or
+	// refused the request.
+	FilteredReply = "Sorry — the model provider's content filter stopped this answer. Try rephrasing your request."
+
+	// FilteredNote follows the part of an answer written before the
+	// provider's content filter stopped it.
+	FilteredNote = "\n\n[The model provider's content filter stopped this answer here.]"
+
 	// CutNote follows a reply the model stopped at its length limit
 	// (finish_reason "length"), so that nobody takes it for the whole answer.
 	CutNote = "\n\n[This answer was cut off: it reached the model's length limit.]"
@@ -295,6 +308,12 @@ type TurnRequest struct {
 	// HistoryImages are images sent again with stored user messages, by
 	// their entry in History; only to a model with vision.
 	HistoryImages map[int][]string
+	// Compact, when set, compacts the stored history and returns the
+	// new one (false: nothing was compacted). A turn the model refuses
+	// as longer than its context calls it once and asks again; without
+	// it, or when that fails too, the user is told to /compact or
+	// /reset (ContextTooLongReply).
+	Compact func(ctx context.Context) (sessions.History, bool)
 }
 
 // Usage sums the tokens of every model request of a turn.
@@ -302,6 +321,10 @@ type Usage struct {
 	Prompt     int
 	Completion int
 	Cached     int
+	// Reasoning are the completion tokens the model spent reasoning,
+	// where the provider reports them (completion_tokens_details); they
+	// are counted in Completion too.
+	Reasoning int
 }
 
 // TurnResult is the outcome of Run.
@@ -319,7 +342,8 @@ type TurnResult struct {
 	// Iterations counts the model answers whose tool calls were executed.
 	Iterations int
 	// Failed reports that the model could not answer; Failure says why
-	// (Reply is then ApologyReply or MisconfiguredReply).
+	// (Reply is then ApologyReply, MisconfiguredReply, ContextTooLongReply
+	// or FilteredReply).
 	Failed  bool
 	Failure Failure
 	// Cut reports that the model stopped the answer at its length limit;
@@ -344,6 +368,11 @@ const (
 	// Misconfigured: the model refused the request as such (401, 403,
 	// 404, 400 and other client errors). Only an administrator can fix it.
 	Misconfigured
+	// ContextTooLong: the conversation is longer than the model reads,
+	// even after compacting it once. /compact or /reset fixes it.
+	ContextTooLong
+	// Filtered: the provider's content policy refused the request.
+	Filtered
 )
 
 func (f Failure) String() string {
@@ -352,6 +381,10 @@ func (f Failure) String() string {
 		return "model_down"
 	case Misconfigured:
 		return "misconfigured"
+	case ContextTooLong:
+		return "context_too_long"
+	case Filtered:
+		return "filtered"
 	}
 	return "none"
 }
@@ -361,6 +394,15 @@ func (f Failure) String() string {
 func Classify(err error) Failure {
 	if err == nil {
 		return NoFailure
+	}
+	if contextTooLong(err) {
+		return ContextTooLong
+	}
+	if refusedByPolicy(err) {
+		return Filtered
+	}
+	if neverSucceeds(err) {
+		return Misconfigured
 	}
 	if code, ok := statusOf(err); ok && code >= 400 && code < 500 && !retryableStatus(code) {
 		return Misconfigured
@@ -387,9 +429,16 @@ func (a *Agent) failed(ctx context.Context, log *slog.Logger, res TurnResult, er
 	res.Failure = Classify(err)
 	res.Reply = ApologyReply
 	msg := "the model is down; apologising (retry later)"
-	if res.Failure == Misconfigured {
+	switch res.Failure {
+	case Misconfigured:
 		res.Reply = MisconfiguredReply
 		msg = "the model refused the bot's configuration (check model.api_key, model.name and model.base_url); apologising (tell an admin)"
+	case ContextTooLong:
+		res.Reply = ContextTooLongReply
+		msg = "the conversation is longer than the model's context; asking the user to /compact or /reset"
+	case Filtered:
+		res.Reply = FilteredReply
+		msg = "the provider's content filter refused the request; telling the user"
 	}
 	log.ErrorContext(ctx, msg, "failure", res.Failure.String(), "err", err,
 		"iterations", res.Iterations, "duration", time.Since(start))

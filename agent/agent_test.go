@@ -660,7 +660,7 @@ func TestNilMetricsAndLogger(t *testing.T) {
 
 func TestEmptyFinalAnswer(t *testing.T) {
 	h := newHarness(t, Config{}, nil)
-	h.srv.Script(openaitest.Step{Raw: `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"content_filter"}]}`})
+	h.srv.Script(openaitest.Step{Raw: `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"stop"}]}`})
 	res := h.run(t, TurnRequest{UserText: "hi"})
 	if res.Reply != EmptyReply || res.Messages[1].Content != EmptyReply {
 		t.Errorf("result = %+v, want the fallback reply stored", res)

@@ -41,7 +41,8 @@ func (a *Agent) complete(ctx context.Context, ep *endpoint, channel string, body
 		if span.IsRecording() {
 			span.SetAttributes(attribute.String("gen_ai.request.model", ep.name), attribute.String("parley.model", ep.key),
 				attribute.Int("gen_ai.usage.input_tokens", this.Prompt), attribute.Int("gen_ai.usage.output_tokens", this.Completion),
-				attribute.Int("parley.usage.cached_tokens", this.Cached), attribute.Int("parley.request.bytes", len(body)),
+				attribute.Int("parley.usage.cached_tokens", this.Cached), attribute.Int("gen_ai.usage.reasoning_tokens", this.Reasoning),
+				attribute.Int("parley.request.bytes", len(body)),
 				attribute.Bool("parley.request.streamed", !ep.noStream.Load()))
 		}
 		tracing.Fail(span, err)
@@ -70,6 +71,7 @@ func (a *Agent) complete(ctx context.Context, ep *endpoint, channel string, body
 	usage.Prompt += this.Prompt
 	usage.Completion += this.Completion
 	usage.Cached += this.Cached
+	usage.Reasoning += this.Reasoning
 	return answer, finish, nil
 }
 
@@ -134,9 +136,10 @@ func (a *Agent) observeAttempt(model string, at retry.Attempted) {
 // retryable reports whether a failed request may succeed when sent again:
 // rate limits, server errors, timeouts, transport failures and bodies that
 // do not decode. Client errors (400, 401, 403, 404, …) fail at once, since
-// sending the same request again cannot fix them.
+// sending the same request again cannot fix them, and so do the errors
+// that say so whatever their status (see neverSucceeds).
 func retryable(err error) bool {
-	if errors.Is(err, errResponseTooLarge) || errors.Is(err, errTooManyCalls) || errors.Is(err, ErrNotAnAPI) {
+	if errors.Is(err, errResponseTooLarge) || errors.Is(err, errTooManyCalls) || errors.Is(err, ErrNotAnAPI) || neverSucceeds(err) {
 		return false
 	}
 	// Status errors first: a 401 whose body is not JSON is still a 401.
@@ -194,6 +197,9 @@ func failureReason(err error, after time.Duration) retry.Reason {
 	}
 	var streamErr *streamError
 	if errors.As(err, &streamErr) {
+		if streamErr.status != 0 {
+			return retry.StatusReason(streamErr.status)
+		}
 		return retry.ServerError
 	}
 	return retry.ReasonOf(err, after)
@@ -202,14 +208,23 @@ func failureReason(err error, after time.Duration) retry.Reason {
 func (a *Agent) addUsage(channel, model string, u openai.Usage, sum *Usage) {
 	// Counters panic on negative adds; a server's numbers are not trusted
 	// that far.
-	prompt, completion, cached := max(u.PromptTokens, 0), max(u.CompletionTokens, 0), 0
+	prompt, completion, cached, reasoning := max(u.PromptTokens, 0), max(u.CompletionTokens, 0), 0, 0
 	if u.PromptTokensDetails != nil {
 		cached = max(u.PromptTokensDetails.CachedTokens, 0)
+	}
+	// Reasoning tokens are part of the completion tokens; where the
+	// provider reports them they are counted apart as well.
+	if u.CompletionTokensDetails != nil {
+		reasoning = max(u.CompletionTokensDetails.ReasoningTokens, 0)
 	}
 	sum.Prompt += prompt
 	sum.Completion += completion
 	sum.Cached += cached
+	sum.Reasoning += reasoning
 	a.m.LLMTokens.WithLabelValues(channel, model, "prompt").Add(float64(prompt))
 	a.m.LLMTokens.WithLabelValues(channel, model, "completion").Add(float64(completion))
 	a.m.LLMTokens.WithLabelValues(channel, model, "cached").Add(float64(cached))
+	if reasoning > 0 {
+		a.m.LLMTokens.WithLabelValues(channel, model, "reasoning").Add(float64(reasoning))
+	}
 }

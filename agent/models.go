@@ -36,13 +36,14 @@ type ModelConfig struct {
 // endpoint is one model as the Agent sends to it: its client, its retry
 // budget, and the chain of models a turn moves along when it fails.
 type endpoint struct {
-	key     string
-	name    string
-	model   []byte // name as a JSON string, for the request
-	client  *Client
-	retrier *retry.Retrier
-	timeout time.Duration
-	vision  bool
+	key      string
+	keyToken []byte // key as a JSON string, to match a stored ReasoningModel
+	name     string
+	model    []byte // name as a JSON string, for the request
+	client   *Client
+	retrier  *retry.Retrier
+	timeout  time.Duration
+	vision   bool
 	// chain is this model followed by its fallbacks.
 	chain []*endpoint
 	// noStream is set once the model has shown that it does not stream
@@ -56,7 +57,7 @@ func (a *Agent) addEndpoint(key, name string, client *Client, timeout time.Durat
 	if timeout <= 0 {
 		timeout = a.cfg.Timeout
 	}
-	ep := &endpoint{key: key, name: name, model: jsonstring.Append(nil, name), client: client, timeout: timeout, vision: vision}
+	ep := &endpoint{key: key, keyToken: jsonstring.Append(nil, key), name: name, model: jsonstring.Append(nil, name), client: client, timeout: timeout, vision: vision}
 	ep.retrier = retry.New(integrationModel, retry.Policy{
 		Attempts: 1 + max(retries, 0),
 		MinWait:  a.cfg.BackoffBase, MaxWait: a.cfg.BackoffMax,

@@ -19,7 +19,7 @@ import (
 // the buffer to bodyPool.
 func (a *Agent) turnRequest(ep *endpoint, system []byte, hist *plan, turn []sessions.Message, last bool, tools [][]byte, media turnMedia) *[]byte {
 	buf := bodyPool.Get().(*[]byte)
-	w := requestWriter{buf: (*buf)[:0], vision: ep.vision, images: media.images, history: media.history}
+	w := requestWriter{buf: (*buf)[:0], vision: ep.vision, images: media.images, history: media.history, reasoner: ep.key, reasonerToken: ep.keyToken}
 	w.begin(ep.model)
 	w.raw(system)
 	hist.write(&w)

@@ -4,12 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -47,12 +45,6 @@ const maxStreamedCalls = 256
 // errTooManyCalls is a stream opening more than maxStreamedCalls calls. It
 // is not retried, like an oversized answer.
 var errTooManyCalls = fmt.Errorf("agent: the model's answer opened more than %d tool calls", maxStreamedCalls)
-
-// streamError is an error object the server sent inside the stream, after
-// its 200: the model failed mid-answer.
-type streamError struct{ msg string }
-
-func (e *streamError) Error() string { return "agent: the model failed mid-stream: " + e.msg }
 
 // sseBufferBytes is the read buffer of a stream; longer lines are
 // assembled across reads.
@@ -201,24 +193,32 @@ func isEventStream(contentType string, r *bufio.Reader) bool {
 }
 
 var (
-	dataPrefix = []byte("data:")
-	doneMarker = []byte("[DONE]")
+	dataPrefix  = []byte("data:")
+	eventPrefix = []byte("event:")
+	errorPrefix = []byte("error:")
+	doneMarker  = []byte("[DONE]")
 )
 
 // streamReader reads the "data:" lines of a server-sent event stream and
 // assembles the chunks they carry. Each data line is one chunk, as the
 // OpenAI API and its imitators send them; comments (": keep-alive"),
-// blank lines and the other fields are skipped.
+// blank lines and the other fields are skipped. Errors come three ways:
+// an error object in a data line (the assembler reads it), the data of an
+// "event: error", or an "error:" field.
 type streamReader struct {
 	r    *bufio.Reader
 	line []byte // a line longer than the buffer, assembled
 	asm  assembler
+	// errorEvent is set from an "event: error" line to the blank line
+	// that ends the event.
+	errorEvent bool
 }
 
 func (s *streamReader) init(r *bufio.Reader) { s.r = r }
 
 // next returns the payload of the next data line, valid until the next
-// call, or io.EOF at the end of the body.
+// call, or io.EOF at the end of the body. An error the server sent is
+// returned as a *streamError.
 func (s *streamReader) next() ([]byte, error) {
 	for {
 		line, err := s.r.ReadSlice('\n')
@@ -235,168 +235,24 @@ func (s *streamReader) next() ([]byte, error) {
 		}
 		line = bytes.TrimRight(line, "\r\n")
 		if data, ok := bytes.CutPrefix(line, dataPrefix); ok {
-			return bytes.TrimPrefix(data, []byte(" ")), nil
+			data = bytes.TrimPrefix(data, []byte(" "))
+			if s.errorEvent {
+				return nil, eventError(data)
+			}
+			return data, nil
+		}
+		switch {
+		case len(line) == 0:
+			s.errorEvent = false
+		case bytes.HasPrefix(line, eventPrefix):
+			s.errorEvent = string(bytes.TrimSpace(line[len(eventPrefix):])) == "error"
+		case bytes.HasPrefix(line, errorPrefix):
+			return nil, eventError(bytes.TrimSpace(line[len(errorPrefix):]))
 		}
 		if err == io.EOF {
 			return nil, err
 		}
 	}
-}
-
-// chunk is what Parley reads of a chat.completion.chunk.
-type chunk struct {
-	Choices []chunkChoice    `json:"choices"`
-	Usage   *openai.Usage    `json:"usage"`
-	Error   *openai.APIError `json:"error"`
-}
-
-type chunkChoice struct {
-	Index int `json:"index"`
-	Delta struct {
-		Content   string      `json:"content"`
-		Refusal   string      `json:"refusal"`
-		ToolCalls []callDelta `json:"tool_calls"`
-	} `json:"delta"`
-	FinishReason openai.FinishReason `json:"finish_reason"`
-}
-
-// callDelta is a piece of a tool call. The id, type and name come in the
-// first piece of a call; the arguments in any number of pieces. Index
-// says which call a piece belongs to; servers that leave it out send the
-// calls one after another.
-type callDelta struct {
-	Index    *int   `json:"index"`
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-// assembler builds one answer from its chunks.
-type assembler struct {
-	c       chunk // decoded into, reused
-	content []byte
-	refusal []byte
-	calls   []partialCall
-	finish  openai.FinishReason
-	usage   openai.Usage
-	chunks  int // chunks with a choice for the answer
-	size    int // bytes of text, refusal and arguments so far
-}
-
-// partialCall is a tool call being assembled.
-type partialCall struct {
-	index int
-	call  openai.ToolCall
-	args  []byte
-}
-
-// add reads one chunk into the answer, passing its text to onText.
-func (a *assembler) add(data []byte, onText func(string)) error {
-	clear(a.c.Choices[:cap(a.c.Choices)])
-	a.c = chunk{Choices: a.c.Choices[:0]}
-	if err := json.Unmarshal(data, &a.c); err != nil {
-		return fmt.Errorf("decode a chunk of the answer: %w", err)
-	}
-	if e := a.c.Error; e != nil {
-		return &streamError{msg: e.Message}
-	}
-	if a.c.Usage != nil {
-		a.usage = *a.c.Usage
-	}
-	for i := range a.c.Choices {
-		ch := &a.c.Choices[i]
-		if ch.Index != 0 {
-			continue // Parley asks for one choice; others are not its answer
-		}
-		a.chunks++
-		if ch.Delta.Content != "" {
-			a.content = append(a.content, ch.Delta.Content...)
-			if onText != nil {
-				onText(ch.Delta.Content)
-			}
-		}
-		a.refusal = append(a.refusal, ch.Delta.Refusal...)
-		a.size += len(ch.Delta.Content) + len(ch.Delta.Refusal)
-		for _, d := range ch.Delta.ToolCalls {
-			if err := a.addCall(d); err != nil {
-				return err
-			}
-			a.size += len(d.Function.Arguments)
-		}
-		if a.size > maxResponseBytes {
-			return errResponseTooLarge
-		}
-		if ch.FinishReason != "" {
-			a.finish = ch.FinishReason
-		}
-	}
-	return nil
-}
-
-// addCall adds a piece to its call: the one with its index, or without an
-// index, a new call when it brings an id of its own, else the last one.
-func (a *assembler) addCall(d callDelta) error {
-	var p *partialCall
-	if d.Index != nil {
-		for i := range a.calls {
-			if a.calls[i].index == *d.Index {
-				p = &a.calls[i]
-				break
-			}
-		}
-	} else if n := len(a.calls); n > 0 && (d.ID == "" || d.ID == a.calls[n-1].call.ID) {
-		p = &a.calls[n-1]
-	}
-	if p == nil {
-		if len(a.calls) >= maxStreamedCalls {
-			return errTooManyCalls
-		}
-		index := len(a.calls)
-		if d.Index != nil {
-			index = *d.Index
-		}
-		a.calls = append(a.calls, partialCall{index: index, call: openai.ToolCall{Type: openai.ToolTypeFunction}})
-		p = &a.calls[len(a.calls)-1]
-	}
-	if d.ID != "" {
-		p.call.ID = d.ID
-	}
-	if d.Type != "" {
-		p.call.Type = openai.ToolType(d.Type)
-	}
-	if d.Function.Name != "" {
-		// Some servers repeat the name in every piece; none splits it.
-		p.call.Function.Name = d.Function.Name
-	}
-	p.args = append(p.args, d.Function.Arguments...)
-	return nil
-}
-
-// response is the assembled answer, shaped as a response sent whole. A
-// stream that ended before saying why the answer ended was cut short.
-func (a *assembler) response() (openai.ChatCompletionResponse, error) {
-	if a.chunks == 0 {
-		return openai.ChatCompletionResponse{}, errNoChoices
-	}
-	if a.finish == "" {
-		return openai.ChatCompletionResponse{}, errStreamCut
-	}
-	msg := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: string(a.content), Refusal: string(a.refusal)}
-	if len(a.calls) > 0 {
-		slices.SortStableFunc(a.calls, func(x, y partialCall) int { return x.index - y.index })
-		msg.ToolCalls = make([]openai.ToolCall, len(a.calls))
-		for i, p := range a.calls {
-			p.call.Function.Arguments = string(p.args)
-			msg.ToolCalls[i] = p.call
-		}
-	}
-	return openai.ChatCompletionResponse{
-		Choices: []openai.ChatCompletionChoice{{Message: msg, FinishReason: a.finish}},
-		Usage:   a.usage,
-	}, nil
 }
 
 // refusesStreaming reports whether a streaming request failed for asking

@@ -101,25 +101,29 @@ func (c *Client) send(ctx context.Context, body []byte) (resp openai.ChatComplet
 // these, into plain fields, costs a fraction of go-openai's response type,
 // which decodes every message through a method of its own (a second scan
 // of it, and a third when its content is not a string) and fills fields
-// Parley never reads.
+// Parley never reads. Content is read in every shape servers send (see
+// content); an error object in place of the choices is the server's
+// failure.
 type wholeAnswer struct {
 	Choices []struct {
 		Index   int `json:"index"`
 		Message struct {
-			Role      string            `json:"role"`
-			Content   string            `json:"content"`
-			Refusal   string            `json:"refusal"`
-			ToolCalls []openai.ToolCall `json:"tool_calls"`
+			Role             string            `json:"role"`
+			Content          content           `json:"content"`
+			Refusal          string            `json:"refusal"`
+			ReasoningContent string            `json:"reasoning_content"`
+			ToolCalls        []openai.ToolCall `json:"tool_calls"`
 		} `json:"message"`
 		FinishReason openai.FinishReason `json:"finish_reason"`
 	} `json:"choices"`
 	Usage openai.Usage `json:"usage"`
+	Error *wireError   `json:"error"`
 }
 
 // decodeAnswer reads a chat completion answered whole from r. An answer
-// the lean wholeAnswer cannot hold (content given as an array of parts, a
-// value of another type) is decoded into go-openai's response type as it
-// always was, which accepts what that accepts and fails as that fails.
+// the lean wholeAnswer cannot hold (a value of another type) is decoded
+// into go-openai's response type as it always was, which accepts what that
+// accepts and fails as that fails.
 func decodeAnswer(r io.Reader) (openai.ChatCompletionResponse, error) {
 	body, err := io.ReadAll(r)
 	if err != nil {
@@ -127,12 +131,16 @@ func decodeAnswer(r io.Reader) (openai.ChatCompletionResponse, error) {
 	}
 	var lean wholeAnswer
 	if json.Unmarshal(body, &lean) == nil {
+		if len(lean.Choices) == 0 && lean.Error != nil && lean.Error.e != nil {
+			return openai.ChatCompletionResponse{}, lean.Error.e
+		}
 		resp := openai.ChatCompletionResponse{Usage: lean.Usage}
 		if len(lean.Choices) > 0 {
 			resp.Choices = make([]openai.ChatCompletionChoice, len(lean.Choices))
 			for i, c := range lean.Choices {
 				resp.Choices[i] = openai.ChatCompletionChoice{Index: c.Index, FinishReason: c.FinishReason, Message: openai.ChatCompletionMessage{
-					Role: c.Message.Role, Content: c.Message.Content, Refusal: c.Message.Refusal, ToolCalls: c.Message.ToolCalls}}
+					Role: c.Message.Role, Content: c.Message.Content.text, Refusal: c.Message.Refusal,
+					ReasoningContent: c.Message.ReasoningContent, ToolCalls: c.Message.ToolCalls}}
 			}
 		}
 		return resp, nil

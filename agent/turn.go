@@ -82,6 +82,8 @@ type turnRun struct {
 	pos   int
 	once  *onceGuard
 	calls int // tool calls of this turn that were not capped
+
+	compacted bool // the history was compacted for a context too long
 }
 
 // newTurn sets a turn up from req, or from the paused turn req resumes.
@@ -203,6 +205,9 @@ func (t *turnRun) askModel(ctx context.Context) (TurnResult, bool, error) {
 		if ctxErr := t.parent.Err(); ctxErr != nil {
 			return TurnResult{}, true, ctxErr
 		}
+		if Classify(err) == ContextTooLong && t.compactOnce(ctx, err) {
+			return TurnResult{}, false, nil
+		}
 		return a.failed(ctx, t.log, t.res, err, t.start, t.turn[:t.keep:t.keep]), true, nil
 	}
 	// A model that calls tools after being offered none (the budget is
@@ -218,7 +223,11 @@ func (t *turnRun) askModel(ctx context.Context) (TurnResult, bool, error) {
 // answered ends the turn with the model's text as the reply.
 func (t *turnRun) answered(ctx context.Context, reply string, finish openai.FinishReason) TurnResult {
 	res := &t.res
-	if strings.TrimSpace(reply) == "" {
+	filtered := finish == openai.FinishReasonContentFilter
+	switch {
+	case filtered && strings.TrimSpace(reply) == "":
+		reply = FilteredReply
+	case strings.TrimSpace(reply) == "":
 		reply = EmptyReply
 	}
 	answer := sessions.Message{Role: openai.ChatMessageRoleAssistant, Content: reply}
@@ -232,6 +241,12 @@ func (t *turnRun) answered(ctx context.Context, reply string, finish openai.Fini
 		res.Cut = true
 		res.Reply += CutNote
 		t.log.WarnContext(ctx, "the answer was cut at the model's length limit", "completion_tokens", res.Usage.Completion, "max_tokens", t.a.cfg.MaxTokens)
+	}
+	if filtered {
+		if res.Reply != FilteredReply {
+			res.Reply += FilteredNote
+		}
+		t.log.WarnContext(ctx, "the model provider's content filter stopped the answer", "model", res.Model, "completion_tokens", res.Usage.Completion)
 	}
 	res.Messages = t.turn
 	t.log.DebugContext(ctx, "turn answered", "model", res.Model, "iterations", res.Iterations,
@@ -251,6 +266,13 @@ func (t *turnRun) callTools(answer openai.ChatCompletionMessage) {
 		Content:   answer.Content,
 		ToolCalls: normaliseCalls(answer.ToolCalls),
 	}
+	if answer.ReasoningContent != "" {
+		// Sent back with the calls, to this model only, in this turn's
+		// requests and every later one (DeepSeek's thinking mode asks
+		// for it: "for turns that do perform tool calls, the
+		// reasoning_content must be fully passed back").
+		call.ReasoningContent, call.ReasoningModel = answer.ReasoningContent, t.res.Model
+	}
 	t.turn = append(t.turn, call)
 	limit := t.a.toolCallLimit(len(call.ToolCalls), t.calls)
 	t.a.announceCalls(t.ev, call.ToolCalls[:limit.n])
@@ -258,4 +280,26 @@ func (t *turnRun) callTools(answer openai.ChatCompletionMessage) {
 	// Run at the top of the loop, where a resumed turn finishes the
 	// batch it paused in.
 	t.pending = &batch{Calls: call.ToolCalls, LimitN: limit.n, LimitReason: limit.reason}
+}
+
+// compactOnce compacts the stored history once for a request the model
+// refused as longer than its context, so that the request can be sent
+// again; false when it was already compacted or could not be.
+func (t *turnRun) compactOnce(ctx context.Context, cause error) bool {
+	if t.compacted || t.req.Compact == nil {
+		return false
+	}
+	t.compacted = true
+	h, ok := t.req.Compact(ctx)
+	if !ok {
+		return false
+	}
+	t.log.InfoContext(ctx, "the conversation was longer than the model's context; compacted it and asking again", "err", cause)
+	t.hist = newPlan(h)
+	t.injected = t.hist.injectedSkills()
+	t.seen = nil
+	// The images of stored messages were placed by their entries,
+	// which compaction renumbered.
+	t.media.history = nil
+	return true
 }

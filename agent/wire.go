@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -32,6 +33,12 @@ type requestWriter struct {
 	vision  bool
 	images  []string
 	history map[int][]string
+	// reasoner is the key of the model the request goes to, as a string
+	// and as a JSON string token: the reasoning an assistant message
+	// keeps is sent back to that model only (see
+	// sessions.Message.ReasoningContent); another may refuse the field.
+	reasoner      string
+	reasonerToken []byte
 }
 
 func (w *requestWriter) begin(model []byte) {
@@ -83,6 +90,10 @@ func (w *requestWriter) stored(p sessions.Peeked, step planStep, calls []int) {
 			w.buf = append(w.buf, `,"content":`...)
 			w.buf = append(w.buf, p.Content...)
 		}
+		if len(p.ReasoningContent) > 2 && bytes.Equal(p.ReasoningModel, w.reasonerToken) {
+			w.buf = append(w.buf, `,"reasoning_content":`...)
+			w.buf = append(w.buf, p.ReasoningContent...)
+		}
 		w.buf = append(w.buf, `,"tool_calls":[`...)
 		k, n := 0, 0
 		for c, rest, ok := sessions.NextCall(p.ToolCalls); ok; c, rest, ok = sessions.NextCall(rest) {
@@ -112,7 +123,8 @@ func (w *requestWriter) call(id, name, args []byte) {
 }
 
 // message writes one message of this turn: injections and summaries as
-// user messages, a tool message without its name (the API defines none).
+// user messages, a tool message without its name (the API defines none),
+// an assistant message with the reasoning that came with it, if any.
 func (w *requestWriter) message(m *sessions.Message) {
 	w.sep()
 	if m.Kind == sessions.KindInjection || m.Kind == sessions.KindSummary {
@@ -133,6 +145,10 @@ func (w *requestWriter) message(m *sessions.Message) {
 	} else if m.Content != "" {
 		w.buf = append(w.buf, `,"content":`...)
 		w.buf = jsonstring.Append(w.buf, m.Content)
+	}
+	if m.ReasoningContent != "" && m.ReasoningModel == w.reasoner && m.Role == openai.ChatMessageRoleAssistant {
+		w.buf = append(w.buf, `,"reasoning_content":`...)
+		w.buf = jsonstring.Append(w.buf, m.ReasoningContent)
 	}
 	if m.Role == openai.ChatMessageRoleAssistant && len(m.ToolCalls) > 0 {
 		w.buf = append(w.buf, `,"tool_calls":[`...)

@@ -164,20 +164,33 @@ func (g *compactor) Force(ctx context.Context, lock *sessions.Lock, channel stri
 // compactStored is compact for a stored history: decoded only here, and
 // encoded again when compaction replaced it.
 func (g *compactor) compactStored(ctx context.Context, lock *sessions.Lock, channel string, h sessions.History) sessions.History {
+	out, _ := g.replaced(ctx, lock, channel, h)
+	return out
+}
+
+// forTurn is the agent's TurnRequest.Compact: the stored history h
+// compacted when the model refuses a turn as longer than its context.
+func (g *compactor) forTurn(lock *sessions.Lock, channel string, h sessions.History) func(context.Context) (sessions.History, bool) {
+	return func(ctx context.Context) (sessions.History, bool) { return g.replaced(ctx, lock, channel, h) }
+}
+
+// replaced compacts h and returns the history that replaced it, or h and
+// false when nothing was compacted.
+func (g *compactor) replaced(ctx context.Context, lock *sessions.Lock, channel string, h sessions.History) (sessions.History, bool) {
 	msgs, err := h.Messages()
 	if err != nil {
 		g.log.Warn("compaction skipped: the history does not decode", "err", err)
-		return h
+		return h, false
 	}
 	compacted, outcome := g.compact(ctx, lock, channel, msgs)
 	if outcome != compactDone {
-		return h
+		return h, false
 	}
 	out, err := sessions.HistoryOf(compacted)
 	if err != nil {
-		return h
+		return h, false
 	}
-	return out
+	return out, true
 }
 
 // compact summarises an oversized history under the conversation lock and

@@ -325,6 +325,43 @@ func TestAutomaticCompactionWhenTheHistoryOutgrowsItsBudget(t *testing.T) {
 	}
 }
 
+// TestContextTooLongCompactsTheStoredHistory: a turn the model refuses as
+// longer than its context compacts the stored conversation once, under the
+// turn's lock, and is asked again; the summary is what the store keeps and
+// the turn's messages follow it. When the compacted conversation is still
+// too long the user is told to /compact or /reset.
+func TestContextTooLongCompactsTheStoredHistory(t *testing.T) {
+	t.Parallel()
+	const tooLong = `{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 8227 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`
+	s := newSkillRig(t, policy.Config{}, gateway.Config{KeepRounds: 1})
+	s.say(t, "console", "u", "first question")
+	s.say(t, "console", "u", "second question")
+	s.model.Script(openaitest.Error(400).WithBody(tooLong), openaitest.Text("summary of the first question"), openaitest.Text("answer"))
+	if r := s.say(t, "console", "u", "third question"); r.Text != "answer" {
+		t.Fatalf("reply = %q", r.Text)
+	}
+	h, _ := s.store.History(context.Background(), "console:W:C:")
+	if h[0].Kind != sessions.KindSummary || !strings.Contains(h[0].Content, "summary of the first question") {
+		t.Fatalf("history starts with %+v; want the summary", h[0])
+	}
+	if last := h[len(h)-1]; last.Content != "answer" {
+		t.Fatalf("history ends with %+v", last)
+	}
+	if v := testutil.ToFloat64(s.metrics.Compactions.WithLabelValues("console", "ok")); v != 1 {
+		t.Fatalf("compactions{ok} = %v", v)
+	}
+
+	// Compacted once more, still too long: the turn asks no third time.
+	before := s.model.RequestCount()
+	s.model.Script(openaitest.Error(400).WithBody(tooLong), openaitest.Text("a shorter summary"), openaitest.Error(400).WithBody(tooLong))
+	if r := s.say(t, "console", "u", "fourth question"); r.Text != agent.ContextTooLongReply {
+		t.Fatalf("reply = %q; want the advice to /compact or /reset", r.Text)
+	}
+	if n := s.model.RequestCount() - before; n != 3 {
+		t.Fatalf("the refused turn sent %d requests (summary included); want 3", n)
+	}
+}
+
 // TestEveryMessageObeysTheSizeLimit (issue 12, item 4): the size limit
 // comes before every path a message can take, /skill:NAME requests and
 // commands included; none reaches the model or the history.

@@ -450,6 +450,7 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 		Approve: g.approvals.approveFunc(eff),
 
 		Attachments: tm.refs, Images: tm.images, HistoryImages: tm.history,
+		Compact: g.compactor.forTurn(c.Lock, m.Channel, history),
 	})
 	if err != nil {
 		observe(ctx, g.metrics, r, metrics.OutcomeError)

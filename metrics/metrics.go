@@ -170,7 +170,7 @@ func New() *Metrics {
 
 	m.LLMRequests = f.counter("parley_llm_requests_total", "Chat completion requests, by model (its name in the configuration: default, or a key of models) and outcome (ok, error, retry).", "model", "outcome")
 	m.LLMLatency = f.histogram("parley_llm_request_duration_seconds", "Latency of one chat completion request.", prometheus.ExponentialBuckets(0.05, 2, 12), "outcome")
-	m.LLMTokens = f.counter("parley_llm_tokens_total", "Tokens reported by the model, by channel, model (its name in the configuration) and kind (prompt, completion, cached).", "channel", "model", "kind")
+	m.LLMTokens = f.counter("parley_llm_tokens_total", "Tokens reported by the model, by channel, model (its name in the configuration) and kind (prompt, completion, cached, reasoning: completion tokens spent reasoning, where the provider reports them).", "channel", "model", "kind")
 	m.LLMRetries = f.plainCounter("parley_llm_retries_total", "Chat completion requests retried after 429, 5xx or a timeout.")
 	m.LLMFallbacks = f.counter("parley_llm_fallbacks_total", "Requests of a turn moved from a failed model to its next fallback, by model (its name in the configuration).", "from", "to")
 

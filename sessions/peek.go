@@ -21,6 +21,10 @@ type Peeked struct {
 	// Attachments is the stored array of a user message's attachment
 	// references, nil when absent.
 	Attachments json.RawMessage
+	// ReasoningContent and ReasoningModel are the JSON string tokens of
+	// an assistant message's reasoning and the model that wrote it, nil
+	// when absent.
+	ReasoningContent, ReasoningModel json.RawMessage
 }
 
 // HasContent reports a non-empty content.
@@ -58,6 +62,14 @@ func Peek(entry json.RawMessage) (Peeked, error) {
 		case `"attachments"`:
 			if value[0] == '[' {
 				p.Attachments = value
+			}
+		case `"reasoning_content"`:
+			if value[0] == '"' {
+				p.ReasoningContent = value
+			}
+		case `"reasoning_model"`:
+			if value[0] == '"' {
+				p.ReasoningModel = value
 			}
 		}
 		return true

@@ -22,6 +22,13 @@ type Message struct {
 	Name       string     `json:"name,omitempty"`
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
+	// ReasoningContent is what a model reasoned before the tool calls of
+	// an assistant message, kept because providers such as DeepSeek (in
+	// thinking mode) require it sent back with those calls in every later
+	// request; ReasoningModel names the model (its key) that wrote it, the
+	// only one it is sent to. It is never part of a reply.
+	ReasoningContent string `json:"reasoning_content,omitempty"`
+	ReasoningModel   string `json:"reasoning_model,omitempty"`
 	// Kind marks messages Parley wrote itself: KindInjection for a skill
 	// body, KindSummary for a compaction summary. Empty for ordinary turns.
 	Kind string `json:"kind,omitempty"`
