@@ -28,6 +28,7 @@ type Capabilities struct {
 	AttachmentFetcher AttachmentFetcher
 	PostCounter       PostCounter
 	RoomReader        RoomReader
+	Addresser         Addresser
 }
 
 // Capability describes one optional interface of an adapter.
@@ -76,6 +77,7 @@ var capabilityTable = []Capability{
 	capability("AttachmentFetcher", func(c *Capabilities) *AttachmentFetcher { return &c.AttachmentFetcher }),
 	capability("PostCounter", func(c *Capabilities) *PostCounter { return &c.PostCounter }),
 	capability("RoomReader", func(c *Capabilities) *RoomReader { return &c.RoomReader }),
+	capability("Addresser", func(c *Capabilities) *Addresser { return &c.Addresser }),
 }
 
 // CapabilityTable returns the optional interfaces an adapter may

@@ -52,6 +52,7 @@ const (
 	AttachmentFetcher Capability = "AttachmentFetcher"
 	PostCounter       Capability = "PostCounter"
 	RoomReader        Capability = "RoomReader"
+	Addresser         Capability = "Addresser"
 )
 
 // Subject is one adapter under the contract, wired to its platform's fake.
