@@ -49,7 +49,7 @@ func (e *environment) triggersCLI(args []string) error {
 	if err != nil {
 		return err
 	}
-	hooks, err := webhookStatuses(e.ctx, client, cfg.Redis.Prefix, conf.Webhooks)
+	hooks, err := webhookStatuses(e.ctx, client, cfg.Redis.Prefix, webhook.FromConfig(cfg).Webhooks)
 	if err != nil {
 		return err
 	}
