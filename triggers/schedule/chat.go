@@ -24,8 +24,8 @@ type ChatSchedule struct {
 	// of what the administrator wrote; empty is UTC.
 	Timezone string               `json:"timezone,omitempty"`
 	To       triggers.Destination `json:"to"`
-	Prompt string               `json:"prompt"`
-	By     string               `json:"by"`
+	Prompt   string               `json:"prompt"`
+	By       string               `json:"by"`
 }
 
 // Chats keeps the schedules added in chats, in Redis: one hash of them
