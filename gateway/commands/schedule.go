@@ -68,15 +68,17 @@ func scheduleAdd(ctx context.Context, s Schedules, m channels.Message, args stri
 	return "Scheduled `" + id + "`: `" + fields + "` (" + zone + ") in this chat. `/schedule remove " + id + "` stops it.", nil
 }
 
-// cutZone splits the CRON_TZ=ZONE prefix off spec, for the reply; which
-// zone it names is the store's to check (Schedules.Add refuses a bad one).
+// cutZone splits the CRON_TZ=ZONE (or TZ=ZONE) prefix off spec, for the
+// reply, as the store reads it; which zone it names is the store's to
+// check (Schedules.Add refuses a bad one).
 func cutZone(spec string) (zone, rest string, ok bool) {
-	after, ok := strings.CutPrefix(spec, "CRON_TZ=")
-	if !ok {
-		return "", spec, false
+	for _, prefix := range []string{"CRON_TZ=", "TZ="} {
+		if after, found := strings.CutPrefix(spec, prefix); found {
+			zone, rest, _ = strings.Cut(after, " ")
+			return zone, strings.TrimSpace(rest), true
+		}
 	}
-	zone, rest, _ = strings.Cut(after, " ")
-	return zone, strings.TrimSpace(rest), true
+	return "", spec, false
 }
 
 // quotes are the quotation marks a cron expression may be written in:

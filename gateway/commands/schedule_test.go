@@ -43,6 +43,8 @@ func TestScheduleCommandReadsItsArguments(t *testing.T) {
 		{"/schedule add @daily the digest", "@daily", "the digest", ""},
 		{`/schedule add "CRON_TZ=Europe/Berlin 0 9 * * 1-5" the digest`, "CRON_TZ=Europe/Berlin 0 9 * * 1-5", "the digest",
 			"Scheduled `ab12cd34`: `0 9 * * 1-5` (Europe/Berlin) in this chat. `/schedule remove ab12cd34` stops it."},
+		{`/schedule add "TZ=Asia/Tokyo @daily" the digest`, "TZ=Asia/Tokyo @daily", "the digest",
+			"Scheduled `ab12cd34`: `@daily` (Asia/Tokyo) in this chat. `/schedule remove ab12cd34` stops it."},
 		{"/schedule add 0 9 * * * unquoted", "", "", scheduleUsage},
 		{`/schedule add "0 9 * * * no closing quote`, "", "", scheduleUsage},
 		{"/schedule frobnicate", "", "", scheduleUsage},

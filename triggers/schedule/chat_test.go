@@ -122,6 +122,12 @@ func TestChatScheduleInItsZone(t *testing.T) {
 	if !strings.Contains(list, "`"+id+"` `0 9 * * *` (Europe/Berlin)") {
 		t.Errorf("List = %q; want the zone", list)
 	}
+	if id, refusal, err := chats.Add(ctx, here, "TZ=Asia/Tokyo @daily", "robfig's other prefix"); id == "" || refusal != "" || err != nil {
+		t.Errorf("Add with TZ= = %q, %q, %v", id, refusal, err)
+	}
+	if list, _ := chats.List(ctx, here); !strings.Contains(list, "`@daily` (Asia/Tokyo)") {
+		t.Errorf("List = %q; want the TZ= zone", list)
+	}
 	if _, err := schedule.Parse("CRON_TZ=Europe/Berlin 0 9 * * *", ""); err == nil {
 		t.Error("the file's cron: takes a zone prefix; it has timezone: for that")
 	}
