@@ -31,6 +31,7 @@ import (
 	"github.com/parleyhq/parley/sessions"
 	"github.com/parleyhq/parley/skills"
 	"github.com/parleyhq/parley/triggers/schedule"
+	"github.com/parleyhq/parley/triggers/webhook"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -62,9 +63,10 @@ type ToolStatus struct {
 }
 
 // Triggers lists what makes Parley speak first, as `parley triggers
-// list` does (triggers/schedule's Lister).
+// list` does (triggers/schedule's and triggers/webhook's Lister).
 type Triggers interface {
 	Schedules(ctx context.Context) ([]schedule.Status, error)
+	Webhooks(ctx context.Context) ([]webhook.Status, error)
 }
 
 // Tools is the tool listing of this replica.
@@ -100,8 +102,8 @@ type Config struct {
 	Policy        *policy.Resolver
 	Tools         Tools
 	Conversations Conversations
-	// Triggers lists the schedules (nil: the Triggers page says there
-	// are none).
+	// Triggers lists the schedules and webhooks (nil: the Triggers page
+	// says there are none).
 	Triggers Triggers
 
 	// Replica is this replica's heartbeat ID, marked on the overview.

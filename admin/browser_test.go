@@ -192,10 +192,22 @@ func TestConsoleInABrowser(t *testing.T) {
 		{"conversations", "/admin/conversations", "#ch-slack"},
 		{"conversation", "/admin/conversations?c=" + url.QueryEscape(conv), "#history"},
 		{"tools", "/admin/tools", "#tools"},
+		{"triggers", "/admin/triggers", "#webhooks"},
 	} {
 		b.do("open "+p.path, chromedp.Navigate(a.srv.URL+p.path), chromedp.WaitVisible(chromedp.CSS(p.wait)))
 		b.screenshot(p.name, 1280)
 		b.checkPage(p.name)
+	}
+
+	// The Triggers page shows a webhook's refused request beside the
+	// schedules.
+	refuseWebhook(t, w)
+	b.do("open the triggers", chromedp.Navigate(a.srv.URL+"/admin/triggers"), chromedp.WaitVisible(chromedp.ID("webhooks")))
+	if got := b.text("#webhooks + .hint + .scroll"); !strings.Contains(got, "POST /hooks/am") || !strings.Contains(got, "unauthorized at 2026-03-02 08:30:15") {
+		t.Errorf("the webhooks table: %q", got)
+	}
+	if got := b.text("#schedules + .hint + .scroll"); !strings.Contains(got, "digest") {
+		t.Errorf("the schedules table: %q", got)
 	}
 
 	// The conversation shows the injection and the tool result, marked.

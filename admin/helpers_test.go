@@ -3,8 +3,6 @@ package admin_test
 import (
 	"context"
 	"fmt"
-	"github.com/parleyhq/parley/triggers"
-	"github.com/parleyhq/parley/triggers/schedule"
 	"io"
 	"log/slog"
 	"net/http"
@@ -33,6 +31,9 @@ import (
 	"github.com/parleyhq/parley/sessions"
 	"github.com/parleyhq/parley/skills"
 	"github.com/parleyhq/parley/skills/builtin"
+	"github.com/parleyhq/parley/triggers"
+	"github.com/parleyhq/parley/triggers/schedule"
+	"github.com/parleyhq/parley/triggers/webhook"
 )
 
 const testToken = "correct-horse-battery-staple"
@@ -163,7 +164,7 @@ func (w *world) replica(t *testing.T, id string, opts options) *replica {
 		Policy:        policy.New(policy.Config{Platforms: map[string]policy.PlatformPolicy{"slack": {Level: config.Level{Tools: config.ToolRules{Deny: []string{"save_*"}}}}}}),
 		Tools:         registryTools{reg},
 		Conversations: r.gw,
-		Triggers:      triggerLister(w),
+		Triggers:      triggerLister(t, w),
 		Replica:       id,
 		Log:           log,
 		Now:           r.clock.now,
@@ -351,11 +352,40 @@ func messageFor(chat string, i int) channels.Message {
 	return channels.Message{ID: fmt.Sprintf("m-%s-%d", chat, i), Channel: "slack", Workspace: "T1", Chat: chat, Thread: "1.0", User: "U1", Text: fmt.Sprintf("question %d", i), Received: time.Now()}
 }
 
-// triggerLister lists the schedules of the world's Redis: a digest of
-// the configuration.
-func triggerLister(w *world) schedule.Lister {
+// testWebhooks are the world's webhooks: an Alertmanager one and a json
+// one, each posting to C1.
+func testWebhooks(t *testing.T) webhook.Webhooks {
+	t.Helper()
+	to := triggers.Destination{Platform: "slack", Workspace: "T1", Chat: "C1"}
+	hooks := webhook.Webhooks{
+		"am":     {Kind: webhook.KindAlertmanager, Token: config.Secret("am-t0ken-never-shown"), To: to},
+		"deploy": {Kind: webhook.KindJSON, Token: config.Secret("deploy-t0ken-never-shown"), Text: "{{.service}} deployed", To: to},
+	}
+	if err := hooks.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return hooks
+}
+
+// worldTriggers lists the triggers of the world's Redis as the binary's
+// lister does: the schedules, then the webhooks.
+type worldTriggers struct {
+	schedule.Lister
+	hooks webhook.Lister
+}
+
+func (l worldTriggers) Webhooks(ctx context.Context) ([]webhook.Status, error) {
+	return l.hooks.Statuses(ctx)
+}
+
+// triggerLister lists the triggers of the world's Redis: a digest of the
+// configuration, and testWebhooks.
+func triggerLister(t *testing.T, w *world) worldTriggers {
 	conf := schedule.DefaultConfig()
 	conf.Schedules = map[string]*schedule.Schedule{"digest": {Cron: "0 9 * * 1-5", Answer: triggers.AnswerPost, Text: "x",
 		To: triggers.Destination{Platform: "slack", Workspace: "T1", Chat: "C1"}}}
-	return schedule.Lister{Config: conf, Chats: schedule.NewChats(w.redis.Client, w.redis.Prefix, conf, nil), Claims: schedule.NewClaims(w.redis.Client, w.redis.Prefix)}
+	return worldTriggers{
+		Lister: schedule.Lister{Config: conf, Chats: schedule.NewChats(w.redis.Client, w.redis.Prefix, conf, nil), Claims: schedule.NewClaims(w.redis.Client, w.redis.Prefix)},
+		hooks:  webhook.Lister{Webhooks: testWebhooks(t), Redis: w.redis.Client, Prefix: w.redis.Prefix},
+	}
 }

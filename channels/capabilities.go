@@ -29,6 +29,7 @@ type Capabilities struct {
 	PostCounter       PostCounter
 	RoomReader        RoomReader
 	Editor            Editor
+	Addresser         Addresser
 }
 
 // Capability describes one optional interface of an adapter.
@@ -78,6 +79,7 @@ var capabilityTable = []Capability{
 	capability("PostCounter", func(c *Capabilities) *PostCounter { return &c.PostCounter }),
 	capability("RoomReader", func(c *Capabilities) *RoomReader { return &c.RoomReader }),
 	capability("Editor", func(c *Capabilities) *Editor { return &c.Editor }),
+	capability("Addresser", func(c *Capabilities) *Addresser { return &c.Addresser }),
 }
 
 // CapabilityTable returns the optional interfaces an adapter may

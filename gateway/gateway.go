@@ -127,11 +127,6 @@ type Config struct {
 	// Threads keeps the thread of each alert group (triggers.Work's
 	// Group); nil answers a group's work in its chat, without a thread.
 	Threads *triggers.Threads
-	// Address fills in, by platform, what an adapter needs of a message
-	// the bot starts itself (a trigger's work) to post into its chat and
-	// thread, and the marks with which it follows that thread (Slack's
-	// slack.Address); a platform without one gets the message as it is.
-	Address map[string]func(*channels.Message)
 	// WorkMaxAge is how long the root post of an alert group's thread is
 	// tried before the work is dropped (0: config.DefaultOutboxMaxAge).
 	WorkMaxAge time.Duration

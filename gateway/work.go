@@ -75,8 +75,8 @@ func (g *Gateway) workMessage(w triggers.Work) channels.Message {
 	}
 	// A thread the trigger posts in is one the bot takes part in:
 	// people's replies there reach it as replies to any answer do.
-	if address := g.cfg.Address[w.To.Platform]; address != nil {
-		address(&m)
+	if a := g.caps(w.To.Platform).Addresser; a != nil {
+		a.Address(&m)
 	}
 	return m
 }

@@ -53,6 +53,7 @@ const (
 	PostCounter       Capability = "PostCounter"
 	RoomReader        Capability = "RoomReader"
 	Editor            Capability = "Editor"
+	Addresser         Capability = "Addresser"
 )
 
 // Subject is one adapter under the contract, wired to its platform's fake.

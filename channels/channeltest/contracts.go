@@ -35,6 +35,7 @@ var contracts = map[Capability]contract{
 	Unanswered:        {"LeftUnanswered of a message nobody waits for posts nothing", checkUnanswered},
 	AttachmentFetcher: {"FetchAttachment refuses an attachment that names nothing", checkFetcher},
 	PostCounter:       {"Posts counts a short reply as one post", checkPostCounter},
+	Addresser:         {"Address keeps the destination and makes a post there and in its thread", checkAddresser},
 	RoomReader:        {"ReadRoom reads the newest Max of a thread oldest first, and nothing again from its cursor", checkRoomReader},
 	Editor:            {"Edit rewrites a post it made, and refuses one it never made for good", checkEditor},
 }
@@ -267,5 +268,41 @@ func checkEditor(t *testing.T, s Subject) {
 	noSecret(t, s, "Edit's error", err.Error())
 	if again, _ := channels.Retryable(err); again {
 		t.Errorf("Edit of an id the platform never gave = %v; want a failure another attempt cannot mend", err)
+	}
+}
+
+// checkAddresser: work addressed to the chat of s.Message (and then to the
+// thread of what was posted there) keeps its destination, and a Poster
+// posts it: the first as a post to the chat, the second in its thread.
+func checkAddresser(t *testing.T, s Subject) {
+	ch, _ := build(t, s)
+	c := channels.CapabilitiesOf(ch)
+	root := channels.Message{ID: "work:contract", Channel: s.Message.Channel, Workspace: s.Message.Workspace, Chat: s.Message.Chat, User: "contract"}
+	want := root
+	c.Addresser.Address(&root)
+	if root.Channel != want.Channel || root.Workspace != want.Workspace || root.Chat != want.Chat || root.Thread != "" {
+		t.Fatalf("Address changed the destination to %q/%q/%q thread %q; want %q/%q/%q and no thread",
+			root.Channel, root.Workspace, root.Chat, root.Thread, want.Channel, want.Workspace, want.Chat)
+	}
+	if c.Poster == nil {
+		return
+	}
+	ctx := contextFor(t)
+	id, err := c.Poster.Post(ctx, root, c.Poster.Parts(root, channels.Reply{Text: "contract: a root post"})[0])
+	if err != nil {
+		noSecret(t, s, "Post's error", err.Error())
+		t.Fatalf("Post of an addressed message = %v", err)
+	}
+	if id == "" {
+		return // no post is named: there is no thread to address
+	}
+	reply := channels.Message{ID: "work:contract:thread", Channel: want.Channel, Workspace: want.Workspace, Chat: want.Chat, Thread: id, User: "contract"}
+	c.Addresser.Address(&reply)
+	if reply.Chat != want.Chat || reply.Thread != id {
+		t.Fatalf("Address of a message in thread %q changed it to chat %q thread %q", id, reply.Chat, reply.Thread)
+	}
+	if _, err := c.Poster.Post(ctx, reply, c.Poster.Parts(reply, channels.Reply{Text: "contract: in its thread"})[0]); err != nil {
+		noSecret(t, s, "Post's error", err.Error())
+		t.Fatalf("Post in the addressed thread = %v", err)
 	}
 }

@@ -15,13 +15,13 @@ func TestAddressedWorkStartsAndContinuesAThread(t *testing.T) {
 	f := newFixture(t, nil)
 	ctx := context.Background()
 	root := channels.Message{Channel: Name, Chat: "oc_ops"}
-	Address(&root)
+	f.ch.Address(&root)
 	rootID, err := f.ch.Post(ctx, root, f.ch.Parts(root, channels.Reply{Text: "FIRING DiskFull"})[0])
 	if err != nil || rootID == "" {
 		t.Fatalf("root: %q %v", rootID, err)
 	}
 	reply := channels.Message{Channel: Name, Chat: "oc_ops", Thread: rootID}
-	Address(&reply)
+	f.ch.Address(&reply)
 	if _, err := f.ch.Post(ctx, reply, f.ch.Parts(reply, channels.Reply{Text: "RESOLVED DiskFull"})[0]); err != nil {
 		t.Fatal(err)
 	}

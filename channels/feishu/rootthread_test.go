@@ -29,7 +29,7 @@ func TestRepliesToAPostedRootAreItsThreadInEveryGroup(t *testing.T) {
 			}
 			work := top
 			work.Thread = root
-			Address(&work)
+			f.ch.Address(&work)
 			f.mustPost(t, feishutest.Message{MessageID: "om_reply", ChatID: "oc_ops", ChatType: chatType, Sender: "ou_alice",
 				RootID: root, ParentID: root, ThreadID: "omt_ops", Content: feishutest.Text("on it — was it the backup job?")})
 			msgs := f.rec.messages()

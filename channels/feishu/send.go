@@ -432,12 +432,12 @@ func (l *chatLimiter) wait(ctx context.Context, chat string) error {
 	return nil
 }
 
-// Address fills in what the adapter needs of a message the bot starts
-// itself (a trigger's work, not an event): in a thread (the id of the
+// Address implements channels.Addresser: of a message the bot starts
+// itself (a trigger's work, not an event) it fills in, in a thread (the id of the
 // thread's root message, which the bot posted), a reply to that root in
 // its thread, and the key by which the adapter follows the thread; with
 // no thread, a post to the chat.
-func Address(m *channels.Message) {
+func (a *Adapter) Address(m *channels.Message) {
 	if m.Thread == "" {
 		return
 	}

@@ -530,11 +530,11 @@ func (a *Adapter) isCommand(c slackapi.SlashCommand) bool {
 	return strings.EqualFold(c.Command, a.cfg.Command)
 }
 
-// Address fills in what the adapter needs of a message the bot starts
-// itself (a trigger's work, not an event): the thread to post in, and
-// the mark by which the adapter follows that thread, so that people's
-// replies there reach the bot as replies to any answer do.
-func Address(m *channels.Message) {
+// Address implements channels.Addresser: of a message the bot starts
+// itself (a trigger's work, not an event) it fills in the thread to post
+// in, and the mark by which the adapter follows that thread, so that
+// people's replies there reach the bot as replies to any answer do.
+func (a *Adapter) Address(m *channels.Message) {
 	m.Marks = []string{MarkFollowed}
 	if m.Thread != "" {
 		if m.Meta == nil {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/parleyhq/parley/admin"
 	"github.com/parleyhq/parley/policy"
-	"github.com/parleyhq/parley/triggers/schedule"
 )
 
 // startAdmin starts the admin console when it is configured, on its own
@@ -58,8 +57,8 @@ func (a *app) serveAdmin(id string) (string, error) {
 		Skills: admin.Skills{Registry: a.skills.Registry, State: a.skills.State, Reload: a.skills.Reload, Home: a.cfg.Home},
 		Policy: a.policy,
 		Tools:  adminTools{a.toolset},
-		// The schedules as `parley triggers list` shows them.
-		Triggers: newScheduleLister(a.store.Client(), a.cfg.Redis.Prefix, schedule.FromConfig(a.cfg)),
+		// The schedules and webhooks as `parley triggers list` shows them.
+		Triggers: newTriggerLister(a.store.Client(), a.cfg),
 		// The gateway resets and compacts as /reset and /compact do.
 		Conversations: a.gateway,
 		Audit:         a.ledger,

@@ -20,6 +20,8 @@ import (
 	// Every tool source (the web tools, the MCP servers): config and
 	// serve learn them from their registrations too.
 	_ "github.com/parleyhq/parley/agent/toolsource/install"
+	// The triggers: section, whose parts the trigger sources own.
+	_ "github.com/parleyhq/parley/triggers/section"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=…".

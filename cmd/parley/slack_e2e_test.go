@@ -35,13 +35,20 @@ func startSlackServe(t *testing.T, r *redistest.Redis, model *openaitest.Server,
 // (YAML, e.g. a policies: section).
 func startSlackServeWith(t *testing.T, r *redistest.Redis, model *openaitest.Server, fake *slacktest.Server, extra string) *slackServe {
 	t.Helper()
+	return startSlackServeHome(t, r, model, fake, extra, t.TempDir())
+}
+
+// startSlackServeHome is startSlackServeWith with PARLEY_HOME home (whose
+// skills/ the test wrote).
+func startSlackServeHome(t *testing.T, r *redistest.Redis, model *openaitest.Server, fake *slacktest.Server, extra, home string) *slackServe {
+	t.Helper()
 	addr := freeAddr(t)
 	// The :eyes: reaction at once (typing_delay: 0s): its removal tells the
 	// tests that a turn has ended.
 	cfg := writeConfig(t, fmt.Sprintf("redis:\n  prefix: %q\ngateway:\n  shutdown_timeout: 10s\n  typing_delay: 0s\n", r.Prefix)+extra)
 	getenv := mapEnv(map[string]string{
 		"OPENAI_BASE_URL": model.URL(), "OPENAI_API_KEY": "sk-test", "PARLEY_LISTEN": addr,
-		"PARLEY_HOME": t.TempDir(), "REDIS_URL": r.URL,
+		"PARLEY_HOME": home, "REDIS_URL": r.URL,
 		"SLACK_BOT_TOKEN": slacktest.BotToken, "SLACK_SIGNING_SECRET": slacktest.Secret, "SLACK_API_URL": fake.APIURL(),
 	})
 	ctx, cancel := context.WithCancel(context.Background())

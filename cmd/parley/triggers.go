@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -44,12 +43,12 @@ func (e *environment) triggersCLI(args []string) error {
 		return err
 	}
 	defer client.Close()
-	conf := schedule.FromConfig(cfg)
-	list, err := newScheduleLister(client, cfg.Redis.Prefix, conf).Schedules(e.ctx)
+	lister := newTriggerLister(client, cfg)
+	list, err := lister.Schedules(e.ctx)
 	if err != nil {
 		return err
 	}
-	hooks, err := webhookStatuses(e.ctx, client, cfg.Redis.Prefix, conf.Webhooks)
+	hooks, err := lister.Webhooks(e.ctx)
 	if err != nil {
 		return err
 	}
@@ -57,7 +56,7 @@ func (e *environment) triggersCLI(args []string) error {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
-			Webhooks  []webhookStatus   `json:"webhooks"`
+			Webhooks  []webhook.Status  `json:"webhooks"`
 			Schedules []schedule.Status `json:"schedules"`
 		}{hooks, list})
 	}
@@ -67,41 +66,7 @@ func (e *environment) triggersCLI(args []string) error {
 	return writeSchedules(e, list)
 }
 
-// webhookStatus is what an operator sees of one webhook: its route and
-// its last request's outcome.
-type webhookStatus struct {
-	Name string               `json:"name"`
-	Kind string               `json:"kind"`
-	Path string               `json:"path"`
-	Last *webhook.LastRequest `json:"last,omitempty"`
-}
-
-// webhookStatuses lists the webhooks of the file, by name, with the last
-// request each recorded in Redis.
-func webhookStatuses(ctx context.Context, client redis.UniversalClient, prefix string, hooks webhook.Webhooks) ([]webhookStatus, error) {
-	names := make([]string, 0, len(hooks))
-	for name, w := range hooks {
-		if w != nil {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	out := make([]webhookStatus, 0, len(names))
-	for _, name := range names {
-		st := webhookStatus{Name: name, Kind: hooks[name].Kind, Path: "/hooks/" + name}
-		last, ok, err := webhook.Last(ctx, client, prefix, name)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			st.Last = &last
-		}
-		out = append(out, st)
-	}
-	return out, nil
-}
-
-func writeWebhooks(e *environment, hooks []webhookStatus) error {
+func writeWebhooks(e *environment, hooks []webhook.Status) error {
 	if len(hooks) == 0 {
 		return nil
 	}
@@ -139,7 +104,25 @@ func writeSchedules(e *environment, list []schedule.Status) error {
 	return w.Flush()
 }
 
-// newScheduleLister lists the schedules kept under prefix.
-func newScheduleLister(client redis.UniversalClient, prefix string, conf *schedule.Config) schedule.Lister {
-	return schedule.Lister{Config: conf, Chats: schedule.NewChats(client, prefix, conf, nil), Claims: schedule.NewClaims(client, prefix)}
+// triggerLister lists the triggers of cfg as an operator sees them, the
+// same for `parley triggers list` and the admin console's Triggers page:
+// the schedules (the file's and the chats') and the webhooks, with what
+// the replicas recorded in Redis.
+type triggerLister struct {
+	schedule.Lister
+	hooks webhook.Lister
+}
+
+// Webhooks lists the webhooks with their last request.
+func (l triggerLister) Webhooks(ctx context.Context) ([]webhook.Status, error) {
+	return l.hooks.Statuses(ctx)
+}
+
+// newTriggerLister lists cfg's triggers kept in client.
+func newTriggerLister(client redis.UniversalClient, cfg config.Config) triggerLister {
+	conf, prefix := schedule.FromConfig(cfg), cfg.Redis.Prefix
+	return triggerLister{
+		Lister: schedule.Lister{Config: conf, Chats: schedule.NewChats(client, prefix, conf, nil), Claims: schedule.NewClaims(client, prefix)},
+		hooks:  webhook.Lister{Webhooks: webhook.FromConfig(cfg).Webhooks, Redis: client, Prefix: prefix},
+	}
 }

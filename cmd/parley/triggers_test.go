@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/parleyhq/parley/triggers/webhook"
 	"strings"
 	"testing"
 	"time"
@@ -64,7 +65,7 @@ triggers:
 	env := map[string]string{"REDIS_URL": r.URL}
 	out, errs, code := list(env, "--json")
 	var got struct {
-		Webhooks  []webhookStatus
+		Webhooks  []webhook.Status
 		Schedules []schedule.Status
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &got) != nil {

@@ -129,9 +129,17 @@ func TestAlertGroupIsOneSlackThreadAcrossTwoReplicasAndHAPeers(t *testing.T) {
 }
 
 // startAlertmanager runs Debian's prometheus-alertmanager with a webhook
-// receiver pointed at hooks (with the bearer token), grouping fast, and
-// returns its base URL. Without it the test is skipped, saying so.
+// receiver pointed at hooks (with the bearer token), grouping fast, with
+// no cluster, and returns its base URL. Without it the test is skipped,
+// saying so.
 func startAlertmanager(t *testing.T, hooks string) string {
+	t.Helper()
+	return startAlertmanagerWith(t, hooks, "--cluster.listen-address=")
+}
+
+// startAlertmanagerWith is startAlertmanager with the cluster flags given
+// (an HA pair's --cluster.listen-address and --cluster.peer).
+func startAlertmanagerWith(t *testing.T, hooks string, cluster ...string) string {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus-alertmanager")
 	if err != nil {
@@ -161,8 +169,8 @@ receivers:
 	}
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "--config.file="+path, "--storage.path="+dir, "--web.listen-address="+addr,
-		"--cluster.listen-address=", "--log.level=warn")
+	args := append([]string{"--config.file=" + path, "--storage.path=" + dir, "--web.listen-address=" + addr, "--log.level=warn"}, cluster...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	var logs syncBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {

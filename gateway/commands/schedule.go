@@ -17,7 +17,7 @@ type Schedules interface {
 }
 
 // scheduleUsage is the answer to a /schedule the command cannot read.
-const scheduleUsage = "Use `/schedule add \"CRON\" PROMPT` (five fields in UTC, e.g. `\"0 9 * * 1-5\"`, or `@daily`), `/schedule list` or `/schedule remove ID`."
+const scheduleUsage = "Use `/schedule add \"CRON\" PROMPT` (five fields in UTC, e.g. `\"0 9 * * 1-5\"`, or `@daily`; in another zone `\"CRON_TZ=Europe/Berlin 0 9 * * 1-5\"`), `/schedule list` or `/schedule remove ID`."
 
 // scheduleCommand is /schedule, for the administrators of a chat.
 func scheduleCommand(s Schedules) Command {
@@ -61,7 +61,24 @@ func scheduleAdd(ctx context.Context, s Schedules, m channels.Message, args stri
 	if err != nil || refusal != "" {
 		return refusal, err
 	}
-	return "Scheduled `" + id + "`: `" + spec + "` (UTC) in this chat. `/schedule remove " + id + "` stops it.", nil
+	zone, fields := "UTC", spec
+	if z, rest, ok := cutZone(spec); ok {
+		zone, fields = z, rest
+	}
+	return "Scheduled `" + id + "`: `" + fields + "` (" + zone + ") in this chat. `/schedule remove " + id + "` stops it.", nil
+}
+
+// cutZone splits the CRON_TZ=ZONE (or TZ=ZONE) prefix off spec, for the
+// reply, as the store reads it; which zone it names is the store's to
+// check (Schedules.Add refuses a bad one).
+func cutZone(spec string) (zone, rest string, ok bool) {
+	for _, prefix := range []string{"CRON_TZ=", "TZ="} {
+		if after, found := strings.CutPrefix(spec, prefix); found {
+			zone, rest, _ = strings.Cut(after, " ")
+			return zone, strings.TrimSpace(rest), true
+		}
+	}
+	return "", spec, false
 }
 
 // quotes are the quotation marks a cron expression may be written in:

@@ -18,11 +18,14 @@ import (
 // ChatSchedule is a schedule a chat administrator added with /schedule:
 // an agent turn in that chat.
 type ChatSchedule struct {
-	ID     string               `json:"id"`
-	Cron   string               `json:"cron"`
-	To     triggers.Destination `json:"to"`
-	Prompt string               `json:"prompt"`
-	By     string               `json:"by"`
+	ID   string `json:"id"`
+	Cron string `json:"cron"`
+	// Timezone is the IANA zone Cron is read in, from a CRON_TZ= prefix
+	// of what the administrator wrote; empty is UTC.
+	Timezone string               `json:"timezone,omitempty"`
+	To       triggers.Destination `json:"to"`
+	Prompt   string               `json:"prompt"`
+	By       string               `json:"by"`
 }
 
 // Chats keeps the schedules added in chats, in Redis: one hash of them
@@ -70,10 +73,11 @@ return 1
 // not empty, says to the administrator why it was not kept (a bad
 // expression, too often, too many); err is a failure of Redis.
 func (c *Chats) Add(ctx context.Context, m channels.Message, spec, prompt string) (id, refusal string, err error) {
-	sched, perr := Parse(spec, "")
+	zone, spec := CutZone(spec)
+	sched, perr := Parse(spec, zone)
 	switch {
 	case perr != nil:
-		return "", fmt.Sprintf("That schedule can't be read (%v). Use five fields, as in `\"0 9 * * 1-5\"`, or `@daily`.", perr), nil
+		return "", fmt.Sprintf("That schedule can't be read (%v). Use five fields, as in `\"0 9 * * 1-5\"`, or `@daily`, in UTC or after a zone, as in `\"CRON_TZ=Europe/Berlin 0 9 * * 1-5\"`.", perr), nil
 	case strings.TrimSpace(prompt) == "":
 		return "", "Say what to do at those times: `/schedule add \"0 9 * * 1-5\" post the open incidents`.", nil
 	case len(prompt) > 2000:
@@ -84,7 +88,7 @@ func (c *Chats) Add(ctx context.Context, m channels.Message, spec, prompt string
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	s := ChatSchedule{ID: hex.EncodeToString(b[:]), Cron: spec, To: destination(m), Prompt: prompt, By: m.User}
+	s := ChatSchedule{ID: hex.EncodeToString(b[:]), Cron: spec, Timezone: zone, To: destination(m), Prompt: prompt, By: m.User}
 	data, err := json.Marshal(s)
 	if err != nil {
 		return "", "", fmt.Errorf("schedule: encode: %w", err)
@@ -122,7 +126,7 @@ func (c *Chats) List(ctx context.Context, m channels.Message) (string, error) {
 	for _, name := range sortedNames(c.conf.Schedules) {
 		s := c.conf.Schedules[name]
 		if s.To.Platform == to.Platform && s.To.Workspace == to.Workspace && s.To.Chat == to.Chat {
-			lines = append(lines, fmt.Sprintf("- `%s` `%s` (%s, from the configuration: read-only here)", name, s.Cron, s.Answer))
+			lines = append(lines, fmt.Sprintf("- `%s` `%s` (%s, %s, from the configuration: read-only here)", name, s.Cron, zoneName(s.Timezone), s.Answer))
 		}
 	}
 	own, err := c.ofChat(ctx, to)
@@ -130,12 +134,35 @@ func (c *Chats) List(ctx context.Context, m channels.Message) (string, error) {
 		return "", err
 	}
 	for _, s := range own {
-		lines = append(lines, fmt.Sprintf("- `%s` `%s` %s", s.ID, s.Cron, quoteLine(s.Prompt)))
+		lines = append(lines, fmt.Sprintf("- `%s` `%s` (%s) %s", s.ID, s.Cron, zoneName(s.Timezone), quoteLine(s.Prompt)))
 	}
 	if len(lines) == 0 {
 		return "No schedules in this chat. `/schedule add \"CRON\" PROMPT` adds one.", nil
 	}
-	return "Schedules of this chat (UTC):\n" + strings.Join(lines, "\n"), nil
+	return "Schedules of this chat:\n" + strings.Join(lines, "\n"), nil
+}
+
+// CutZone splits the zone off a chat's cron expression: the schedule
+// "CRON_TZ=Europe/Berlin 0 9 * * *" (robfig/cron's way to name one) is
+// "0 9 * * *" read in Europe/Berlin. Without the prefix zone is "", UTC.
+// (In the file a schedule names its zone with timezone: instead.)
+func CutZone(spec string) (zone, rest string) {
+	spec = strings.TrimSpace(spec)
+	for _, prefix := range []string{"CRON_TZ=", "TZ="} {
+		if after, ok := strings.CutPrefix(spec, prefix); ok {
+			zone, rest, _ = strings.Cut(after, " ")
+			return zone, strings.TrimSpace(rest)
+		}
+	}
+	return "", spec
+}
+
+// zoneName is how a schedule's zone is shown.
+func zoneName(zone string) string {
+	if zone == "" {
+		return "UTC"
+	}
+	return zone
 }
 
 // quoteLine shows a prompt on one line, cut.
@@ -223,11 +250,15 @@ func (c *Chats) Entries(ctx context.Context) ([]Entry, error) {
 		if json.Unmarshal([]byte(v), &s) != nil {
 			continue
 		}
-		sched, err := Parse(s.Cron, "")
+		sched, err := Parse(s.Cron, s.Timezone)
 		if err != nil {
 			continue
 		}
-		out = append(out, Entry{Name: chatEntryName(s.ID), Label: ChatLabel, Spec: s.Cron, Schedule: sched, Missed: MissedSkip,
+		spec := s.Cron
+		if s.Timezone != "" {
+			spec = "CRON_TZ=" + s.Timezone + " " + s.Cron
+		}
+		out = append(out, Entry{Name: chatEntryName(s.ID), Label: ChatLabel, Spec: spec, Schedule: sched, Missed: MissedSkip,
 			Work: triggers.Work{To: s.To, Answer: triggers.AnswerAgent, Prompt: s.Prompt}})
 	}
 	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })

@@ -32,7 +32,10 @@ func TestChatSchedulesAreBounded(t *testing.T) {
 		{"*/5 * * * *", "every five", "at most every 15m0s"},
 		{"@every 1m", "every minute", "at most every 15m0s"},
 		{"61 * * * *", "bad minute", "can't be read"},
-		{"TZ=Asia/Tokyo 0 9 * * *", "zone", "can't be read"},
+		{"CRON_TZ=Mars/Olympus 0 9 * * *", "no such zone", "can't be read"},
+		{"CRON_TZ=Europe/Berlin TZ=Asia/Tokyo 0 9 * * *", "two zones", "can't be read"},
+		{"CRON_TZ=../../etc/passwd 0 9 * * *", "a path", "can't be read"},
+		{"CRON_TZ=Europe/Berlin", "no fields", "can't be read"},
 		{"0 9 * * *", "  ", "Say what to do"},
 		{"0 9 * * *", strings.Repeat("x", 2001), "too long"},
 	}
@@ -57,7 +60,7 @@ func TestChatSchedulesAreBounded(t *testing.T) {
 		t.Errorf("another chat's first schedule refused: %q %v", refusal, err)
 	}
 	list, err := chats.List(ctx, here)
-	if err != nil || !strings.Contains(list, "`digest` `0 9 * * *` (post, from the configuration: read-only here)") ||
+	if err != nil || !strings.Contains(list, "`digest` `0 9 * * *` (UTC, post, from the configuration: read-only here)") ||
 		!strings.Contains(list, ids[0]) || !strings.Contains(list, ids[1]) || strings.Contains(list, "another chat's") {
 		t.Errorf("List = %q, %v", list, err)
 	}
@@ -84,6 +87,49 @@ func TestChatSchedulesAreBounded(t *testing.T) {
 	}
 	if id, refusal, _ := chats.Add(ctx, here, "@daily", "room again"); id == "" {
 		t.Errorf("after a remove the chat is still full: %q", refusal)
+	}
+}
+
+// TestChatScheduleInItsZone: /schedule add "CRON_TZ=ZONE CRON" keeps a
+// schedule read in that zone (09:00 in Berlin is 08:00 UTC in March, 07:00
+// in July), and says so in the list.
+func TestChatScheduleInItsZone(t *testing.T) {
+	r := redistest.New(t)
+	chats := schedule.NewChats(r.Client, r.Prefix, schedule.DefaultConfig(), newFakeClock(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)))
+	ctx := context.Background()
+	here := channels.Message{Channel: "slack", Workspace: "T0123", Chat: "C0456", User: "U1"}
+	id, refusal, err := chats.Add(ctx, here, "CRON_TZ=Europe/Berlin 0 9 * * *", "the morning digest")
+	if err != nil || refusal != "" {
+		t.Fatalf("Add = %q, %q, %v", id, refusal, err)
+	}
+	entries, err := chats.Entries(ctx)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("Entries = %+v, %v", entries, err)
+	}
+	e := entries[0]
+	for _, c := range []struct{ after, want time.Time }{
+		{time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC), time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)},
+		{time.Date(2026, 7, 2, 0, 0, 0, 0, time.UTC), time.Date(2026, 7, 2, 7, 0, 0, 0, time.UTC)},
+	} {
+		if got := e.Schedule.Next(c.after); !got.Equal(c.want) {
+			t.Errorf("next after %v = %v, want %v", c.after, got, c.want)
+		}
+	}
+	if e.Spec != "CRON_TZ=Europe/Berlin 0 9 * * *" {
+		t.Errorf("Spec = %q; want the zone shown with the fields", e.Spec)
+	}
+	list, _ := chats.List(ctx, here)
+	if !strings.Contains(list, "`"+id+"` `0 9 * * *` (Europe/Berlin)") {
+		t.Errorf("List = %q; want the zone", list)
+	}
+	if id, refusal, err := chats.Add(ctx, here, "TZ=Asia/Tokyo @daily", "robfig's other prefix"); id == "" || refusal != "" || err != nil {
+		t.Errorf("Add with TZ= = %q, %q, %v", id, refusal, err)
+	}
+	if list, _ := chats.List(ctx, here); !strings.Contains(list, "`@daily` (Asia/Tokyo)") {
+		t.Errorf("List = %q; want the TZ= zone", list)
+	}
+	if _, err := schedule.Parse("CRON_TZ=Europe/Berlin 0 9 * * *", ""); err == nil {
+		t.Error("the file's cron: takes a zone prefix; it has timezone: for that")
 	}
 }
 

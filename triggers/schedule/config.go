@@ -9,12 +9,8 @@ import (
 
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/triggers"
-	"github.com/parleyhq/parley/triggers/webhook"
 	"github.com/robfig/cron/v3"
 )
-
-// SectionName is the key of the file this package defines.
-const SectionName = "triggers"
 
 // What a schedule does about fire times that passed while no replica ran.
 const (
@@ -29,8 +25,9 @@ const (
 // that is due supersedes an earlier one that never started.
 const Grace = 5 * time.Minute
 
-// Config is the triggers: section's schedules part: the schedules of the
-// file, and the bounds of the ones chat administrators add.
+// Config is this package's part of the triggers: section (which package
+// triggers/section puts together): the schedules of the file, and the
+// bounds of the ones chat administrators add.
 type Config struct {
 	Schedules map[string]*Schedule `yaml:"schedules"`
 	// MaxPerChat bounds the schedules /schedule add keeps per chat.
@@ -38,9 +35,6 @@ type Config struct {
 	// MinInterval is the shortest gap between two fires of a schedule
 	// added in a chat.
 	MinInterval time.Duration `yaml:"min_interval"`
-	// Webhooks are the section's webhooks part (triggers/webhook), in
-	// this one section of the file.
-	Webhooks webhook.Webhooks `yaml:"webhooks,omitempty"`
 }
 
 // Schedule is triggers.schedules.NAME.
@@ -59,23 +53,28 @@ type Schedule struct {
 	Missed string `yaml:"missed"`
 }
 
-// DefaultConfig is the section when the file says nothing: the one place
+// DefaultConfig is the part when the file says nothing: the one place
 // its defaults are set.
 func DefaultConfig() *Config {
 	return &Config{MaxPerChat: 10, MinInterval: 15 * time.Minute}
 }
 
-func init() {
-	config.RegisterSection(config.SectionSpec{Name: SectionName, NewConfig: func() config.SectionConfig { return DefaultConfig() }})
+// Holder is the triggers: section that holds this package's part
+// (triggers/section's Config).
+type Holder interface {
+	ScheduleSection() *Config
 }
 
-// FromConfig returns c's triggers: section, or the defaults when c has
-// none (a Config built by hand).
+// FromConfig returns c's schedules part of the triggers: section, or the
+// defaults when c has none (a Config built by hand).
 func FromConfig(c config.Config) *Config {
-	return config.SectionOr(c, SectionName, DefaultConfig)
+	if h, ok := c.Sections[triggers.SectionName].(Holder); ok {
+		return h.ScheduleSection()
+	}
+	return DefaultConfig()
 }
 
-// Env implements config.SectionConfig: no variable overrides the section.
+// Env implements config.SectionConfig: no variable overrides the part.
 func (c *Config) Env() []config.EnvVar { return nil }
 
 // nameRE is what a schedule's name may be: it is a metric label and a
@@ -84,7 +83,7 @@ var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 // Validate implements config.SectionConfig.
 func (c *Config) Validate() error {
-	errs := []error{c.Webhooks.Validate()}
+	var errs []error
 	if c.MaxPerChat < 0 {
 		errs = append(errs, fmt.Errorf("max_per_chat: must be 0 (no chat schedules) or more, got %d", c.MaxPerChat))
 	}

@@ -22,6 +22,37 @@ const (
 // DefaultDedupWindow is how long a notification is remembered as posted.
 const DefaultDedupWindow = 10 * time.Minute
 
+// Section is this package's part of the triggers: section (which package
+// triggers/section puts together): triggers.webhooks.
+type Section struct {
+	Webhooks Webhooks `yaml:"webhooks,omitempty"`
+}
+
+// DefaultSection is the part when the file says nothing: no webhook.
+func DefaultSection() *Section { return &Section{} }
+
+// Holder is the triggers: section that holds this package's part
+// (triggers/section's Config).
+type Holder interface {
+	WebhookSection() *Section
+}
+
+// FromConfig returns c's webhooks part of the triggers: section, or the
+// defaults when c has none (a Config built by hand).
+func FromConfig(c config.Config) *Section {
+	if h, ok := c.Sections[triggers.SectionName].(Holder); ok {
+		return h.WebhookSection()
+	}
+	return DefaultSection()
+}
+
+// Env implements config.SectionConfig: no variable overrides the part (a
+// secret is set with ${NAME} in the file).
+func (s *Section) Env() []config.EnvVar { return nil }
+
+// Validate implements config.SectionConfig.
+func (s *Section) Validate() error { return s.Webhooks.Validate() }
+
 // Webhooks is triggers.webhooks: each webhook by its name, served at
 // POST /hooks/NAME.
 type Webhooks map[string]*Webhook
