@@ -74,7 +74,10 @@ func TestSubmitWorkRefusesWhatItCannotDo(t *testing.T) {
 		"no chat":         {ID: "1", Trigger: "webhook:a", To: triggers.Destination{Platform: "slack"}, Answer: triggers.AnswerPost, Text: "x"},
 		"unknown answer":  {ID: "1", Trigger: "webhook:a", To: dest, Answer: "shout", Text: "x"},
 		"post no text":    {ID: "1", Trigger: "webhook:a", To: dest, Answer: triggers.AnswerPost},
-		"unknown channel": {ID: "1", Trigger: "webhook:a", To: triggers.Destination{Platform: "irc", Chat: "#ops"}, Answer: triggers.AnswerPost, Text: "x"},
+		"unknown channel": {ID: "1", Trigger: "webhook:a", To: triggers.Destination{Platform: "irc", Workspace: "net", Chat: "#ops"}, Answer: triggers.AnswerPost, Text: "x"},
+		// People's replies carry their workspace: a thread without one
+		// would be a conversation apart from them.
+		"no workspace": {ID: "1", Trigger: "webhook:a", To: triggers.Destination{Platform: "feishu", Chat: "oc_1"}, Answer: triggers.AnswerPost, Text: "x"},
 	} {
 		if err := rg.gw.SubmitWork(context.Background(), w); err == nil {
 			t.Errorf("%s: SubmitWork accepted %+v", name, w)

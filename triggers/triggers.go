@@ -24,13 +24,20 @@ type Destination struct {
 	Thread    string `yaml:"thread" json:"thread,omitempty"`
 }
 
-// Validate reports a destination missing what every platform needs.
+// Validate reports a destination missing what every platform needs. The
+// workspace is required on every chat platform (the Slack team id, the
+// Feishu tenant key, the WeChat account): it is part of the conversation
+// of each message people send there, so without it a trigger's thread
+// would be a conversation of its own, apart from their replies. Only the
+// console has none.
 func (d Destination) Validate() error {
 	switch {
 	case d.Platform == "":
 		return errors.New("to.platform is required")
 	case d.Chat == "":
 		return errors.New("to.chat is required")
+	case d.Workspace == "" && d.Platform != "console":
+		return fmt.Errorf("to.workspace is required on %s (the team, tenant or account the chat is in): people's replies in the thread are known by it", d.Platform)
 	}
 	return nil
 }

@@ -251,7 +251,7 @@ func TestHostileLabelsAreNeutralisedAndHugeGroupsSummarised(t *testing.T) {
 
 func TestRoutesPickTheDestinationFirstMatchWins(t *testing.T) {
 	t.Parallel()
-	db := triggers.Destination{Platform: "feishu", Chat: "oc_db"}
+	db := triggers.Destination{Platform: "feishu", Workspace: "tenant1", Chat: "oc_db"}
 	web := triggers.Destination{Platform: "slack", Workspace: "T1", Chat: "C-WEB"}
 	rg := newRig(t, webhook.Webhooks{
 		"routed": {Kind: webhook.KindAlertmanager, Token: "s3cret", Routes: []webhook.Route{
