@@ -57,6 +57,13 @@ type Options struct {
 	// Metrics counts the servers' reconnects under parley_reconnects_total
 	// {integration="mcp"}; nil counts into a private registry.
 	Metrics *metrics.Metrics
+	// Elicitor answers the servers' questions (elicitation/create); nil
+	// declines every one.
+	Elicitor Elicitor
+	// OnProgress receives the servers' progress notifications for calls in
+	// flight, with the call's context: feed the live status from it. It
+	// runs on the connection's goroutine and must not block.
+	OnProgress func(context.Context, Progress)
 }
 
 // Integration is the integration label of the servers' reconnects.
@@ -131,14 +138,16 @@ func defaultTiming(r retry.Config) timing {
 // Manager supervises the configured MCP servers. Create it with New, then
 // Start it once and Close it once.
 type Manager struct {
-	registry *agent.Registry
-	log      *slog.Logger
-	onState  func(ServerState)
-	getenv   func(string) string
-	version  string
-	metrics  *metrics.Metrics
-	timing   timing
-	servers  []*server // sorted by name
+	registry   *agent.Registry
+	log        *slog.Logger
+	onState    func(ServerState)
+	getenv     func(string) string
+	version    string
+	metrics    *metrics.Metrics
+	elicitor   Elicitor
+	onProgress func(context.Context, Progress)
+	timing     timing
+	servers    []*server // sorted by name
 
 	// ctx lives until Close: the servers' goroutines and every call in
 	// flight end with it.
@@ -180,13 +189,15 @@ func New(cfg Config, opts Options) (*Manager, error) {
 		opts.Metrics = metrics.New()
 	}
 	m := &Manager{
-		registry: opts.Registry,
-		log:      opts.Log.With("component", "mcp"),
-		onState:  opts.OnStateChange,
-		getenv:   opts.Getenv,
-		version:  opts.Version,
-		metrics:  opts.Metrics,
-		timing:   defaultTiming(cfg.Retry),
+		registry:   opts.Registry,
+		log:        opts.Log.With("component", "mcp"),
+		onState:    opts.OnStateChange,
+		getenv:     opts.Getenv,
+		version:    opts.Version,
+		metrics:    opts.Metrics,
+		elicitor:   opts.Elicitor,
+		onProgress: opts.OnProgress,
+		timing:     defaultTiming(cfg.Retry),
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	for _, name := range slices.Sorted(maps.Keys(cfg.Servers)) {
