@@ -31,6 +31,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
+
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/metrics"
@@ -64,6 +66,16 @@ type Options struct {
 	// flight, with the call's context: feed the live status from it. It
 	// runs on the connection's goroutine and must not block.
 	OnProgress func(context.Context, Progress)
+	// Tokens keeps the OAuth sign-ins of servers with an oauth: section,
+	// shared by every replica (RedisTokens); nil keeps them in this
+	// process only, lost at exit.
+	Tokens TokenStore
+	// SignIn, when set, lets the Manager run an authorization code
+	// sign-in itself: it is shown the authorization URL and returns the
+	// redirect's code and state. `parley mcp login` and the conformance
+	// harness set it; serve does not (a server waits for an operator's
+	// login, down with the reason).
+	SignIn auth.AuthorizationCodeFetcher
 }
 
 // Integration is the integration label of the servers' reconnects.
@@ -146,6 +158,8 @@ type Manager struct {
 	metrics    *metrics.Metrics
 	elicitor   Elicitor
 	onProgress func(context.Context, Progress)
+	tokens     TokenStore
+	signIn     auth.AuthorizationCodeFetcher
 	timing     timing
 	servers    []*server // sorted by name
 
@@ -197,7 +211,12 @@ func New(cfg Config, opts Options) (*Manager, error) {
 		metrics:    opts.Metrics,
 		elicitor:   opts.Elicitor,
 		onProgress: opts.OnProgress,
+		tokens:     opts.Tokens,
+		signIn:     opts.SignIn,
 		timing:     defaultTiming(cfg.Retry),
+	}
+	if m.tokens == nil {
+		m.tokens = &MemoryTokens{}
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	for _, name := range slices.Sorted(maps.Keys(cfg.Servers)) {

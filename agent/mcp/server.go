@@ -40,7 +40,8 @@ type server struct {
 	client  *sdk.Client
 	refresh chan struct{} // a tools/list_changed arrived
 
-	inflight inflight // calls in flight, by progress token
+	inflight inflight     // calls in flight, by progress token
+	oauth    *oauthClient // nil without an oauth: section
 
 	up atomic.Bool // read on every request, by each tool's Available
 
@@ -70,6 +71,9 @@ func newServer(m *Manager, name string, cfg ServerConfig) *server {
 		tools:   map[string]*tool{},
 	}
 	s.log = slog.New(redactHandler{inner: m.log.Handler(), r: s.secrets}).With("server", name)
+	if cfg.OAuth != nil && cfg.Transport() == TransportHTTP {
+		s.oauth = &oauthClient{server: name, cfg: cfg.OAuth, store: m.tokens, http: newOAuthHTTPClient(), log: s.log, signIn: m.signIn}
+	}
 	s.client = sdk.NewClient(&sdk.Implementation{Name: "parley", Version: m.version}, &sdk.ClientOptions{
 		Logger: s.log,
 		// Parley serves no roots or sampling: it advertises nothing it
