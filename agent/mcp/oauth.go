@@ -236,6 +236,7 @@ func (c *oauthClient) Authorize(ctx context.Context, req *http.Request, resp *ht
 		return c.authorizationCode(ctx, req, resp)
 	}
 	drain(resp)
+	c.forget()
 	g, err := c.grant(ctx)
 	switch {
 	case err != nil:
@@ -244,6 +245,10 @@ func (c *oauthClient) Authorize(ctx context.Context, req *http.Request, resp *ht
 		return c.errSignIn("not signed in")
 	case g.Lapsed != "":
 		return c.errSignIn(g.Lapsed)
+	case !stepUp && req.Header.Get("Authorization") != "Bearer "+g.AccessToken:
+		// The request went out before this token was stored (another
+		// process signed in or refreshed meanwhile): retry with it.
+		return nil
 	case stepUp:
 		wanted := strings.Fields(challengeParam(challenges, "scope"))
 		g.Wanted = union(g.Wanted, wanted)
