@@ -47,6 +47,16 @@ func names(c config.Config) toolsource.Names {
 	return n
 }
 
+// UsesOAuth reports whether a server of c signs in with OAuth.
+func UsesOAuth(c Config) bool {
+	for _, s := range c.Servers {
+		if s.OAuth != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // source is the configured MCP servers as the binary sees them.
 type source struct {
 	mgr     *Manager
@@ -63,7 +73,13 @@ func openSource(ctx context.Context, c config.Config, deps toolsource.Deps) (too
 	if deps.Metrics != nil {
 		onState = observeServers(deps.Metrics, cfg)
 	}
-	mgr, err := New(cfg, Options{Registry: deps.Registry, Log: deps.Log, OnStateChange: onState, Getenv: deps.Getenv, Version: deps.Version, Metrics: deps.Metrics})
+	opts := Options{Registry: deps.Registry, Log: deps.Log, OnStateChange: onState, Getenv: deps.Getenv, Version: deps.Version, Metrics: deps.Metrics}
+	if deps.Redis != nil {
+		opts.Tokens = RedisTokens{Client: deps.Redis, Prefix: deps.RedisPrefix}
+	} else if UsesOAuth(cfg) && deps.Log != nil {
+		deps.Log.Warn("mcp: REDIS_URL is not set: OAuth sign-ins of MCP servers are kept in this process only, and `parley mcp login` cannot reach it")
+	}
+	mgr, err := New(cfg, opts)
 	if err != nil {
 		return nil, err
 	}

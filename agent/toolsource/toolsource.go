@@ -16,6 +16,7 @@ import (
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/metrics"
+	"github.com/redis/go-redis/v9"
 )
 
 // Source is one package's tools.
@@ -91,6 +92,11 @@ type Deps struct {
 	Version string
 	// Wait bounds the first connection of what the source connects to.
 	Wait time.Duration
+	// Redis is the deployment's shared Redis, with the key prefix every
+	// key starts with: the MCP servers' OAuth sign-ins live there, for
+	// every replica. Nil without Redis.
+	Redis       redis.UniversalClient
+	RedisPrefix string
 }
 
 // Row is one line of `parley tools list` and of the console's tools.
