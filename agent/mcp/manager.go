@@ -88,6 +88,10 @@ type ServerState struct {
 	Up        bool   `json:"up"`
 	// Err is why the server is down, secrets redacted; empty while up.
 	Err string `json:"error,omitempty"`
+	// SignIn, for a server signed in with OAuth, says why it needs an
+	// operator's sign-in (none yet, lapsed, more scopes wanted) and how:
+	// `parley mcp login NAME`. Empty while its sign-in works.
+	SignIn string `json:"sign_in,omitempty"`
 	// Since is when Up last changed.
 	Since time.Time `json:"since"`
 	// Connects counts successful connections; more than one means the

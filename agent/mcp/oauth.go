@@ -51,13 +51,27 @@ type oauthClient struct {
 	cached   *Grant
 	loaded   time.Time
 	code     *auth.AuthorizationCodeHandler // signIn's, kept for step-up
+	needs    string                         // errSignIn's last text
 }
 
 var _ auth.OAuthHandler = (*oauthClient)(nil)
 
-// errSignIn is why a server that needs an operator's sign-in is down.
+// errSignIn is why a server that needs an operator's sign-in is down; it
+// is kept for ServerState.SignIn until a sign-in is saved.
 func (c *oauthClient) errSignIn(why string) error {
-	return fmt.Errorf("%s: sign in with `parley mcp login %s`", why, c.server)
+	err := fmt.Errorf("%s: sign in with `parley mcp login %s`", why, c.server)
+	c.mu.Lock()
+	c.needs = err.Error()
+	c.mu.Unlock()
+	return err
+}
+
+// signInNeeded is the last reason a sign-in was found missing or lapsed,
+// "" once one works.
+func (c *oauthClient) signInNeeded() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.needs
 }
 
 // connect sets what this connection's requests are for.
@@ -213,6 +227,9 @@ func (c *oauthClient) save(ctx context.Context, g *Grant) error {
 	}
 	c.mu.Lock()
 	c.cached, c.loaded = g, time.Now()
+	if g.Lapsed == "" {
+		c.needs = ""
+	}
 	c.mu.Unlock()
 	return nil
 }

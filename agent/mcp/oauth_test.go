@@ -71,8 +71,12 @@ func TestOAuthLoginServesTwoReplicas(t *testing.T) {
 			store := redisTokens(t)
 
 			before := replica(t, cfg, store)
-			if st := before.state(t, "gh"); st.Up || !strings.Contains(st.Err, "not signed in: sign in with `parley mcp login gh`") {
-				t.Fatalf("before login: up=%v err=%q", st.Up, st.Err)
+			if st := before.state(t, "gh"); st.Up || !strings.Contains(st.Err, "not signed in: sign in with `parley mcp login gh`") || st.SignIn != "not signed in: sign in with `parley mcp login gh`" {
+				t.Fatalf("before login: up=%v err=%q sign-in=%q", st.Up, st.Err, st.SignIn)
+			}
+			src := &source{mgr: before.m}
+			if down := src.Down(); len(down) != 1 || down[0] != "gh (needs sign-in: not signed in: sign in with `parley mcp login gh`)" {
+				t.Fatalf("readiness names %q", down)
 			}
 			st, err := login(t, cfg, store)
 			if err != nil || !st.Up || len(st.Tools) != 2 {

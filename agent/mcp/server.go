@@ -429,6 +429,9 @@ func (s *server) state() ServerState {
 		Connects:  s.connects,
 		Skipped:   slices.Clone(s.skipped),
 	}
+	if s.oauth != nil && !st.Up {
+		st.SignIn = s.oauth.signInNeeded()
+	}
 	for _, name := range slices.Sorted(maps.Keys(s.tools)) {
 		def := s.tools[name].def.Load()
 		st.Tools = append(st.Tools, ToolState{Name: name, Original: def.original, Writes: def.writes, Rule: def.rule, ReadClaimed: def.readClaimed})

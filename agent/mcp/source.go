@@ -116,7 +116,12 @@ func (s *source) Close() error { return s.mgr.Close() }
 func (s *source) Down() []string {
 	var out []string
 	for _, st := range s.mgr.Servers() {
-		if !st.Up {
+		switch {
+		case st.Up:
+		case st.SignIn != "":
+			// Readiness and the console say what the operator must do.
+			out = append(out, st.Name+" (needs sign-in: "+st.SignIn+")")
+		default:
 			out = append(out, st.Name)
 		}
 	}
