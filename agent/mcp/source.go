@@ -14,7 +14,8 @@ import (
 )
 
 func init() {
-	toolsource.Register(toolsource.Source{Name: Section, Part: "MCP server", Open: openSource, Warnings: envWarnings, Names: names})
+	toolsource.Register(toolsource.Source{Name: Section, Part: "MCP server", Open: openSource, Warnings: envWarnings, Names: names,
+		UsesRedis: func(c config.Config) bool { return UsesOAuth(FromConfig(c)) }})
 }
 
 // envWarnings names the variables the servers refer to as ${NAME} that

@@ -39,6 +39,21 @@ type Source struct {
 	// without opening it, so that config check can tell a policy's typo
 	// from a tool. Nil: no tools.
 	Names func(c config.Config) Names
+	// UsesRedis, when set, reports whether the source keeps state of c in
+	// the deployment's Redis (the MCP servers' OAuth sign-ins), so that a
+	// command that opens it without running a bot connects to Redis too.
+	UsesRedis func(c config.Config) bool
+}
+
+// UsesRedis reports whether any registered source keeps state of c in the
+// deployment's Redis (see Source.UsesRedis).
+func UsesRedis(c config.Config) bool {
+	for _, s := range Sources() {
+		if s.UsesRedis != nil && s.UsesRedis(c) {
+			return true
+		}
+	}
+	return false
 }
 
 // Names is the tools a source offers, as far as they are known before it

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/agent"
-	"github.com/parleyhq/parley/agent/mcp"
 	"github.com/parleyhq/parley/agent/toolsource"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/metrics"
@@ -253,7 +252,7 @@ func (e *environment) cliTools(cfg config.Config, wait time.Duration) (*toolset,
 	// A server signed in with OAuth is reached with the sign-in the
 	// replicas share, kept in Redis.
 	var client redis.UniversalClient
-	if cfg.Redis.URL != "" && mcp.UsesOAuth(mcp.FromConfig(cfg)) {
+	if cfg.Redis.URL != "" && toolsource.UsesRedis(cfg) {
 		var err error
 		if client, err = sessions.OpenRedis(e.ctx, cfg.Redis.URL.Reveal(), 2); err != nil {
 			return nil, fmt.Errorf("redis, which keeps the MCP servers' sign-ins: %w", err)
