@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -147,6 +148,31 @@ func TestOAuthRefresh(t *testing.T) {
 	if st.Up || !strings.Contains(st.Err, "refused to refresh the sign-in (invalid_grant): sign in with `parley mcp login gh`") {
 		t.Fatalf("after a refused refresh: up=%v err=%q", st.Up, st.Err)
 	}
+}
+
+// A server that asks for more scopes (a 403 with insufficient_scope) is
+// down saying so, and the next login asks for them with the others.
+func TestOAuthStepUpNeedsLogin(t *testing.T) {
+	as := newAuthServer(t)
+	p := newProtectedServer(t, as, "gh")
+	cfg := oauthConfig(p, preRegistered)
+	store := redisTokens(t)
+	if _, err := login(t, cfg, store); err != nil {
+		t.Fatal(err)
+	}
+	p.require("write")
+	f := replica(t, cfg, store)
+	if st := f.state(t, "gh"); st.Up || !strings.Contains(st.SignIn, "the server asks for more scopes (read write): sign in with `parley mcp login gh`") {
+		t.Fatalf("after step-up: up=%v err=%q sign-in=%q", st.Up, st.Err, st.SignIn)
+	}
+	if _, err := login(t, cfg, store); err != nil {
+		t.Fatalf("second login: %v", err)
+	}
+	g, _ := store.Load(context.Background(), "gh")
+	if !slices.Contains(g.Scopes, "write") || !slices.Contains(g.Scopes, "read") || g.Lapsed != "" {
+		t.Fatalf("second sign-in asked for %v (lapsed %q), want read and write", g.Scopes, g.Lapsed)
+	}
+	waitFor(t, "the replica to reconnect", func() bool { return f.state(t, "gh").Up })
 }
 
 // A machine account gets its own token with the client credentials grant,

@@ -163,7 +163,11 @@ func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
 			refuse("invalid_target")
 		default:
 			a.exchanges++
-			a.issue(w, issued{resource: g.resource, client: id, scope: a.scopes}, a.firstExpiry, true)
+			scope := a.scopes
+			if g.scope != "" {
+				scope = g.scope // what the operator approved
+			}
+			a.issue(w, issued{resource: g.resource, client: id, scope: scope}, a.firstExpiry, true)
 		}
 	case "refresh_token":
 		g, ok := a.refresh[f.Get("refresh_token")]
@@ -222,6 +226,15 @@ type protectedServer struct {
 	url  string
 	mu   sync.Mutex
 	seen map[string]int
+	// need are the scopes a request needs beyond "read": a token without
+	// them gets a 403 with insufficient_scope (RFC 6750 §3.1).
+	need []string
+}
+
+func (p *protectedServer) require(scopes ...string) {
+	p.mu.Lock()
+	p.need = scopes
+	p.mu.Unlock()
 }
 
 func newProtectedServer(t *testing.T, a *authServer, name string) *protectedServer {
@@ -246,7 +259,23 @@ func newProtectedServer(t *testing.T, a *authServer, name string) *protectedServ
 		p.mu.Unlock()
 		return &auth.TokenInfo{Scopes: strings.Fields(g.scope), Expiration: g.expiry}, nil
 	}
-	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prmURL, Scopes: []string{"read"}})(mcptest.Handler(mcptest.New(name))))
+	stepUp := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			info := auth.TokenInfoFromContext(r.Context())
+			p.mu.Lock()
+			need := p.need
+			p.mu.Unlock()
+			for _, sc := range need {
+				if !slices.Contains(info.Scopes, sc) {
+					w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope=%q, resource_metadata=%q`, strings.Join(append([]string{"read"}, need...), " "), prmURL))
+					http.Error(w, "insufficient scope", http.StatusForbidden)
+					return
+				}
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prmURL, Scopes: []string{"read"}})(stepUp(mcptest.Handler(mcptest.New(name)))))
 	return p
 }
 
