@@ -41,6 +41,9 @@ type oauthClient struct {
 	// mcp login`, the conformance harness); nil in serve, where a server
 	// without a sign-in is down until an operator signs in.
 	signIn auth.AuthorizationCodeFetcher
+	// secret hands every token to the server's redactor: no log line or
+	// error of the package, the SDK's included, can show one.
+	redact func(...string)
 	// fresh ignores the stored grant until this process has signed in:
 	// `parley mcp login` signs in anew even while a grant works.
 	fresh bool
@@ -102,6 +105,9 @@ func (c *oauthClient) grant(ctx context.Context) (*Grant, error) {
 	if g != nil && g.Resource != c.resource {
 		// A token is only ever sent to the resource it was issued for.
 		g = nil
+	}
+	if g != nil {
+		c.redact(g.AccessToken, g.RefreshToken, g.ClientSecret)
 	}
 	c.cached, c.loaded = g, time.Now()
 	return g, nil
@@ -222,6 +228,7 @@ func (c *oauthClient) awaitRefresh(ctx context.Context, g *Grant) (*Grant, error
 }
 
 func (c *oauthClient) save(ctx context.Context, g *Grant) error {
+	c.redact(g.AccessToken, g.RefreshToken, g.ClientSecret)
 	if err := c.store.Save(ctx, c.server, g); err != nil {
 		return err
 	}

@@ -72,7 +72,7 @@ func newServer(m *Manager, name string, cfg ServerConfig) *server {
 	}
 	s.log = slog.New(redactHandler{inner: m.log.Handler(), r: s.secrets}).With("server", name)
 	if cfg.OAuth != nil && cfg.Transport() == TransportHTTP {
-		s.oauth = &oauthClient{server: name, cfg: cfg.OAuth, store: m.tokens, http: newOAuthHTTPClient(), log: s.log, signIn: m.signIn}
+		s.oauth = &oauthClient{server: name, cfg: cfg.OAuth, store: m.tokens, http: newOAuthHTTPClient(), log: s.log, signIn: m.signIn, redact: s.secrets.add}
 	}
 	s.client = sdk.NewClient(&sdk.Implementation{Name: "parley", Version: m.version}, &sdk.ClientOptions{
 		Logger: s.log,
