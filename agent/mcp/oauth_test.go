@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -319,5 +320,31 @@ func TestOAuthConfigValidate(t *testing.T) {
 	}
 	if vars := ok.EnvVars(); len(vars) != 1 || vars[0] != "S" {
 		t.Errorf("EnvVars = %v, want the client secret's", vars)
+	}
+}
+
+// The oauth: section loads from the file and prints with its secret
+// masked, as `parley config check` prints it.
+func TestOAuthConfigPrintsNoSecret(t *testing.T) {
+	const secret = "literal-client-secret-in-the-file"
+	path := t.TempDir() + "/parley.yaml"
+	file := "tools:\n  mcp:\n    servers:\n      linear:\n        url: https://mcp.linear.app/mcp\n        oauth:\n          client_id: parley\n          client_secret: " + secret + "\n          redirect_url: " + consoleCallback + "\n          scopes: [read]\n"
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := FromConfig(cfg).Servers["linear"].OAuth
+	if o == nil || o.ClientID != "parley" || o.ClientSecret.Reveal() != secret || o.RedirectURL != consoleCallback {
+		t.Fatalf("oauth = %+v", o)
+	}
+	out, err := cfg.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), secret) || !strings.Contains(string(out), "client_id: parley") {
+		t.Fatalf("printed:\n%s", out)
 	}
 }
