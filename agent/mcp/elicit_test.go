@@ -9,11 +9,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/agent/mcp/mcptest"
+	"github.com/parleyhq/parley/agent/toolsource"
+	"github.com/parleyhq/parley/config"
 )
 
 // askSchema is the form the "ask" tool requests.
@@ -316,5 +319,38 @@ func TestProgressString(t *testing.T) {
 		if got := tc.p.String(); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.p, got, tc.want)
 		}
+	}
+}
+
+// The gateway's relay and progress sink reach the servers through the
+// tool source's hooks, as `parley serve` opens it.
+func TestSourceHooks(t *testing.T) {
+	e := &recordingElicitor{answer: func(*ElicitRequest) (*ElicitResult, error) {
+		return &ElicitResult{Action: ElicitAccept, Content: map[string]any{"repo": "parley"}}, nil
+	}}
+	first := make(chan struct{})
+	seen := sync.OnceFunc(func() { close(first) })
+	onProgress := func(context.Context, Progress) { seen() }
+	c := config.Default()
+	url := httptestServe(t, newAskingServer(first))
+	c.Tools = map[string]config.SectionConfig{Section: &Config{Servers: map[string]ServerConfig{"gh": {URL: url}}, Retry: DefaultRetry}}
+	reg := agent.NewRegistry()
+	opened, err := openSource(context.Background(), c, toolsource.Deps{Registry: reg, Wait: time.Minute, Hooks: []any{e, onProgress, "ignored"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opened.Close()
+	tool, ok := reg.Get("gh__ask")
+	if !ok {
+		t.Fatal("gh__ask not registered")
+	}
+	res, err := tool.Call(context.Background(), &agent.TurnContext{Conversation: "c1", User: "U1"}, json.RawMessage(`{}`))
+	if err != nil || !strings.HasPrefix(res.Content, "accept") {
+		t.Fatalf("ask = %q, %v", res.Content, err)
+	}
+	// steps ends only once its progress has reached the hook.
+	steps, _ := reg.Get("gh__steps")
+	if res, err := steps.Call(context.Background(), &agent.TurnContext{Conversation: "c1", User: "U1"}, json.RawMessage(`{}`)); err != nil || res.Content != "done" {
+		t.Fatalf("steps = %q, %v", res.Content, err)
 	}
 }

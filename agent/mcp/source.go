@@ -75,6 +75,14 @@ func openSource(ctx context.Context, c config.Config, deps toolsource.Deps) (too
 		onState = observeServers(deps.Metrics, cfg)
 	}
 	opts := Options{Registry: deps.Registry, Log: deps.Log, OnStateChange: onState, Getenv: deps.Getenv, Version: deps.Version, Metrics: deps.Metrics}
+	for _, h := range deps.Hooks {
+		switch h := h.(type) {
+		case Elicitor:
+			opts.Elicitor = h
+		case func(context.Context, Progress):
+			opts.OnProgress = h
+		}
+	}
 	if deps.Redis != nil {
 		opts.Tokens = RedisTokens{Client: deps.Redis, Prefix: deps.RedisPrefix}
 	} else if UsesOAuth(cfg) && deps.Log != nil {

@@ -112,6 +112,12 @@ type Deps struct {
 	// every replica. Nil without Redis.
 	Redis       redis.UniversalClient
 	RedisPrefix string
+	// Hooks are what the gateway offers the sources beyond tools: a relay
+	// of a tool server's questions to the chat (mcp.Elicitor), a sink for
+	// calls' progress (func(context.Context, mcp.Progress)). Each source
+	// takes the ones whose type it knows and ignores the rest, so this
+	// package names none of them.
+	Hooks []any
 }
 
 // Row is one line of `parley tools list` and of the console's tools.
