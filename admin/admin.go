@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parleyhq/parley/agent/mcp"
 	"github.com/parleyhq/parley/audit"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/internal/logthrottle"
@@ -236,6 +237,7 @@ func (s *Server) routes() {
 	mux.Handle("GET /admin/tools", s.page(s.toolsPage))
 	mux.Handle("GET /admin/audit", s.page(s.auditPage))
 	mux.Handle("GET /admin/triggers", s.page(s.triggersPage))
+	mux.Handle("GET "+mcp.CallbackPath, s.mcpOAuthCallback())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not found", http.StatusNotFound)
 	})

@@ -86,6 +86,8 @@ type ServerConfig struct {
 	// origin; like Env's, their literal values never print.
 	URL     string                           `yaml:"url,omitempty"`
 	Headers map[string]config.SecretTemplate `yaml:"headers,omitempty"`
+	// OAuth signs in to a url server that asks for OAuth (see OAuthConfig).
+	OAuth *OAuthConfig `yaml:"oauth,omitempty"`
 
 	// Timeout bounds one tool call (DefaultTimeout when zero).
 	Timeout time.Duration `yaml:"timeout,omitempty"`
@@ -208,6 +210,9 @@ func (c ServerConfig) validate(key string) []error {
 			bad("env."+k, "%v", err)
 		}
 	}
+	if c.OAuth != nil {
+		errs = append(errs, c.OAuth.validate(key, c)...)
+	}
 	if c.Timeout < 0 {
 		bad("timeout", "must not be negative")
 	}
@@ -240,6 +245,9 @@ func (c Config) EnvVars() []string {
 		}
 		for _, v := range s.Env {
 			add(v.EnvRefs())
+		}
+		if s.OAuth != nil {
+			add(s.OAuth.ClientSecret.EnvRefs())
 		}
 	}
 	return slices.Sorted(maps.Keys(seen))

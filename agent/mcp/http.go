@@ -58,6 +58,15 @@ func httpLink(s *server) (sdk.Transport, func(), error) {
 		},
 	}
 	t := &sdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: client, MaxEventSize: maxFrame}
+	if s.oauth != nil {
+		secret, err := cfg.OAuth.ClientSecret.Expand(s.m.getenv, s.secrets.remember)
+		if err != nil {
+			return nil, nil, fmt.Errorf("oauth client_secret: %w", err)
+		}
+		s.secrets.add(secret)
+		s.oauth.connect(endpoint, secret)
+		t.OAuthHandler = s.oauth
+	}
 	return t, base.CloseIdleConnections, nil
 }
 

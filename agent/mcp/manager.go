@@ -31,6 +31,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
+
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/metrics"
@@ -57,6 +59,23 @@ type Options struct {
 	// Metrics counts the servers' reconnects under parley_reconnects_total
 	// {integration="mcp"}; nil counts into a private registry.
 	Metrics *metrics.Metrics
+	// Elicitor answers the servers' questions (elicitation/create); nil
+	// declines every one.
+	Elicitor Elicitor
+	// OnProgress receives the servers' progress notifications for calls in
+	// flight, with the call's context: feed the live status from it. It
+	// runs on the connection's goroutine and must not block.
+	OnProgress func(context.Context, Progress)
+	// Tokens keeps the OAuth sign-ins of servers with an oauth: section,
+	// shared by every replica (RedisTokens); nil keeps them in this
+	// process only, lost at exit.
+	Tokens TokenStore
+	// SignIn, when set, lets the Manager run an authorization code
+	// sign-in itself: it is shown the authorization URL and returns the
+	// redirect's code and state. `parley mcp login` and the conformance
+	// harness set it; serve does not (a server waits for an operator's
+	// login, down with the reason).
+	SignIn auth.AuthorizationCodeFetcher
 }
 
 // Integration is the integration label of the servers' reconnects.
@@ -69,6 +88,10 @@ type ServerState struct {
 	Up        bool   `json:"up"`
 	// Err is why the server is down, secrets redacted; empty while up.
 	Err string `json:"error,omitempty"`
+	// SignIn, for a server signed in with OAuth, says why it needs an
+	// operator's sign-in (none yet, lapsed, more scopes wanted) and how:
+	// `parley mcp login NAME`. Empty while its sign-in works.
+	SignIn string `json:"sign_in,omitempty"`
 	// Since is when Up last changed.
 	Since time.Time `json:"since"`
 	// Connects counts successful connections; more than one means the
@@ -131,14 +154,18 @@ func defaultTiming(r retry.Config) timing {
 // Manager supervises the configured MCP servers. Create it with New, then
 // Start it once and Close it once.
 type Manager struct {
-	registry *agent.Registry
-	log      *slog.Logger
-	onState  func(ServerState)
-	getenv   func(string) string
-	version  string
-	metrics  *metrics.Metrics
-	timing   timing
-	servers  []*server // sorted by name
+	registry   *agent.Registry
+	log        *slog.Logger
+	onState    func(ServerState)
+	getenv     func(string) string
+	version    string
+	metrics    *metrics.Metrics
+	elicitor   Elicitor
+	onProgress func(context.Context, Progress)
+	tokens     TokenStore
+	signIn     auth.AuthorizationCodeFetcher
+	timing     timing
+	servers    []*server // sorted by name
 
 	// ctx lives until Close: the servers' goroutines and every call in
 	// flight end with it.
@@ -180,13 +207,20 @@ func New(cfg Config, opts Options) (*Manager, error) {
 		opts.Metrics = metrics.New()
 	}
 	m := &Manager{
-		registry: opts.Registry,
-		log:      opts.Log.With("component", "mcp"),
-		onState:  opts.OnStateChange,
-		getenv:   opts.Getenv,
-		version:  opts.Version,
-		metrics:  opts.Metrics,
-		timing:   defaultTiming(cfg.Retry),
+		registry:   opts.Registry,
+		log:        opts.Log.With("component", "mcp"),
+		onState:    opts.OnStateChange,
+		getenv:     opts.Getenv,
+		version:    opts.Version,
+		metrics:    opts.Metrics,
+		elicitor:   opts.Elicitor,
+		onProgress: opts.OnProgress,
+		tokens:     opts.Tokens,
+		signIn:     opts.SignIn,
+		timing:     defaultTiming(cfg.Retry),
+	}
+	if m.tokens == nil {
+		m.tokens = &MemoryTokens{}
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	for _, name := range slices.Sorted(maps.Keys(cfg.Servers)) {

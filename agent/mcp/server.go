@@ -40,6 +40,9 @@ type server struct {
 	client  *sdk.Client
 	refresh chan struct{} // a tools/list_changed arrived
 
+	inflight inflight     // calls in flight, by progress token
+	oauth    *oauthClient // nil without an oauth: section
+
 	up atomic.Bool // read on every request, by each tool's Available
 
 	// calls is held for reading by every call in flight. Teardown takes it
@@ -68,11 +71,20 @@ func newServer(m *Manager, name string, cfg ServerConfig) *server {
 		tools:   map[string]*tool{},
 	}
 	s.log = slog.New(redactHandler{inner: m.log.Handler(), r: s.secrets}).With("server", name)
+	if cfg.OAuth != nil && cfg.Transport() == TransportHTTP {
+		s.oauth = &oauthClient{server: name, cfg: cfg.OAuth, store: m.tokens, http: newOAuthHTTPClient(), log: s.log, signIn: m.signIn, redact: s.secrets.add}
+	}
 	s.client = sdk.NewClient(&sdk.Implementation{Name: "parley", Version: m.version}, &sdk.ClientOptions{
 		Logger: s.log,
-		// Parley serves no roots, sampling or elicitation: it advertises
-		// nothing it would not answer.
-		Capabilities: &sdk.ClientCapabilities{},
+		// Parley serves no roots or sampling: it advertises nothing it
+		// would not answer. It answers elicitation always: with the
+		// Manager's Elicitor, or by declining.
+		Capabilities: &sdk.ClientCapabilities{Elicitation: &sdk.ElicitationCapabilities{
+			Form: &sdk.FormElicitationCapabilities{}, URL: &sdk.URLElicitationCapabilities{},
+		}},
+		ElicitationHandler:          s.elicit,
+		ProgressNotificationHandler: s.progress,
+		LoggingMessageHandler:       s.serverLog,
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
 			// Coalesced: the supervisor re-lists once however many arrive.
 			select {
@@ -165,6 +177,7 @@ func (s *server) serve(ctx context.Context, ready func()) (err error) {
 	if err := s.list(connectCtx, sess); err != nil {
 		return s.lost("listing tools", err, l)
 	}
+	s.askForLogs(connectCtx, sess)
 	cancel()
 	s.setUp(sess)
 	ready()
@@ -206,6 +219,19 @@ func (s *server) lost(step string, err error, l *link) error {
 		return fmt.Errorf("%s: closed by the server", step)
 	}
 	return fmt.Errorf("%s: %w", step, err)
+}
+
+// askForLogs asks a server that has logs for those at info and above, when
+// Parley's own log shows debug lines, where they go: servers send none
+// until asked, and asking when they go nowhere would only cost traffic.
+func (s *server) askForLogs(ctx context.Context, sess *sdk.ClientSession) {
+	init := sess.InitializeResult()
+	if init == nil || init.Capabilities == nil || init.Capabilities.Logging == nil || !s.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	if err := sess.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "info"}); err != nil {
+		s.log.Debug("mcp: logging/setLevel refused", "err", err)
+	}
 }
 
 // list fetches the server's tools and puts them into the registry. A
@@ -402,6 +428,9 @@ func (s *server) state() ServerState {
 		Since:     s.since,
 		Connects:  s.connects,
 		Skipped:   slices.Clone(s.skipped),
+	}
+	if s.oauth != nil && !st.Up {
+		st.SignIn = s.oauth.signInNeeded()
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.tools)) {
 		def := s.tools[name].def.Load()

@@ -14,7 +14,8 @@ import (
 )
 
 func init() {
-	toolsource.Register(toolsource.Source{Name: Section, Part: "MCP server", Open: openSource, Warnings: envWarnings, Names: names})
+	toolsource.Register(toolsource.Source{Name: Section, Part: "MCP server", Open: openSource, Warnings: envWarnings, Names: names,
+		UsesRedis: func(c config.Config) bool { return UsesOAuth(FromConfig(c)) }})
 }
 
 // envWarnings names the variables the servers refer to as ${NAME} that
@@ -47,6 +48,16 @@ func names(c config.Config) toolsource.Names {
 	return n
 }
 
+// UsesOAuth reports whether a server of c signs in with OAuth.
+func UsesOAuth(c Config) bool {
+	for _, s := range c.Servers {
+		if s.OAuth != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // source is the configured MCP servers as the binary sees them.
 type source struct {
 	mgr     *Manager
@@ -63,7 +74,21 @@ func openSource(ctx context.Context, c config.Config, deps toolsource.Deps) (too
 	if deps.Metrics != nil {
 		onState = observeServers(deps.Metrics, cfg)
 	}
-	mgr, err := New(cfg, Options{Registry: deps.Registry, Log: deps.Log, OnStateChange: onState, Getenv: deps.Getenv, Version: deps.Version, Metrics: deps.Metrics})
+	opts := Options{Registry: deps.Registry, Log: deps.Log, OnStateChange: onState, Getenv: deps.Getenv, Version: deps.Version, Metrics: deps.Metrics}
+	for _, h := range deps.Hooks {
+		switch h := h.(type) {
+		case Elicitor:
+			opts.Elicitor = h
+		case func(context.Context, Progress):
+			opts.OnProgress = h
+		}
+	}
+	if deps.Redis != nil {
+		opts.Tokens = RedisTokens{Client: deps.Redis, Prefix: deps.RedisPrefix}
+	} else if UsesOAuth(cfg) && deps.Log != nil {
+		deps.Log.Warn("mcp: REDIS_URL is not set: OAuth sign-ins of MCP servers are kept in this process only, and `parley mcp login` cannot reach it")
+	}
+	mgr, err := New(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +125,12 @@ func (s *source) Close() error { return s.mgr.Close() }
 func (s *source) Down() []string {
 	var out []string
 	for _, st := range s.mgr.Servers() {
-		if !st.Up {
+		switch {
+		case st.Up:
+		case st.SignIn != "":
+			// Readiness and the console say what the operator must do.
+			out = append(out, st.Name+" (needs sign-in: "+st.SignIn+")")
+		default:
 			out = append(out, st.Name)
 		}
 	}

@@ -110,6 +110,10 @@ func (t *tool) Call(ctx context.Context, tc *agent.TurnContext, args json.RawMes
 		// that records the key can keep its own side to once as well.
 		params.Meta = sdk.Meta{IdempotencyKeyMeta: tc.CallKey}
 	}
+	// The token ties the server's progress and questions to this call.
+	token, done := s.inflight.add(&call{tool: t.name, turn: tc, ctx: callCtx})
+	defer done()
+	params.SetProgressToken(token)
 	res, err := sess.CallTool(callCtx, params)
 	content, err := t.outcome(ctx, callCtx, res, err)
 

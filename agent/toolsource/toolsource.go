@@ -16,6 +16,7 @@ import (
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/metrics"
+	"github.com/redis/go-redis/v9"
 )
 
 // Source is one package's tools.
@@ -38,6 +39,21 @@ type Source struct {
 	// without opening it, so that config check can tell a policy's typo
 	// from a tool. Nil: no tools.
 	Names func(c config.Config) Names
+	// UsesRedis, when set, reports whether the source keeps state of c in
+	// the deployment's Redis (the MCP servers' OAuth sign-ins), so that a
+	// command that opens it without running a bot connects to Redis too.
+	UsesRedis func(c config.Config) bool
+}
+
+// UsesRedis reports whether any registered source keeps state of c in the
+// deployment's Redis (see Source.UsesRedis).
+func UsesRedis(c config.Config) bool {
+	for _, s := range Sources() {
+		if s.UsesRedis != nil && s.UsesRedis(c) {
+			return true
+		}
+	}
+	return false
 }
 
 // Names is the tools a source offers, as far as they are known before it
@@ -91,6 +107,17 @@ type Deps struct {
 	Version string
 	// Wait bounds the first connection of what the source connects to.
 	Wait time.Duration
+	// Redis is the deployment's shared Redis, with the key prefix every
+	// key starts with: the MCP servers' OAuth sign-ins live there, for
+	// every replica. Nil without Redis.
+	Redis       redis.UniversalClient
+	RedisPrefix string
+	// Hooks are what the gateway offers the sources beyond tools: a relay
+	// of a tool server's questions to the chat (mcp.Elicitor), a sink for
+	// calls' progress (func(context.Context, mcp.Progress)). Each source
+	// takes the ones whose type it knows and ignores the rest, so this
+	// package names none of them.
+	Hooks []any
 }
 
 // Row is one line of `parley tools list` and of the console's tools.

@@ -172,7 +172,7 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 	// run; their teardown comes after the gateway's (stop runs in
 	// reverse), so running turns keep their tools while they drain.
 	skillTools := agent.NewSkillTools(agent.SkillToolsConfig{Home: cfg.Home, Budget: cfg.Skills.BodyBudget, Writer: skills.NewWriter(cfg.Home)}, m, log)
-	a.toolset, err = e.openTools(cfg, toolOptions{skill: skillTools.Tools(), metrics: m, log: log, wait: startWait})
+	a.toolset, err = e.openTools(cfg, toolOptions{skill: skillTools.Tools(), metrics: m, log: log, wait: startWait, redis: sharedClient})
 	if err != nil {
 		return nil, err
 	}

@@ -39,6 +39,7 @@ Usage:
   parley policy  explain --channel C [--workspace W] [--chat X] [--wait D]
                                                     show the effective policy of a conversation
   parley tools   list [--json] [--wait D]           list every tool: source, read/write class, MCP server state
+  parley mcp     login NAME [--config FILE]         sign in to an MCP server that asks for OAuth (once, for every replica)
   parley config  check [--config FILE]              validate and print the effective config
   parley usage   [--config FILE] [--since 24h] [--by user|chat|channel|model] [--json]
                                                     model tokens spent, read from Redis
@@ -102,6 +103,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = env.usageCLI(args[1:])
 	case "triggers":
 		err = env.triggersCLI(args[1:])
+	case "mcp":
+		err = env.mcpCLI(args[1:])
 	case "audit":
 		err = env.auditCLI(args[1:])
 	case "version", "--version", "-v":
@@ -125,7 +128,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // subcommands are the commands whose first argument is a subcommand
 // (`parley skills list`): `parley skills --help` prints their lines of the
 // usage, since no flag set has been made yet.
-var subcommands = map[string]bool{"skills": true, "policy": true, "tools": true, "config": true, "wechat": true, "triggers": true}
+var subcommands = map[string]bool{"skills": true, "policy": true, "tools": true, "config": true, "wechat": true, "triggers": true, "mcp": true}
 
 func isHelpFlag(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
 

@@ -15,6 +15,8 @@ import (
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/sessions"
+	"github.com/redis/go-redis/v9"
 )
 
 // startWait bounds how long serve and chat wait for the tool sources'
@@ -34,6 +36,9 @@ type toolset struct {
 	registry *agent.Registry
 	sources  []toolsource.Opened
 	parts    []string // each source's Part, by index
+	// closeRedis closes the Redis client cliTools opened, after the
+	// sources; nil when none.
+	closeRedis func() error
 }
 
 // toolOptions shape openTools.
@@ -45,6 +50,9 @@ type toolOptions struct {
 	log     *slog.Logger
 	// wait bounds the sources' first connection.
 	wait time.Duration
+	// redis is the deployment's shared Redis (the MCP servers' OAuth
+	// sign-ins); nil without one.
+	redis redis.UniversalClient
 }
 
 // openTools registers every tool of cfg in a new registry and opens every
@@ -59,7 +67,7 @@ func (e *environment) openTools(cfg config.Config, opts toolOptions) (*toolset, 
 		}
 	}
 	deps := toolsource.Deps{Registry: ts.registry, Metrics: opts.metrics, Log: opts.log,
-		Getenv: e.getenv, Version: version, Wait: opts.wait}
+		Getenv: e.getenv, Version: version, Wait: opts.wait, Redis: opts.redis, RedisPrefix: cfg.Redis.Prefix}
 	for _, src := range toolsource.Sources() {
 		opened, err := src.Open(e.ctx, cfg, deps)
 		if err != nil {
@@ -78,6 +86,9 @@ func (ts *toolset) close() error {
 	var errs []error
 	for _, s := range ts.sources {
 		errs = append(errs, s.Close())
+	}
+	if ts.closeRedis != nil {
+		errs = append(errs, ts.closeRedis())
 	}
 	return errors.Join(errs...)
 }
@@ -237,7 +248,26 @@ func dash(s string) string {
 // log, the MCP servers given at most wait to answer. The caller closes it.
 func (e *environment) cliTools(cfg config.Config, wait time.Duration) (*toolset, error) {
 	skill := agent.NewSkillTools(agent.SkillToolsConfig{Home: cfg.Home}, nil, nil).Tools()
-	return e.openTools(cfg, toolOptions{skill: skill, log: slog.New(slog.DiscardHandler), wait: wait})
+	opts := toolOptions{skill: skill, log: slog.New(slog.DiscardHandler), wait: wait}
+	// A server signed in with OAuth is reached with the sign-in the
+	// replicas share, kept in Redis.
+	var client redis.UniversalClient
+	if cfg.Redis.URL != "" && toolsource.UsesRedis(cfg) {
+		var err error
+		if client, err = sessions.OpenRedis(e.ctx, cfg.Redis.URL.Reveal(), 2); err != nil {
+			return nil, fmt.Errorf("redis, which keeps the MCP servers' sign-ins: %w", err)
+		}
+		opts.redis = client
+	}
+	ts, err := e.openTools(cfg, opts)
+	if client != nil {
+		if err != nil {
+			client.Close()
+		} else {
+			ts.closeRedis = client.Close
+		}
+	}
+	return ts, err
 }
 
 // policyTools describes every tool for `parley policy explain`, and what
