@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parleyhq/parley/internal/pausable"
 	"github.com/parleyhq/parley/sessions"
 	openai "github.com/sashabaranov/go-openai"
 	"go.opentelemetry.io/otel/attribute"
@@ -23,7 +24,9 @@ func (a *Agent) Run(ctx context.Context, req TurnRequest) (TurnResult, error) {
 	// The turn deadline is told from the caller's cancellation by ctx's
 	// parent: only the caller's ending is an error.
 	parent := ctx
-	ctx, cancel := context.WithTimeoutCause(ctx, a.cfg.TurnTimeout, errTurnDeadline)
+	// Its clock stops while a tool waits for a person's answer (see
+	// pausable): their time is not the model's.
+	ctx, cancel := pausable.WithTimeout(ctx, a.cfg.TurnTimeout, errTurnDeadline)
 	defer cancel()
 	if a.primary.client == nil {
 		return TurnResult{}, errors.New("agent: no model client")

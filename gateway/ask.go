@@ -10,10 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/gateway/approval"
 	"github.com/parleyhq/parley/gateway/delivery"
 	"github.com/parleyhq/parley/gateway/question"
+	"github.com/parleyhq/parley/internal/pausable"
 	"github.com/parleyhq/parley/sessions"
 )
 
@@ -64,6 +66,9 @@ type askingTurn struct {
 	m       channels.Message
 	rt      delivery.Route
 	timeout time.Duration
+	// events is the turn's live reply's listener (nil without one), which
+	// a tool's progress is shown through.
+	events func(agent.Event)
 }
 
 type askingKey struct{}
@@ -110,6 +115,10 @@ func (g *Gateway) Ask(ctx context.Context, q Question) (Answer, error) {
 	t.rt.Send(ctx, channels.Reply{Notice: true, Text: questionText(q, form, t.m, wait), Question: &channels.Question{
 		ID: id, From: approval.Inert(q.From), Message: approval.Inert(q.Message), URL: q.URL, Choices: buttons(form),
 	}})
+	// The turn's and the call's clocks stop while the person thinks: the
+	// question's own wait bounds it.
+	resume := pausable.Pause(ctx)
+	defer resume()
 	return g.awaitAnswer(ctx, asker, t, form, id, time.Now().Add(wait))
 }
 
@@ -241,4 +250,26 @@ func (g *Gateway) answered(ctx context.Context, m channels.Message) {
 	if u := g.caps(m.Channel).Unanswered; u != nil {
 		u.LeftUnanswered(ctx, m)
 	}
+}
+
+// ShowProgress shows how far a tool call of ctx's turn has come ("running
+// TOOL… 2/3") in the turn's live status, at the platform's pace (the live
+// reply keeps only the newest of what waits). Tool is the offered name;
+// the server's own words are not shown. A call outside a turn with a live
+// reply shows nothing.
+func (g *Gateway) ShowProgress(ctx context.Context, tool string, progress, total float64) {
+	t, ok := ctx.Value(askingKey{}).(askingTurn)
+	if !ok || t.events == nil {
+		return
+	}
+	name := tool
+	switch {
+	case total == 100:
+		name += fmt.Sprintf(" %g%%", progress)
+	case total > 0:
+		name += fmt.Sprintf(" %g/%g", progress, total)
+	case progress > 0:
+		name += fmt.Sprintf(" %g", progress)
+	}
+	t.events(agent.Event{Kind: agent.EventTool, Name: name})
 }

@@ -428,8 +428,8 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 		g.log.DebugContext(ctx, "skills left out of the index; find_skills still reaches them", "omitted", omitted)
 	}
 	rt := g.route(m)
-	ctx = withAskingTurn(ctx, askingTurn{conv: c.Lock.Conversation(), m: m, rt: rt, timeout: eff.ApprovalTimeout()})
 	live := rt.StartLive(ctx, c)
+	ctx = withAskingTurn(ctx, askingTurn{conv: c.Lock.Conversation(), m: m, rt: rt, timeout: eff.ApprovalTimeout(), events: live.Events()})
 	if r.stopTyping != nil {
 		live.OnVisible(r.stopTyping)
 	}

@@ -123,10 +123,12 @@ func (s *server) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.Elici
 	if err != nil {
 		return nil, err
 	}
-	// The question ends with the call it belongs to.
-	askCtx, cancel := context.WithCancel(context.WithValue(ctx, turnKey{}, call.turn))
+	// The question is asked under the call it belongs to (whose context
+	// carries what the caller put there: who to ask, and how) and ends
+	// with it, or with the server's request.
+	askCtx, cancel := context.WithCancel(context.WithValue(call.ctx, turnKey{}, call.turn))
 	defer cancel()
-	defer context.AfterFunc(call.ctx, cancel)()
+	defer context.AfterFunc(ctx, cancel)()
 	res, err := e.Elicit(askCtx, r)
 	switch {
 	case err != nil:

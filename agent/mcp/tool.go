@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/parleyhq/parley/agent"
+	"github.com/parleyhq/parley/internal/pausable"
 	"github.com/parleyhq/parley/sessions"
 )
 
@@ -100,7 +101,9 @@ func (t *tool) Call(ctx context.Context, tc *agent.TurnContext, args json.RawMes
 		return agent.Result{}, fmt.Errorf("MCP server %s is not connected right now; answer without this tool", s.name)
 	}
 	start := time.Now()
-	callCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	// The call's clock stops while its server waits for a person's
+	// answer (elicit.go): their time is not the server's.
+	callCtx, cancel := pausable.WithTimeout(ctx, s.cfg.Timeout, errCallTimeout)
 	defer cancel()
 	defer context.AfterFunc(s.m.ctx, cancel)()
 
@@ -142,7 +145,7 @@ func (t *tool) outcome(ctx, callCtx context.Context, res *sdk.CallToolResult, er
 		switch {
 		case ctx.Err() != nil:
 			return "", fmt.Errorf("the turn ended before %s answered: %w", t.name, ctx.Err())
-		case errors.Is(callCtx.Err(), context.DeadlineExceeded):
+		case errors.Is(context.Cause(callCtx), errCallTimeout):
 			return "", fmt.Errorf("tool %s gave no answer within %s; it was cancelled: %w", t.name, s.cfg.Timeout, context.DeadlineExceeded)
 		case s.m.ctx.Err() != nil:
 			return "", fmt.Errorf("MCP server %s is shutting down", s.name)
@@ -297,3 +300,6 @@ func schema(in any) (json.RawMessage, error) {
 	// from one listing to the next and prompt caches keep working.
 	return json.Marshal(m)
 }
+
+// errCallTimeout is the cause of a call's context when its timeout passed.
+var errCallTimeout = fmt.Errorf("the tool call's timeout passed: %w", context.DeadlineExceeded)

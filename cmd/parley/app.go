@@ -172,7 +172,8 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 	// run; their teardown comes after the gateway's (stop runs in
 	// reverse), so running turns keep their tools while they drain.
 	skillTools := agent.NewSkillTools(agent.SkillToolsConfig{Home: cfg.Home, Budget: cfg.Skills.BodyBudget, Writer: skills.NewWriter(cfg.Home)}, m, log)
-	a.toolset, err = e.openTools(cfg, toolOptions{skill: skillTools.Tools(), metrics: m, log: log, wait: startWait, redis: sharedClient})
+	relay := &toolRelay{}
+	a.toolset, err = e.openTools(cfg, toolOptions{skill: skillTools.Tools(), metrics: m, log: log, wait: startWait, redis: sharedClient, hooks: relay.hooks()})
 	if err != nil {
 		return nil, err
 	}
@@ -198,6 +199,7 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 	a.replica = replicaID()
 	a.ledger = audit.New(a.store.Client(), audit.Options{Prefix: cfg.Redis.Prefix, Retention: audit.FromConfig(cfg).Retention, Replica: a.replica, Log: log})
 	a.gateway = a.newGateway(cfg, tracer)
+	relay.gw.Store(a.gateway)
 	// Shutdown drains running turns until its context ends, then cancels
 	// the rest; queued messages stay for the next replica.
 	a.onStop("gateway", a.gateway.Shutdown)

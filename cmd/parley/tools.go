@@ -53,6 +53,9 @@ type toolOptions struct {
 	// redis is the deployment's shared Redis (the MCP servers' OAuth
 	// sign-ins); nil without one.
 	redis redis.UniversalClient
+	// hooks reach the sources (toolsource.Deps.Hooks): the relay of a
+	// tool server's questions and progress to the chat.
+	hooks []any
 }
 
 // openTools registers every tool of cfg in a new registry and opens every
@@ -67,7 +70,7 @@ func (e *environment) openTools(cfg config.Config, opts toolOptions) (*toolset, 
 		}
 	}
 	deps := toolsource.Deps{Registry: ts.registry, Metrics: opts.metrics, Log: opts.log,
-		Getenv: e.getenv, Version: version, Wait: opts.wait, Redis: opts.redis, RedisPrefix: cfg.Redis.Prefix}
+		Getenv: e.getenv, Version: version, Wait: opts.wait, Redis: opts.redis, RedisPrefix: cfg.Redis.Prefix, Hooks: opts.hooks}
 	for _, src := range toolsource.Sources() {
 		opened, err := src.Open(e.ctx, cfg, deps)
 		if err != nil {

@@ -137,7 +137,13 @@ func (l *Live) event(e agent.Event) {
 	case agent.EventReset:
 		l.withdrawText()
 	case agent.EventTool:
-		l.queue = append(l.queue, channels.Progress{Kind: channels.ProgressTool, Name: e.Name})
+		// A tool's progress comes as often as its server sends it: only
+		// the newest status that waits is worth a platform call.
+		if n := len(l.queue); n > 0 && l.queue[n-1].Kind == channels.ProgressTool {
+			l.queue[n-1].Name = e.Name
+		} else {
+			l.queue = append(l.queue, channels.Progress{Kind: channels.ProgressTool, Name: e.Name})
+		}
 	case agent.EventSkill:
 		l.queue = append(l.queue, channels.Progress{Kind: channels.ProgressSkill, Name: e.Name})
 	}
