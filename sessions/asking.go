@@ -2,7 +2,6 @@ package sessions
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -49,14 +48,7 @@ func (s *RedisStore) Ask(ctx context.Context, conv, sender string, ttl time.Dura
 
 // TakeAnswer implements Asker.
 func (s *RedisStore) TakeAnswer(ctx context.Context, conv string) ([]byte, bool, error) {
-	b, err := s.client.LPop(ctx, s.key(conv, "answers")).Bytes()
-	switch {
-	case errors.Is(err, redis.Nil):
-		return nil, false, nil
-	case err != nil:
-		return nil, false, fmt.Errorf("sessions: take an answer: %w", err)
-	}
-	return b, true, nil
+	return s.take(ctx, s.key(conv, "answers"), "take an answer")
 }
 
 // EndAsk implements Asker.

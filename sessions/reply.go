@@ -34,12 +34,18 @@ func (s *RedisStore) PostReply(ctx context.Context, id string, body []byte) erro
 // ok is false when none is there yet. It does not block, so that the
 // waiter stays free to notice its own cancellation.
 func (s *RedisStore) TakeReply(ctx context.Context, id string) (body []byte, ok bool, err error) {
-	b, err := s.client.LPop(ctx, s.replyKey(id)).Bytes()
+	return s.take(ctx, s.replyKey(id), "take reply")
+}
+
+// take pops the oldest entry of the list at key; ok is false when it is
+// empty. what names the step in an error.
+func (s *RedisStore) take(ctx context.Context, key, what string) ([]byte, bool, error) {
+	b, err := s.client.LPop(ctx, key).Bytes()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return nil, false, nil
 	case err != nil:
-		return nil, false, fmt.Errorf("sessions: take reply: %w", err)
+		return nil, false, fmt.Errorf("sessions: %s: %w", what, err)
 	}
 	return b, true, nil
 }
