@@ -87,18 +87,6 @@ func oauthEnv(r *redistest.Redis, model *openaitest.Server, fake *slacktest.Serv
 	}
 }
 
-// readyz returns /readyz's status and body.
-func readyz(t *testing.T, base string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(base + "/readyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
-}
-
 // loginRun is a `parley mcp login` running in the background.
 type loginRun struct {
 	stdout, stderr *syncBuffer
@@ -168,7 +156,7 @@ tools:
 	waitPost(t, fake, "C1", before, "I cannot reach the tracker")
 	const needs = "MCP server hosted (needs sign-in: not signed in: sign in with `parley mcp login hosted`)"
 	for _, s := range []*oauthServe{a, b} {
-		if code, body := readyz(t, s.base); code != http.StatusOK || !strings.Contains(body, "degraded: "+needs+" is down") {
+		if code, body := get(t, s.base+"/readyz"); code != http.StatusOK || !strings.Contains(body, "degraded: "+needs+" is down") {
 			t.Fatalf("/readyz before the sign-in: %d %q", code, body)
 		}
 	}
@@ -179,6 +167,15 @@ tools:
 	}
 	if !strings.Contains(list.String(), "sign in with `parley mcp login hosted`") {
 		t.Fatalf("tools list does not say hosted needs a sign-in:\n%s", list.String())
+	}
+
+	if code, body := adminGet(t, a.console, "/admin/tools"); code != http.StatusOK || !strings.Contains(body, "not signed in: sign in with") {
+		t.Fatalf("the console's tools page does not say hosted needs a sign-in: %d\n%s", code, body)
+	}
+	// A forged answer on the other console (no login waits for its state)
+	// is refused, and the page repeats none of it.
+	if code, body := get(t, b.console+mcp.CallbackPath+"?state=forged-state&code=forged-code"); code != http.StatusBadRequest || strings.Contains(body, "forged") {
+		t.Fatalf("a forged callback: %d %q", code, body)
 	}
 
 	// The one sign-in, its answer reaching replica A's console.
@@ -202,7 +199,7 @@ tools:
 	// try.
 	for i, s := range []*oauthServe{b, a} {
 		slacktest.WaitFor(t, fmt.Sprintf("replica %d to connect to hosted", i), slackDeadline, func() bool {
-			_, body := readyz(t, s.base)
+			_, body := get(t, s.base+"/readyz")
 			return !strings.Contains(body, "hosted")
 		})
 		root := fmt.Sprintf("1700003101.00010%d", i)
