@@ -136,6 +136,9 @@ type timing struct {
 	connect time.Duration                                   // bounds starting, initialising and the first tools/list
 	grace   time.Duration                                   // after closing stdin, and again after SIGTERM
 	sleep   func(ctx context.Context, d time.Duration) bool // retry.Sleep
+	// signInPoll is how often a server waiting for a sign-in looks for one
+	// in the token store during its backoff.
+	signInPoll time.Duration
 }
 
 func defaultTiming(r retry.Config) timing {
@@ -148,6 +151,8 @@ func defaultTiming(r retry.Config) timing {
 		connect: time.Minute,
 		grace:   2 * time.Second,
 		sleep:   retry.Sleep,
+		// A Redis GET per server waiting for a sign-in, per replica.
+		signInPoll: 2 * time.Second,
 	}
 }
 

@@ -77,6 +77,35 @@ func (c *oauthClient) signInNeeded() string {
 	return c.needs
 }
 
+// connected forgets why a sign-in was needed: one worked, whichever
+// process saved it.
+func (c *oauthClient) connected() {
+	c.mu.Lock()
+	c.needs = ""
+	c.mu.Unlock()
+}
+
+// signInSaved reports whether the server waits for a sign-in and the
+// store now holds a usable one for its URL: saved by `parley mcp login`
+// or by another replica since the sign-in was found missing or lapsed
+// (each of those leaves the stored grant absent or lapsed, so a grant
+// that is neither is new). It reads the store itself, not the cached
+// copy.
+func (c *oauthClient) signInSaved(ctx context.Context) bool {
+	c.mu.Lock()
+	waiting, resource := c.needs != "", c.resource
+	c.mu.Unlock()
+	if !waiting || c.cfg.grant() == GrantClientCredentials {
+		return false
+	}
+	g, err := c.store.Load(ctx, c.server)
+	if err != nil || g == nil || g.Lapsed != "" || g.AccessToken == "" || g.Resource != resource {
+		return false
+	}
+	c.redact(g.AccessToken, g.RefreshToken, g.ClientSecret)
+	return true
+}
+
 // connect sets what this connection's requests are for.
 func (c *oauthClient) connect(resource, secret string) {
 	c.mu.Lock()

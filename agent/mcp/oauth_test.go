@@ -16,12 +16,34 @@ import (
 	"github.com/parleyhq/parley/internal/redistest"
 )
 
+// Test client registered with the authorization server beforehand.
+const (
+	preClientID     = "parley-client"
+	preClientSecret = "pre-registered-secret-value"
+	consoleCallback = "https://console.example" + CallbackPath
+)
+
+// newAuthServer is an authorization server that knows the pre-registered
+// client, redirecting to the console's callback.
+func newAuthServer(t *testing.T) *mcptest.AuthServer {
+	as := mcptest.NewAuthServer(t)
+	as.Register(preClientID, preClientSecret, consoleCallback)
+	return as
+}
+
+// operator is the operator's browser, with the console's callback served
+// by console.
+func operator(t *testing.T, console http.Handler) func(string) {
+	o := mcptest.Operator{Sites: map[string]http.Handler{"console.example": console}}
+	return func(authURL string) { o.SignIn(t, authURL) }
+}
+
 // oauthConfig is a server behind OAuth with the pre-registered client.
-func oauthConfig(p *protectedServer, o OAuthConfig) Config {
+func oauthConfig(p *mcptest.ProtectedServer, o OAuthConfig) Config {
 	if o.RedirectURL == "" {
 		o.RedirectURL = consoleCallback
 	}
-	return Config{Servers: map[string]ServerConfig{"gh": {URL: p.url, OAuth: &o}}}
+	return Config{Servers: map[string]ServerConfig{"gh": {URL: p.URL, OAuth: &o}}}
 }
 
 var preRegistered = OAuthConfig{ClientID: preClientID, ClientSecret: "${GH_SECRET}"}
@@ -68,7 +90,7 @@ func TestOAuthLoginServesTwoReplicas(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			as := newAuthServer(t)
-			p := newProtectedServer(t, as, "gh")
+			p := mcptest.NewProtectedServer(t, as, "gh")
 			cfg := oauthConfig(p, tc.o)
 			store := redisTokens(t)
 
@@ -92,10 +114,10 @@ func TestOAuthLoginServesTwoReplicas(t *testing.T) {
 				}
 			}
 			waitFor(t, "the first replica to reconnect with the sign-in", func() bool { return before.state(t, "gh").Up })
-			if ex, _, _ := as.counts(); ex != 1 {
+			if ex, _, _ := as.Counts(); ex != 1 {
 				t.Fatalf("%d code exchanges, want the one login", ex)
 			}
-			if seen := p.tokensSeen(); len(seen) != 1 {
+			if seen := p.TokensSeen(); len(seen) != 1 {
 				t.Fatalf("server saw %d tokens, want the one of the login: %v", len(seen), seen)
 			}
 			g, _ := store.Load(context.Background(), "gh")
@@ -115,10 +137,10 @@ func TestOAuthLoginServesTwoReplicas(t *testing.T) {
 // puts the server down with the reason and how to sign in again.
 func TestOAuthRefresh(t *testing.T) {
 	as := newAuthServer(t)
-	p := newProtectedServer(t, as, "gh")
+	p := mcptest.NewProtectedServer(t, as, "gh")
 	cfg := oauthConfig(p, preRegistered)
 	store := redisTokens(t)
-	as.firstExpiry = refreshAhead / 2 // within refreshAhead at once
+	as.SetFirstExpiry(refreshAhead / 2) // within refreshAhead at once
 	if _, err := login(t, cfg, store); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +150,7 @@ func TestOAuthRefresh(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, refreshes, _ := as.counts(); refreshes != 1 {
+	if _, refreshes, _ := as.Counts(); refreshes != 1 {
 		t.Fatalf("%d refreshes, want one for both replicas", refreshes)
 	}
 	g, _ := store.Load(context.Background(), "gh")
@@ -137,9 +159,7 @@ func TestOAuthRefresh(t *testing.T) {
 	}
 
 	// The refresh token stops working: the next refresh lapses the sign-in.
-	as.mu.Lock()
-	as.refuseRefresh = true
-	as.mu.Unlock()
+	as.RefuseRefresh()
 	g.Expiry = time.Now()
 	if err := store.Save(context.Background(), "gh", g); err != nil {
 		t.Fatal(err)
@@ -155,13 +175,13 @@ func TestOAuthRefresh(t *testing.T) {
 // down saying so, and the next login asks for them with the others.
 func TestOAuthStepUpNeedsLogin(t *testing.T) {
 	as := newAuthServer(t)
-	p := newProtectedServer(t, as, "gh")
+	p := mcptest.NewProtectedServer(t, as, "gh")
 	cfg := oauthConfig(p, preRegistered)
 	store := redisTokens(t)
 	if _, err := login(t, cfg, store); err != nil {
 		t.Fatal(err)
 	}
-	p.require("write")
+	p.Require("write")
 	f := replica(t, cfg, store)
 	if st := f.state(t, "gh"); st.Up || !strings.Contains(st.SignIn, "the server asks for more scopes (read write): sign in with `parley mcp login gh`") {
 		t.Fatalf("after step-up: up=%v err=%q sign-in=%q", st.Up, st.Err, st.SignIn)
@@ -180,14 +200,14 @@ func TestOAuthStepUpNeedsLogin(t *testing.T) {
 // with the resource indicator, and no one signs in.
 func TestOAuthClientCredentials(t *testing.T) {
 	as := newAuthServer(t)
-	p := newProtectedServer(t, as, "gh")
+	p := mcptest.NewProtectedServer(t, as, "gh")
 	cfg := oauthConfig(p, OAuthConfig{Grant: GrantClientCredentials, ClientID: preClientID, ClientSecret: "${GH_SECRET}", RedirectURL: "-"})
 	f := replica(t, cfg, redisTokens(t))
 	got, err := f.call(t, context.Background(), "gh__"+mcptest.ReadTool, `{"key":"k"}`)
 	if err != nil || got != "gh has k" {
 		t.Fatalf("%q, %v", got, err)
 	}
-	if _, _, machine := as.counts(); machine != 1 {
+	if _, _, machine := as.Counts(); machine != 1 {
 		t.Fatalf("%d client credentials grants, want 1", machine)
 	}
 }
@@ -196,8 +216,8 @@ func TestOAuthClientCredentials(t *testing.T) {
 // sees no token and stays down until a sign-in for it.
 func TestOAuthTokenForAnotherResource(t *testing.T) {
 	as := newAuthServer(t)
-	p := newProtectedServer(t, as, "gh")
-	other := newProtectedServer(t, as, "other")
+	p := mcptest.NewProtectedServer(t, as, "gh")
+	other := mcptest.NewProtectedServer(t, as, "other")
 	store := redisTokens(t)
 	if _, err := login(t, oauthConfig(other, preRegistered), store); err != nil {
 		t.Fatal(err)
@@ -206,7 +226,7 @@ func TestOAuthTokenForAnotherResource(t *testing.T) {
 	if st := f.state(t, "gh"); st.Up || !strings.Contains(st.Err, "not signed in") {
 		t.Fatalf("up=%v err=%q", st.Up, st.Err)
 	}
-	if seen := p.tokensSeen(); len(seen) != 0 {
+	if seen := p.TokensSeen(); len(seen) != 0 {
 		t.Fatalf("the other server's token was sent: %v", seen)
 	}
 }
@@ -260,8 +280,8 @@ func TestOAuthCallbackRefusals(t *testing.T) {
 // client's) fails the exchange: the login fails and nothing is stored.
 func TestOAuthLoginWrongRedirect(t *testing.T) {
 	as := newAuthServer(t)
-	p := newProtectedServer(t, as, "gh")
-	as.clients["attacker"] = testClient{secret: "x", redirects: []string{"https://evil.example/cb"}}
+	p := mcptest.NewProtectedServer(t, as, "gh")
+	as.Register("attacker", "x", "https://evil.example/cb")
 	cfg := oauthConfig(p, preRegistered)
 	store := redisTokens(t)
 	console := CallbackHandler(store, nil)

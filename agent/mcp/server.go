@@ -106,7 +106,7 @@ func (s *server) run(ctx context.Context, ready func()) {
 	failures := 0
 	retry.Reconnect{
 		Integration: Integration, What: "mcp: server", Lost: "mcp: server down, reconnecting",
-		Backoff: t.backoff, Metrics: s.m.metrics, Log: s.log, Sleep: t.sleep,
+		Backoff: t.backoff, Metrics: s.m.metrics, Log: s.log, Sleep: s.pause,
 	}.Run(ctx, func(ctx context.Context) (bool, error) {
 		started := time.Now()
 		err := s.serve(ctx, ready)
@@ -118,6 +118,32 @@ func (s *server) run(ctx context.Context, ready func()) {
 		// second forever.
 		return time.Since(started) >= t.stable, err
 	})
+}
+
+// pause is the wait between connection attempts: the backoff, cut short
+// when the server waits for a sign-in and one is saved, looked for every
+// timing.signInPoll. The backoff of a server that waited for its sign-in
+// for a while has grown to tools.mcp.retry.max (a minute by default):
+// after one `parley mcp login`, every replica uses the sign-in within
+// seconds, not at its next try. Like retry.Sleep it reports whether ctx
+// is still alive.
+func (s *server) pause(ctx context.Context, d time.Duration) bool {
+	t := s.m.timing
+	if s.oauth == nil || t.signInPoll <= 0 {
+		return t.sleep(ctx, d)
+	}
+	for d > 0 {
+		step := min(d, t.signInPoll)
+		if !t.sleep(ctx, step) {
+			return false
+		}
+		d -= step
+		if s.oauth.signInSaved(ctx) {
+			s.log.Info("mcp: a sign-in was saved; connecting")
+			break
+		}
+	}
+	return ctx.Err() == nil
 }
 
 // link is one connection attempt's transport, with what ends it.
@@ -380,6 +406,9 @@ func (s *server) setUp(sess *sdk.ClientSession) {
 	connects := s.connects
 	s.up.Store(true)
 	s.mu.Unlock()
+	if s.oauth != nil {
+		s.oauth.connected()
+	}
 	attrs := []any{"transport", s.cfg.Transport(), "connects", connects}
 	if init := sess.InitializeResult(); init != nil {
 		attrs = append(attrs, "protocol", init.ProtocolVersion)
