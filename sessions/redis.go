@@ -113,12 +113,15 @@ type RedisStore struct {
 	client redis.UniversalClient
 	opts   Options
 	onStop func() // stops an embedded server, if any
+	// uncertain keeps the tokens of claims whose reply was lost
+	// (claimtoken.go).
+	uncertain *uncertainClaims
 }
 
 // NewRedis returns a Store on client. The caller keeps owning client unless
 // it calls Close on the store.
 func NewRedis(client redis.UniversalClient, opts Options) *RedisStore {
-	return &RedisStore{client: client, opts: opts.withDefaults()}
+	return &RedisStore{client: client, opts: opts.withDefaults(), uncertain: &uncertainClaims{}}
 }
 
 // Client exposes the connection for the other packages that keep shared

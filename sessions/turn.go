@@ -3,6 +3,7 @@ package sessions
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,6 +21,9 @@ import (
 // The room's cursor and ambient buffer (see room.go) come with it, so that
 // reading the room costs the turn no round trip of its own.
 //
+// A lock that already holds the token is taken: it is this claimant's own,
+// from a claim whose reply was lost (claimtoken.go).
+//
 // KEYS: lock, inbox, history, approval, live, room, ambient. ARGV: token,
 // lock TTL ms.
 // Returns {0} (nothing queued), {-1, lock PTTL ms} (held by another), or
@@ -29,7 +33,9 @@ import (
 var claimScript = redis.NewScript(`
 local head = redis.call('LINDEX', KEYS[2], 0)
 if not head then return {0} end
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+elseif not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {-1, redis.call('PTTL', KEYS[1])}
 end
 local h = redis.call('LRANGE', KEYS[3], 0, -1)
@@ -44,7 +50,7 @@ return {1, head, table.concat(framed), redis.call('LLEN', KEYS[2]), redis.call('
 
 // Claim implements Store.
 func (s *RedisStore) Claim(ctx context.Context, conv string) (*Claim, error) {
-	token, err := newToken()
+	token, err := s.claimToken(conv)
 	if err != nil {
 		return nil, err
 	}
@@ -53,6 +59,9 @@ func (s *RedisStore) Claim(ctx context.Context, conv string) (*Claim, error) {
 		s.key(conv, liveReplyPart), s.key(conv, "room"), s.key(conv, "ambient")},
 		token, s.opts.LockTTL.Milliseconds()).Slice()
 	if err != nil {
+		if !errors.Is(err, redis.Nil) {
+			s.uncertain.keep(conv, token) // it may have run: see claimtoken.go
+		}
 		return nil, fmt.Errorf("sessions: claim: %w", err)
 	}
 	status, _ := res[0].(int64)
