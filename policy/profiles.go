@@ -224,3 +224,9 @@ func explainProfile(e *Effective) Section {
 	}
 	return Section{Title: "PROFILE", Tables: []Table{{Rows: [][]string{{name, prompt, p.Level}}}}}
 }
+
+// NewFromConfig returns the Resolver of c: its policies: tree with its
+// profiles: (see New and WithProfiles).
+func NewFromConfig(c config.Config) *Resolver {
+	return New(*FromConfig(c)).WithProfiles(ProfilesFromConfig(c))
+}
