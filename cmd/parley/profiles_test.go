@@ -113,3 +113,26 @@ func tail(s string, n int) string {
 	}
 	return s
 }
+
+// `parley policy explain` resolves with the configured profiles: it names
+// the chat's profile and the level that chose it, and the decisions the
+// profile made.
+func TestPolicyExplainNamesTheProfile(t *testing.T) {
+	file := "profiles:\n  ops:\n    display_name: Ops assistant\n    system_prompt: Be terse.\n    tools:\n      deny: [save_skill_reference]\n" +
+		"policies:\n  platforms:\n    slack:\n      workspaces:\n        T1:\n          chats:\n            C_ONCALL: {profile: ops}\n"
+	env := mapEnv(map[string]string{"OPENAI_API_KEY": "sk-test", "PARLEY_HOME": t.TempDir(), "PARLEY_WORKSPACE": t.TempDir()})
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"policy", "explain", "--config", writeConfig(t, file), "--wait", "1s", "--channel", "slack", "--workspace", "T1", "--chat", "C_ONCALL"}, nil, &stdout, &stderr, env)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr.String())
+	}
+	const level = "policies.platforms.slack.workspaces.T1.chats.C_ONCALL"
+	for _, want := range []string{
+		"PROFILE\n  ops (Ops assistant)  its own system prompt (9 characters), instead of the default  " + level + "\n",
+		`tools.deny "save_skill_reference"  profiles.ops (chosen at ` + level + ")",
+	} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("policy explain lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}
