@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,5 +170,39 @@ func TestTheSystemPromptIsByteIdenticalAcrossTurnsConversationsAndReplicas(t *te
 	// system message.
 	if raw := model.RawRequests(); bytes.Equal(raw[0], raw[len(raw)-1]) {
 		t.Error("the first and last requests are the same; the turns did not run")
+	}
+}
+
+// A turn paused for an approval resumes with its profile: the request
+// after the decision carries the same system message as the one before.
+func TestAResumedTurnKeepsItsProfile(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	_, mcpURL := newLedgerServer(t)
+	model := openaitest.New(t, openaitest.WithResponder(approvalModel))
+	ch := newRecorder("slack")
+	hour := time.Hour
+	withOps := func(g *gateway.Config, _ *agent.Config) {
+		level := config.Level{Tools: config.ToolRules{ApproveWrites: new(true), Write: new(true)}, Admins: []string{"UADMIN"}, ApprovalTimeout: &hour, Profile: "ops"}
+		g.Policy = policy.New(policy.Config{Platforms: map[string]policy.PlatformPolicy{"slack": {Level: level}}}).
+			WithProfiles(&policy.Profiles{ByName: map[string]policy.Profile{"ops": {SystemPrompt: opsPrompt}}})
+	}
+	a := newApprovalReplicaWith(t, r, mcpURL, model, ch, time.Hour, time.Hour, "slack", withOps)
+	b := newApprovalReplicaWith(t, r, mcpURL, model, ch, time.Hour, time.Hour, "slack", withOps)
+
+	submit(t, a.gw, from("U1", "E1", "log deployed v2"))
+	p := ch.waitFor(t, 0, "with an approval prompt", isPrompt)
+	submit(t, b.gw, from("UADMIN", "E2", "/approve "+ch.at(p).Approval.Code))
+	ch.waitFor(t, p, "with the model's answer", textIs("done: appended line 1"))
+
+	got := systemMessages(t, model)
+	if len(got) != 2 {
+		t.Fatalf("%d model requests, want 2 (the call, and the answer after the approval)", len(got))
+	}
+	if !bytes.Equal(got[0], got[1]) {
+		t.Errorf("the resumed turn's system message differs:\n%s\n%s", got[1], got[0])
+	}
+	if c := systemContent(t, got[1]); !strings.HasPrefix(c, opsPrompt+"\n\n") {
+		t.Errorf("the resumed turn's system prompt is not the ops profile's: %q", c)
 	}
 }
