@@ -40,9 +40,9 @@ type Profile struct {
 	Skills config.SkillRules `yaml:"skills,omitempty"`
 }
 
-// level is the profile's rules as a level of the tree.
+// level is the profile's rules as a level of the tree, sharing p's lists.
 func (p Profile) level() config.Level {
-	return cloneLevel(config.Level{Tools: p.Tools, Skills: p.Skills, Model: p.Model})
+	return config.Level{Tools: p.Tools, Skills: p.Skills, Model: p.Model}
 }
 
 // Profiles is the profiles: section: profiles by name.
@@ -118,7 +118,7 @@ func (p *Profiles) Names() []string {
 func (p *Profiles) Levels() []KeyedLevel {
 	out := make([]KeyedLevel, 0, len(p.ByName))
 	for _, name := range p.Names() {
-		out = append(out, KeyedLevel{Key: ProfilesSectionName + "." + name, Level: p.ByName[name].level()})
+		out = append(out, KeyedLevel{Key: ProfilesSectionName + "." + name, Level: cloneLevel(p.ByName[name].level())})
 	}
 	return out
 }
@@ -193,12 +193,15 @@ func (r *Resolver) withProfile(levels []level) []level {
 }
 
 // WithProfiles returns a copy of r whose scopes take their profile from
-// p (see LEVEL.profile). p is copied.
+// p (see LEVEL.profile). p is copied, so later changes to the caller's
+// maps and lists cannot change its decisions; the Effective policies
+// share the copy's lists, as they share the tree's.
 func (r *Resolver) WithProfiles(p *Profiles) *Resolver {
 	c := *r
 	c.profiles = make(map[string]Profile, len(p.ByName))
 	for name, prof := range p.ByName {
-		prof.Tools, prof.Skills = cloneLevel(config.Level{Tools: prof.Tools}).Tools, cloneLevel(config.Level{Skills: prof.Skills}).Skills
+		l := cloneLevel(prof.level())
+		prof.Tools, prof.Skills = l.Tools, l.Skills
 		c.profiles[name] = prof
 	}
 	return &c
