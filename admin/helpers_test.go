@@ -160,8 +160,11 @@ func (w *world) replica(t *testing.T, id string, opts options) *replica {
 	}
 	r.console, err = admin.New(admin.Config{
 		Admin: ac, Redis: w.redis.Client, Prefix: w.redis.Prefix, Store: r.store,
-		Skills:        admin.Skills{Registry: r.reg, State: r.state, Home: w.home},
-		Policy:        policy.New(policy.Config{Platforms: map[string]policy.PlatformPolicy{"slack": {Level: config.Level{Tools: config.ToolRules{Deny: []string{"save_*"}}}}}}),
+		Skills: admin.Skills{Registry: r.reg, State: r.state, Home: w.home},
+		Policy: policy.New(policy.Config{Platforms: map[string]policy.PlatformPolicy{"slack": {
+			Level:      config.Level{Tools: config.ToolRules{Deny: []string{"save_*"}}},
+			Workspaces: map[string]policy.WorkspacePolicy{"T1": {Chats: map[string]config.Level{"C_ONCALL": {Profile: "ops"}}}},
+		}}}).WithProfiles(&policy.Profiles{ByName: map[string]policy.Profile{"ops": {DisplayName: consoleProfileName, SystemPrompt: "Be terse."}}}),
 		Tools:         registryTools{reg},
 		Conversations: r.gw,
 		Triggers:      triggerLister(t, w),

@@ -313,3 +313,37 @@ func TestThePoliciesPageShowsTables(t *testing.T) {
 		}
 	}
 }
+
+// consoleProfileName is the display name of the console tests' ops
+// profile: markup, which the page must show as text.
+const consoleProfileName = `Ops <script>alert(1)</script>`
+
+// The Policies page shows the profile of the chosen scope and the level
+// that chose it, its display name as text, never as markup.
+func TestThePoliciesPageShowsTheProfile(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	a := w.replica(t, "a", options{})
+	c := a.client(t)
+	c.signIn()
+	raw := c.get("/admin/policies?scope=slack:T1:C_ONCALL").body
+	if strings.Contains(raw, "<script>alert(1)") {
+		t.Errorf("the profile's display name is on the page as markup:\n%s", raw)
+	}
+	body := html.UnescapeString(raw)
+	if !regexp.MustCompile(`<h3 id="policy-\d+">PROFILE</h3>`).MatchString(body) {
+		t.Errorf("no PROFILE heading in\n%s", body)
+	}
+	for _, want := range []string{
+		`<tr><th scope="row">ops (` + consoleProfileName + `)</th><td>its own system prompt (9 characters), instead of the default</td><td>policies.platforms.slack.workspaces.T1.chats.C_ONCALL</td></tr>`,
+		"profiles.ops (chosen at policies.platforms.slack.workspaces.T1.chats.C_ONCALL) &lt; policies.platforms.slack.workspaces.T1.chats.C_ONCALL",
+	} {
+		if !strings.Contains(body, want) && !strings.Contains(body, html.UnescapeString(want)) {
+			t.Errorf("no %s in\n%s", want, body)
+		}
+	}
+	// Another chat of the workspace has none.
+	if body := html.UnescapeString(c.get("/admin/policies?scope=slack:T1:C1").body); !strings.Contains(body, `<tr><th scope="row">none</th><td>the default system prompt</td><td>builtin default</td></tr>`) {
+		t.Errorf("a chat without a profile:\n%s", body)
+	}
+}

@@ -22,9 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/parleyhq/parley/audit"
@@ -192,10 +190,9 @@ type Agent struct {
 	// included (see endpoint).
 	primary *endpoint
 	models  map[string]*endpoint
-	// prompt is the system prompt without SystemExtra, built once.
-	prompt string
-	// system is the last system message sent, encoded.
-	system atomic.Pointer[encodedSystem]
+	// systems is the last system message sent for each persona, encoded,
+	// by Persona.Name (see systemMessage).
+	systems sync.Map
 
 	toolsMu sync.Mutex
 	encoded map[string]encodedTool // by tool name
@@ -220,7 +217,6 @@ func New(cfg Config, client *Client, tools *Registry, m *metrics.Metrics, log *s
 		tools:  tools,
 		m:      m,
 		log:    log,
-		prompt: strings.TrimSpace(cfg.SystemPrompt) + "\n\n" + boundaryParagraph,
 		models: map[string]*endpoint{},
 	}
 	fallbacks := map[string][]string{config.DefaultModelKey: cfg.Fallbacks}
@@ -236,15 +232,18 @@ func New(cfg Config, client *Client, tools *Registry, m *metrics.Metrics, log *s
 	return a
 }
 
-// SystemPrompt returns the system prompt of a turn whose TurnRequest has
-// SystemExtra extra. It depends on nothing else, so it is byte-identical for
-// every turn with the same extra.
+// SystemPrompt returns the system prompt of a turn without a persona
+// whose TurnRequest has SystemExtra extra (see SystemPromptFor).
 func (a *Agent) SystemPrompt(extra string) string {
-	extra = strings.TrimSpace(extra)
-	if extra == "" {
-		return a.prompt
-	}
-	return a.prompt + "\n\n" + extra
+	return a.SystemPromptFor(Persona{}, extra)
+}
+
+// SystemPromptFor returns the system prompt of a turn with persona p
+// whose TurnRequest has SystemExtra extra. It depends on nothing else (no
+// clock, no map order, no turn), so it is byte-identical for every turn,
+// of every conversation and on every replica, that shares p and extra.
+func (a *Agent) SystemPromptFor(p Persona, extra string) string {
+	return buildSystemPrompt(a.cfg.SystemPrompt, p, extra)
 }
 
 // TurnRequest is one user message to answer.
@@ -263,6 +262,9 @@ type TurnRequest struct {
 	// SystemExtra is appended to the system prompt (the skill index). Keep
 	// it free of per-turn data.
 	SystemExtra string
+	// Persona is the profile's part of the system prompt; the zero value
+	// is Config.SystemPrompt alone.
+	Persona Persona
 	// Allow reports whether the conversation may use a tool; nil allows
 	// every registered tool.
 	Allow func(toolName string) bool

@@ -116,6 +116,8 @@ func TestModelsValidation(t *testing.T) {
 			[]string{"policies.platforms.feishu.model", `unknown model "backup"`}},
 		{"unknown chat model", "models:\n  b: {name: x}\npolicies:\n  platforms:\n    slack:\n      workspaces:\n        T1:\n          chats:\n            C1: {model: c}\n", nil,
 			[]string{"policies.platforms.slack.workspaces.T1.chats.C1.model", `"c"`}},
+		{"unknown profile model", "models:\n  b: {name: x}\nprofiles:\n  ops:\n    model: big\n", nil,
+			[]string{`line 5: profiles.ops.model: unknown model "big" (want default, b)`}},
 		{"unknown default-level model", "policies:\n  default: {model: x}\n", nil, []string{"policies.default.model"}},
 		{"unknown model under an unknown platform", "policies:\n  platforms:\n    bogus: {model: x}\n", nil, []string{"policies.platforms.bogus: unknown platform"}},
 		// models: is a mapping in the file, though its section is a struct.

@@ -249,6 +249,11 @@ func (s ModelSet) check(c config.Config) []string {
 			levels = append(levels, fmt.Sprintf("%s.model: unknown model %q (want %s)", l.Key, l.Level.Model, s.Choices()))
 		}
 	}
+	for _, l := range policy.ProfilesFromConfig(c).Levels() {
+		if l.Level.Model != "" && !s.Has(l.Level.Model) {
+			levels = append(levels, fmt.Sprintf("%s.model: unknown model %q (want %s)", l.Key, l.Level.Model, s.Choices()))
+		}
+	}
 	slices.Sort(levels) // in the order the policy's own problems are
 	return append(errs, levels...)
 }

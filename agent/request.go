@@ -46,22 +46,26 @@ func appendMessage(buf []byte, role, content string) []byte {
 	return append(buf, '}')
 }
 
-// systemMessage is the encoded system message for extra, kept for the
-// next turn with the same extra (the skill index changes only on reloads
-// and state changes).
-func (a *Agent) systemMessage(extra string) []byte {
-	if c := a.system.Load(); c != nil && c.extra == extra {
-		return c.json
+// systemMessage is the encoded system message of persona p with extra,
+// kept per persona for the next turn with the same p and extra (the
+// skill index changes only on reloads and state changes). The cache holds
+// one message per profile name, which the configuration bounds.
+func (a *Agent) systemMessage(p Persona, extra string) []byte {
+	if v, ok := a.systems.Load(p.Name); ok {
+		if c := v.(*encodedSystem); c.persona == p && c.extra == extra {
+			return c.json
+		}
 	}
-	c := &encodedSystem{extra: extra, json: appendMessage(nil, openai.ChatMessageRoleSystem, a.SystemPrompt(extra))}
-	a.system.Store(c)
+	c := &encodedSystem{persona: p, extra: extra, json: appendMessage(nil, openai.ChatMessageRoleSystem, a.SystemPromptFor(p, extra))}
+	a.systems.Store(p.Name, c)
 	return c.json
 }
 
-// encodedSystem is one system message, encoded.
+// encodedSystem is one system message, encoded, and what it was built of.
 type encodedSystem struct {
-	extra string
-	json  []byte
+	persona Persona
+	extra   string
+	json    []byte
 }
 
 // offer lists the registered tools the conversation may use and that can

@@ -131,7 +131,7 @@ func (a *Agent) newTurn(ctx, parent context.Context, req TurnRequest) (*turnRun,
 		audit:        req.Audit,
 	}
 	t.log = withAttrs(a.log, slog.String("channel", req.Channel), slog.String("conversation", sessions.ShownKey(req.Conversation)))
-	t.system = a.systemMessage(req.SystemExtra)
+	t.system = a.systemMessage(req.Persona, req.SystemExtra)
 	t.ev = &emitter{fn: req.Events}
 	t.chain = a.chainFor(ctx, req.Model)
 	t.once = &onceGuard{ledger: req.Calls, conv: req.Conversation, item: req.Item, next: paused.OnceNext}

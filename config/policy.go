@@ -42,6 +42,10 @@ type Level struct {
 	// Context says how much of the room (the thread, the chat's recent
 	// messages) a turn reads before answering.
 	Context Context `yaml:"context,omitempty"`
+	// Profile names the profile (a key of profiles:) of the scope's
+	// turns: its system prompt, and its model, tools and skills rules as
+	// if written at this level. Empty leaves it to the level above.
+	Profile string `yaml:"profile,omitempty"`
 }
 
 // Context is what a turn reads of the room it was asked in. Nil leaves a

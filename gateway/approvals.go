@@ -156,7 +156,7 @@ func (g *Gateway) resume(ctx context.Context, c *sessions.Claim, m channels.Mess
 	}
 	res, err := g.agent.Run(ctx, agent.TurnRequest{
 		Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat, Conversation: c.Lock.Conversation(), User: m.User,
-		History: c.History, SystemExtra: index, Skills: set,
+		History: c.History, SystemExtra: index, Persona: persona(eff), Skills: set,
 		Images: images, HistoryImages: history,
 		Allow: g.skills.toolPolicy(eff), Approve: g.approvals.approveFunc(eff),
 		Item: itemID(c.Item), Calls: g.store, Audit: g.cfg.Audit,

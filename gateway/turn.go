@@ -440,7 +440,7 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 	}()
 	res, err := g.agent.Run(ctx, agent.TurnRequest{
 		Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat, Conversation: c.Lock.Conversation(), User: m.User,
-		History: history, UserText: text, SystemExtra: index, Skills: set, Preface: preface,
+		History: history, UserText: text, SystemExtra: index, Persona: persona(eff), Skills: set, Preface: preface,
 		Allow: g.skills.toolPolicy(eff),
 		// The queued item, nonce included, is the same on every attempt
 		// at this message and differs from every other message's.
@@ -463,6 +463,12 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 		r.reply.Text = withNotes(r.reply.Text, tm.notes)
 	}
 	return r, nil
+}
+
+// persona is what the profile in effect makes of the system prompt.
+func persona(eff *policy.Effective) agent.Persona {
+	p := eff.Profile()
+	return agent.Persona{Name: p.Name, Prompt: p.SystemPrompt, Append: p.SystemPromptAppend}
 }
 
 // itemID names a queued item by its content.

@@ -33,7 +33,13 @@ func init() {
 		// A level names platforms, which are other sections, so the tree
 		// is checked with the whole configuration. The models a level
 		// names are the agent's, which checks them (see Levels).
-		Check: func(c config.Config) error { return config.Problems(FromConfig(c).validate()) },
+		// The profiles a level names are profiles:'s.
+		Check: func(c config.Config) error {
+			t := FromConfig(c)
+			problems := append(t.validate(), t.checkProfileNames(ProfilesFromConfig(c))...)
+			sort.Strings(problems)
+			return config.Problems(problems)
+		},
 	})
 }
 

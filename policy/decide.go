@@ -291,8 +291,9 @@ func cloneLevel(l config.Level) config.Level {
 			ReplyChars:         clonePtr(l.Limits.ReplyChars),
 			ReplyPosts:         clonePtr(l.Limits.ReplyPosts),
 		},
-		Budget: config.Budget{TokensPerUserDay: clonePtr(l.Budget.TokensPerUserDay)},
-		Model:  l.Model,
+		Budget:  config.Budget{TokensPerUserDay: clonePtr(l.Budget.TokensPerUserDay)},
+		Model:   l.Model,
+		Profile: l.Profile,
 		Approvers: config.Approvers{
 			Users:     slices.Clone(l.Approvers.Users),
 			Requester: cloneBool(l.Approvers.Requester),

@@ -15,7 +15,7 @@ type Report struct {
 	Title string   // "Policy for channel slack, workspace T1"
 	Notes []string // the levels consulted, what is not in the config
 	// Sections in order: TOOLS, SKILLS, ACCESS, ADMINS, GLOBAL ADMINS,
-	// APPROVALS, LIMITS, CONTEXT, MODEL.
+	// APPROVALS, LIMITS, CONTEXT, MODEL, PROFILE.
 	Sections []Section
 }
 
@@ -93,6 +93,7 @@ func (r *Resolver) Report(s Scope, tools []ToolInfo, skills []string) Report {
 		model += " (" + d + ")"
 	}
 	rep.Sections = append(rep.Sections, Section{Title: "MODEL", Tables: []Table{{Rows: [][]string{{model, e.model.level}}}}})
+	rep.Sections = append(rep.Sections, explainProfile(e))
 	return rep
 }
 

@@ -12,12 +12,17 @@
 //	policies.platforms.P.workspaces.W
 //	policies.platforms.P.workspaces.W.chats.C
 //
+// A level may choose a profile (profile: NAME, a key of profiles:); the
+// most specific level that does decides the scope's profile, and the
+// profile's model, tools and skills rules are consulted as a level of
+// their own just below the level that chose it (see withProfile).
+//
 // Each field (tools.allow, tools.deny, tools.write, skills.allow, skills.deny,
 // access.users, access.chats, access.dms, admins, limits.user_per_minute,
 // limits.workspace_per_minute, limits.reply_chars, limits.reply_posts,
 // budget.tokens_per_user_day, model, tools.approve, tools.approve_writes,
 // approvers.users, approvers.requester, approval_timeout, context.thread,
-// context.recent, context.max_messages, context.max_bytes) is taken from the
+// context.recent, context.max_messages, context.max_bytes, profile) is taken from the
 // most specific level that sets it; lists are replaced, never merged, so an
 // operator can read one level and know the whole rule.
 //
@@ -103,6 +108,9 @@ type Resolver struct {
 	// operator is the user who runs this process on the platform
 	// operatorOn (see WithOperator); "" for none.
 	operator, operatorOn string
+	// profiles are the profiles a level may choose, by name (see
+	// WithProfiles).
+	profiles map[string]Profile
 }
 
 // WithOperator returns a copy of r in which user, on platform, may run
@@ -158,13 +166,22 @@ func (r *Resolver) platformNames() []string {
 type level struct {
 	name string
 	cfg  config.Level
+	// profile is set on the level a chosen profile adds (see withProfile).
+	profile *Chosen
 }
 
-// chain returns the levels that apply to s, least specific first, and the
-// names of the levels s would consult that the config does not have (for
-// Explain). Unknown platforms get only the default levels, so a new adapter
-// never panics or silently inherits another platform's rules.
+// chain returns the levels that apply to s, least specific first, the
+// chosen profile's among them, and the names of the levels s would
+// consult that the config does not have (for Explain).
 func (r *Resolver) chain(s Scope) (levels []level, missing []string) {
+	levels, missing = r.tree(s)
+	return r.withProfile(levels), missing
+}
+
+// tree returns the levels of the tree that apply to s (see chain).
+// Unknown platforms get only the default levels, so a new adapter never
+// panics or silently inherits another platform's rules.
+func (r *Resolver) tree(s Scope) (levels []level, missing []string) {
 	levels = append(levels, level{name: LevelBuiltin})
 	levels = append(levels, level{name: levelConfigDefault, cfg: r.p.Default})
 	if builtin := r.platforms[s.Channel]; builtin != nil {
@@ -279,6 +296,8 @@ type Effective struct {
 	// ctxThread, ctxRecent, ctxMaxMessages and ctxMaxBytes are context.*.
 	ctxThread                              setting[bool]
 	ctxRecent, ctxMaxMessages, ctxMaxBytes setting[int]
+	// profile is the profile in effect and the level that chose it.
+	profile Chosen
 }
 
 func resolve(levels []level) *Effective {
@@ -301,6 +320,9 @@ func resolve(levels []level) *Effective {
 	e.ctxMaxBytes = setting[int]{val: DefaultContextMaxBytes, level: LevelBuiltin}
 	for _, l := range levels {
 		c := l.cfg
+		if l.profile != nil {
+			e.profile = *l.profile
+		}
 		fromList(&e.toolAllow, c.Tools.Allow, l.name)
 		fromList(&e.toolDeny, c.Tools.Deny, l.name)
 		fromBool(&e.toolWrite, c.Tools.Write, l.name)

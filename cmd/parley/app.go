@@ -180,7 +180,7 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 	a.onStop("tool sources", func(context.Context) error { return a.toolset.close() })
 	a.tools = a.toolset.registry
 	a.agent = agent.FromConfig(cfg, gateway.SectionFrom(cfg).Workers, tracer, a.tools, m, log)
-	a.policy = policy.New(*policy.FromConfig(cfg)).WithModels(agent.ModelsFrom(cfg).Descriptions())
+	a.policy = policy.NewFromConfig(cfg).WithModels(agent.ModelsFrom(cfg).Descriptions())
 	if e.operator != "" {
 		a.policy = a.policy.WithOperator(console.Name, e.operator)
 	}

@@ -64,6 +64,7 @@ func (e *environment) config(args []string) error {
 		return fmt.Errorf("render config: %w", err)
 	}
 	e.stdout.Write(out)
+	printProfiles(e.stdout, cfg)
 	for _, w := range warnings {
 		fmt.Fprintf(e.stderr, "warning: %s\n", w)
 	}
@@ -96,7 +97,8 @@ func policyNames(cfg config.Config, path string, getenv func(string) string) err
 // (config check starts nothing): their tools, and any name under a
 // prefix of theirs (an MCP server's SERVER__…, whose tools are only
 // known once the server answers); the skills are those of the skill
-// layers. Each message names its key, and its line when the file sets it.
+// layers. A profile's skills.allow naming no skill is a problem too. Each
+// message names its key, and its line when the file sets it.
 func policyNameProblems(cfg config.Config, lines config.Lines) (problems, warnings []string) {
 	known := toolsource.KnownNames(cfg)
 	tools := known.Tools
@@ -151,6 +153,17 @@ func policyNameProblems(cfg config.Config, lines config.Lines) (problems, warnin
 		check(&problems, l.Key+".tools.approve", l.Level.Tools.Approve, knownTool, "tool", toolsKnown)
 		if reg != nil {
 			check(&warnings, l.Key+".skills.allow", l.Level.Skills.Allow, knownSkill, "skill", skillsKnown)
+			check(&problems, l.Key+".skills.deny", l.Level.Skills.Deny, knownSkill, "skill", skillsKnown)
+		}
+	}
+	// A profile is a persona made for its skills: one it names that
+	// does not exist is a problem in allow too, not only in deny.
+	for _, l := range policy.ProfilesFromConfig(cfg).Levels() {
+		check(&warnings, l.Key+".tools.allow", l.Level.Tools.Allow, knownTool, "tool", toolsKnown)
+		check(&problems, l.Key+".tools.deny", l.Level.Tools.Deny, knownTool, "tool", toolsKnown)
+		check(&problems, l.Key+".tools.approve", l.Level.Tools.Approve, knownTool, "tool", toolsKnown)
+		if reg != nil {
+			check(&problems, l.Key+".skills.allow", l.Level.Skills.Allow, knownSkill, "skill", skillsKnown)
 			check(&problems, l.Key+".skills.deny", l.Level.Skills.Deny, knownSkill, "skill", skillsKnown)
 		}
 	}

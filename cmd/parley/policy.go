@@ -58,7 +58,7 @@ func (e *environment) policy(args []string) error {
 	for _, s := range lib.Registry.Catalog().All() {
 		names = append(names, s.Name)
 	}
-	if err := policy.New(*policy.FromConfig(cfg)).WithModels(agent.ModelsFrom(cfg).Descriptions()).Explain(e.stdout, policy.Scope{Channel: *channel, Workspace: *workspace, Chat: *chat}, tools, names); err != nil {
+	if err := policy.NewFromConfig(cfg).WithModels(agent.ModelsFrom(cfg).Descriptions()).Explain(e.stdout, policy.Scope{Channel: *channel, Workspace: *workspace, Chat: *chat}, tools, names); err != nil {
 		return err
 	}
 	if len(notes) > 0 {
