@@ -114,6 +114,9 @@ type Server struct {
 	files     fileStore         // files served under /files/ (files.go)
 	lookups   []Lookup          // conversations.replies and .history calls (thread.go)
 	history                     // what others wrote, users.info (history.go)
+	apps      []App             // apps besides DefaultApp (apps.go)
+	revoked   map[string]bool   // bot tokens revoked (apps.go)
+	madeBy    map[string]string // ts → the bot user that made the message (apps.go)
 }
 
 type wsConn struct {
@@ -268,14 +271,16 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 	method := strings.TrimPrefix(r.URL.Path, "/api/")
 	params, token := apiParams(r)
 	fail := s.failureFor(method)
-	want := BotToken
-	if method == "apps.connections.open" {
-		want = AppToken
-	}
-	if token != want {
+	app, known, revoked := s.appOf(method, token)
+	if !known {
 		writeJSON(w, map[string]any{"ok": false, "error": "invalid_auth"})
 		return
 	}
+	if revoked {
+		writeJSON(w, map[string]any{"ok": false, "error": "token_revoked"})
+		return
+	}
+	params.Set(paramBy, app.BotUserID)
 	if fail != nil && fail.Bare {
 		writeJSON(w, map[string]any{"ok": true})
 		return
@@ -311,8 +316,14 @@ func (s *Server) answer(w http.ResponseWriter, method string, params url.Values)
 	}
 	switch method {
 	case "auth.test":
+		app := DefaultApp
+		for _, a := range s.appsNow() {
+			if a.BotUserID == params.Get(paramBy) {
+				app = a
+			}
+		}
 		writeJSON(w, map[string]any{"ok": true, "url": "https://parley.slack.com/", "team": "Parley", "user": "parley",
-			"team_id": TeamID, "user_id": BotUserID, "bot_id": BotID})
+			"team_id": TeamID, "user_id": app.BotUserID, "bot_id": app.BotID})
 	case "chat.postMessage":
 		s.postMessage(w, method, params)
 	case "conversations.info":
@@ -396,6 +407,7 @@ func (s *Server) postMessage(w http.ResponseWriter, method string, params url.Va
 	s.posts = append(s.posts, Post{Channel: params.Get("channel"), Text: params.Get("text"), ThreadTS: params.Get("thread_ts"), TS: ts, At: now})
 	s.messages = append(s.messages, &Msg{Channel: params.Get("channel"), ThreadTS: params.Get("thread_ts"), TS: ts, Text: params.Get("text"), At: now,
 		Metadata: params.Get("metadata")})
+	s.made(ts, params)
 	s.log = append(s.log, Call{Method: method, Channel: params.Get("channel"), TS: ts, Text: params.Get("text"), At: now})
 	s.mu.Unlock()
 	writeJSON(w, map[string]any{"ok": true, "channel": params.Get("channel"), "ts": ts})
