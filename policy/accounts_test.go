@@ -49,6 +49,13 @@ func TestAccountLevelSitsBetweenPlatformAndWorkspace(t *testing.T) {
 	if d := ops.Tool("web_fetch", false); !d.Allowed {
 		t.Errorf("the ops app may not call web_fetch: %+v", d)
 	}
+	var b strings.Builder
+	if err := r.Explain(&b, Scope{Channel: "slack", Account: "hr", Workspace: "T1", Chat: "C1"}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "hr  policies.platforms.slack.accounts.hr\n") {
+		t.Errorf("explain does not name the account's level:\n%s", b.String())
+	}
 }
 
 // TestAccountLevelMustNameAnAccount: a level naming an account the

@@ -228,18 +228,23 @@ func (a *Adapter) addressesPeer(text string) bool {
 	return false
 }
 
-// signedIn records whether the account's bot is signed in, as the
-// parley_account_up gauge.
+// signedIn records that the account's bot signed in (auth.test
+// answered) or that Slack refused its token.
 func (a *Adapter) signedIn(up bool) {
 	if up {
 		a.refused.Store(nil)
+		a.identified.Store(true)
 	}
+	a.showUp()
+}
+
+// showUp sets parley_account_up: 1 while the account's bot is signed in,
+// its token not refused since, and its Socket Mode connection (when it
+// has one) up.
+func (a *Adapter) showUp() {
 	v := 0.0
-	if up && a.refused.Load() == nil {
+	if a.identified.Load() && a.refused.Load() == nil && (!a.cfg.AppToken.IsSet() || a.connected.Load()) {
 		v = 1
 	}
 	a.m.AccountUp.WithLabelValues(Name, a.accountLabel()).Set(v)
 }
-
-var _ channels.AccountsOpener = (*Config)(nil)
-var _ channels.Accounted = (*Adapter)(nil)

@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -281,4 +282,66 @@ func TestRevokedAccountIsDownTheOtherServes(t *testing.T) {
 
 func gaugeValue(m *metrics.Metrics, account string) float64 {
 	return testutil.ToFloat64(m.AccountUp.WithLabelValues(Name, account))
+}
+
+// TestSocketModeRunsOneConnectionPerAccount: OpenAccounts opens an
+// adapter per account; each holds its own Socket Mode connection with its
+// own app token, and what arrives on one app's connection is submitted as
+// that app's message, while parley_account_up shows each app connected.
+func TestSocketModeRunsOneConnectionPerAccount(t *testing.T) {
+	// Not parallel: stopping Run waits for slack-go's goroutines.
+	fake := slacktest.New(t)
+	fake.AddApp(hrApp)
+	h := &recorder{}
+	m := metrics.New()
+	section := DefaultConfig()
+	section.BotToken, section.AppToken, section.APIURL = slacktest.BotToken, slacktest.AppToken, fake.APIURL()
+	section.Accounts = map[string]*Account{"hr": {BotToken: config.Secret(hrApp.BotToken), AppToken: config.Secret(hrApp.AppToken)}}
+	if err := section.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	chs, err := section.OpenAccounts(t.Context(), channels.Deps{Handler: h, Metrics: m, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chs) != 2 {
+		t.Fatalf("%d adapters", len(chs))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, len(chs))
+	for _, ch := range chs {
+		go func() { done <- ch.(channels.Runner).Run(ctx, h) }()
+	}
+	defer func() {
+		for range chs {
+			stopRun(t, cancel, done)
+		}
+	}()
+	slacktest.WaitFor(t, "both apps to connect", deadline, func() bool {
+		for _, ch := range chs {
+			if ch.(channels.Health).Ready() != nil {
+				return false
+			}
+		}
+		return fake.ConnectionsOf(slacktest.DefaultApp) == 1 && fake.ConnectionsOf(hrApp) == 1
+	})
+	for _, account := range []string{"default", "hr"} {
+		if v := testutil.ToFloat64(m.AccountUp.WithLabelValues(Name, account)); v != 1 {
+			t.Errorf("parley_account_up{account=%s} = %v", account, v)
+		}
+	}
+	if err := fake.SendEventTo(hrApp, "env-hr", slacktest.EventTo(hrApp, "EvHr", slacktest.MentionOf(hrApp, "C1", "U1", "60.1", "", "over the socket"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.SendEventTo(slacktest.DefaultApp, "env-ops", slacktest.Event("EvOps", slacktest.Mention("C1", "U1", "60.2", "", "ops socket"))); err != nil {
+		t.Fatal(err)
+	}
+	slacktest.WaitFor(t, "both messages", deadline, func() bool { return len(h.messages()) == 2 })
+	got := map[string]string{}
+	for _, msg := range h.messages() {
+		got[msg.ID] = msg.Account + " " + msg.Text
+	}
+	if got["EvHr"] != "hr over the socket" || got["EvOps"] != " ops socket" {
+		t.Errorf("submitted %v", got)
+	}
 }

@@ -213,7 +213,8 @@ type Adapter struct {
 	connErr   atomic.Pointer[string]
 	// refused is the code Slack refused the bot token with (token_revoked,
 	// invalid_auth, …) until it signs in again: the account is down.
-	refused atomic.Pointer[string]
+	refused    atomic.Pointer[string]
+	identified atomic.Bool // auth.test has answered once
 	// peers are the adapters of the deployment's other Slack accounts: a
 	// follow-up that addresses one of their bots is theirs (accounts.go).
 	peers []*Adapter
@@ -264,7 +265,7 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 		refusals: logthrottle.New(logthrottle.DefaultEvery, opts.Now),
 		room:     newRoomState(opts.Redis, opts.Prefix),
 	}
-	if cfg.AppToken.IsSet() { // only a long connection has a connected state
+	if cfg.AppToken.IsSet() && opts.Account == "" { // only a long connection has a connected state
 		a.m.ChannelConnected.WithLabelValues(Name).Set(0)
 	}
 	a.m.AccountUp.WithLabelValues(Name, a.accountLabel()).Set(0) // until auth.test answers

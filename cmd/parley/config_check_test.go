@@ -23,6 +23,9 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 		{"slack signing secret without bot token", "", map[string]string{"SLACK_SIGNING_SECRET": secret}, "SLACK_BOT_TOKEN"},
 		{"slack bot token without a transport", "", map[string]string{"SLACK_BOT_TOKEN": "xoxb-" + secret}, "SLACK_SIGNING_SECRET"},
 		{"slack bot token as the app token", "", map[string]string{"SLACK_BOT_TOKEN": "xoxb-" + secret, "SLACK_APP_TOKEN": "xoxb-" + secret}, "xapp-"},
+		{"slack accounts sharing a bot token", "slack:\n  accounts:\n    a: {bot_token: xoxb-" + secret + ", signing_secret: s1}\n    b: {bot_token: xoxb-" + secret + ", signing_secret: s2}\n", nil, "slack.accounts.b.bot_token: the same bot_token as account a"},
+		{"slack account named default", "slack:\n  bot_token: xoxb-1\n  signing_secret: s1\n  accounts:\n    default: {bot_token: xoxb-2, signing_secret: " + secret + "}\n", nil, "slack.accounts.default: the section's own keys"},
+		{"policy level naming an unknown slack account", "slack:\n  accounts:\n    a: {bot_token: xoxb-1, signing_secret: " + secret + "}\npolicies:\n  platforms:\n    slack:\n      accounts:\n        b: {model: default}\n", nil, "policies.platforms.slack.accounts.b: unknown account"},
 		{"feishu app id without secret", "", map[string]string{"FEISHU_APP_ID": "cli_1"}, "FEISHU_APP_SECRET"},
 		{"feishu app secret without id", "", map[string]string{"FEISHU_APP_SECRET": secret}, "FEISHU_APP_ID"},
 		{"feishu webhook mode without token or key", "", map[string]string{"FEISHU_APP_ID": "cli_1", "FEISHU_APP_SECRET": secret, "FEISHU_MODE": "webhook"}, "feishu.mode"},
@@ -112,5 +115,24 @@ func TestConfigCheckReportsEveryProblemInLineOrder(t *testing.T) {
 	if len(got) != 3 || !strings.HasPrefix(got[0], "warning: line 2: log.level is set in the file and by the environment variable PARLEY_LOG_LEVEL") ||
 		!strings.HasPrefix(got[1], "line 4: model.max_tokens") {
 		t.Fatalf("want the warning of line 2 before the problem of line 4:\n%s", stderr.String())
+	}
+}
+
+// TestConfigCheckMasksEveryAccountsSecrets: `parley config check` prints
+// the Slack accounts it loaded, each credential as <secret>.
+func TestConfigCheckMasksEveryAccountsSecrets(t *testing.T) {
+	const secret = "acct-s3cret-that-must-not-show"
+	path := writeConfig(t, "slack:\n  accounts:\n    hr:\n      bot_token: xoxb-"+secret+"\n      signing_secret: sign-"+secret+"\n      app_token: xapp-"+secret+"\n")
+	var stdout, stderr bytes.Buffer
+	env := map[string]string{"OPENAI_API_KEY": "sk-test", "PARLEY_HOME": t.TempDir()}
+	if code := run(context.Background(), []string{"config", "check", "--config", path}, nil, &stdout, &stderr, mapEnv(env)); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr.String())
+	}
+	out := stdout.String() + stderr.String()
+	if strings.Contains(out, secret) {
+		t.Errorf("config check shows an account's secret:\n%s", out)
+	}
+	if !strings.Contains(out, "    hr:\n") || strings.Count(out, "<secret>") < 3 {
+		t.Errorf("config check does not show the hr account masked:\n%s", stdout.String())
 	}
 }

@@ -1,6 +1,9 @@
 package slacktest
 
-import "net/url"
+import (
+	"fmt"
+	"net/url"
+)
 
 // Several apps in the fake workspace: each Slack app a deployment runs
 // (slack.accounts.NAME) has its own bot token, app token and bot user,
@@ -101,4 +104,29 @@ func (s *Server) appsNow() []App {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]App(nil), s.apps...)
+}
+
+// SendEventTo wraps an Events API payload in an events_api envelope and
+// sends it on the newest Socket Mode connection of app, as Slack sends
+// each app's events on that app's own connections.
+func (s *Server) SendEventTo(app App, envelopeID string, payload any) error {
+	c := s.latestOf(app)
+	if c == nil {
+		return fmt.Errorf("slacktest: no socket mode connection of app %s", app.BotUserID)
+	}
+	return c.write(map[string]any{"envelope_id": envelopeID, "type": "events_api", "payload": payload,
+		"accepts_response_payload": false, "retry_attempt": 0, "retry_reason": ""})
+}
+
+// ConnectionsOf reports how many Socket Mode connections app opened.
+func (s *Server) ConnectionsOf(app App) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.conns {
+		if c.app == app.BotUserID {
+			n++
+		}
+	}
+	return n
 }

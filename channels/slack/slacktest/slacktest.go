@@ -122,6 +122,7 @@ type Server struct {
 type wsConn struct {
 	mu   sync.Mutex // serialises writes
 	conn *websocket.Conn
+	app  string // the bot user of the app whose app token opened it (apps.go)
 }
 
 // New starts a fake Slack, stopped at cleanup.
@@ -344,7 +345,7 @@ func (s *Server) answer(w http.ResponseWriter, method string, params url.Values)
 		s.opened++
 		n := s.opened
 		s.mu.Unlock()
-		writeJSON(w, map[string]any{"ok": true, "url": "ws" + strings.TrimPrefix(s.srv.URL, "http") + "/socket?n=" + strconv.Itoa(n)})
+		writeJSON(w, map[string]any{"ok": true, "url": "ws" + strings.TrimPrefix(s.srv.URL, "http") + "/socket?n=" + strconv.Itoa(n) + "&app=" + url.QueryEscape(params.Get(paramBy))})
 	default:
 		if !s.live(w, method, params) {
 			writeJSON(w, map[string]any{"ok": false, "error": "unknown_method"})
@@ -440,7 +441,7 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	c := &wsConn{conn: conn}
+	c := &wsConn{conn: conn, app: r.URL.Query().Get("app")}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -484,6 +485,18 @@ func (s *Server) latest() *wsConn {
 		return nil
 	}
 	return s.conns[len(s.conns)-1]
+}
+
+// latestOf is the newest connection app's app token opened.
+func (s *Server) latestOf(app App) *wsConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.conns) - 1; i >= 0; i-- {
+		if s.conns[i].app == app.BotUserID {
+			return s.conns[i]
+		}
+	}
+	return nil
 }
 
 // Send writes an envelope to the newest Socket Mode connection.
