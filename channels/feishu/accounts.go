@@ -117,8 +117,8 @@ func (c *Config) validateAccounts() error {
 			{"app_id", acc.AppID}, {"app_secret", acc.AppSecret.Reveal()},
 			{"verification_token", acc.VerificationToken.Reveal()}, {"encrypt_key", acc.EncryptKey.Reveal()},
 		} {
-			if cred.value == "" {
-				continue
+			if cred.value == "" || cred.value == config.Redacted {
+				continue // the mask config check prints is a warning of its own
 			}
 			id := cred.what + "\x00" + cred.value
 			if other, dup := seen[id]; dup {
@@ -128,7 +128,7 @@ func (c *Config) validateAccounts() error {
 			seen[id] = name
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(flatten(errs...)...)
 }
 
 // joinKey is key.sub, or sub for the section's own key.
@@ -141,20 +141,29 @@ func joinKey(key, sub string) string {
 
 // prefixed puts each of err's problems under key.
 func prefixed(key string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var errs []error
-	if joined, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = joined.Unwrap()
-	} else {
-		errs = []error{err}
-	}
-	out := make([]error, 0, len(errs))
-	for _, e := range errs {
+	problems := flatten(err)
+	out := make([]error, 0, len(problems))
+	for _, e := range problems {
 		out = append(out, fmt.Errorf("%s.%w", key, e))
 	}
 	return errors.Join(out...)
+}
+
+// flatten lists the problems of errs, each errors.Join'ed list opened, so
+// that every problem is its own line with its own key.
+func flatten(errs ...error) []error {
+	var out []error
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			out = append(out, flatten(joined.Unwrap()...)...)
+			continue
+		}
+		out = append(out, err)
+	}
+	return out
 }
 
 // Account implements channels.Accounted: the account the adapter serves

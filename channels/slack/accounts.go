@@ -119,8 +119,8 @@ func (c *Config) validateAccounts() error {
 			what  string
 			value config.Secret
 		}{{"bot_token", acc.BotToken}, {"signing_secret", acc.SigningSecret}, {"app_token", acc.AppToken}} {
-			if !cred.value.IsSet() {
-				continue
+			if !cred.value.IsSet() || cred.value.Reveal() == config.Redacted {
+				continue // the mask config check prints is a warning of its own
 			}
 			id := cred.what + "\x00" + cred.value.Reveal()
 			if other, dup := seen[id]; dup {
@@ -130,7 +130,7 @@ func (c *Config) validateAccounts() error {
 			seen[id] = name
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(flatten(errs...)...)
 }
 
 // joinKey is key.sub, or sub for the section's own key.
@@ -143,20 +143,29 @@ func joinKey(key, sub string) string {
 
 // prefixed puts each of err's problems under key.
 func prefixed(key string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var errs []error
-	if joined, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = joined.Unwrap()
-	} else {
-		errs = []error{err}
-	}
-	out := make([]error, 0, len(errs))
-	for _, e := range errs {
+	problems := flatten(err)
+	out := make([]error, 0, len(problems))
+	for _, e := range problems {
 		out = append(out, fmt.Errorf("%s.%w", key, e))
 	}
 	return errors.Join(out...)
+}
+
+// flatten lists the problems of errs, each errors.Join'ed list opened, so
+// that every problem is its own line with its own key.
+func flatten(errs ...error) []error {
+	var out []error
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			out = append(out, flatten(joined.Unwrap()...)...)
+			continue
+		}
+		out = append(out, err)
+	}
+	return out
 }
 
 // Account implements channels.Accounted: the account the adapter serves

@@ -105,6 +105,12 @@ func TestAccountsConfig(t *testing.T) {
     hr:
       bot_token: xoxb-a
 `, []string{"line 4", "slack.accounts.hr.signing_secret:"}},
+		{"two problems of one account, each with its key", `slack:
+  accounts:
+    hr:
+      bot_token: xoxb-a
+      post_every: -1s
+`, []string{"slack.accounts.hr.signing_secret:", "slack.accounts.hr.post_every: -1s is negative"}},
 		{"an unknown key", `slack:
   accounts:
     hr:
@@ -127,6 +133,23 @@ func TestAccountsConfig(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMaskedAccountsAreNoDuplicates: what `parley config check` prints
+// (every secret as the mask) reads back without two accounts' masks
+// counting as one shared credential; the mask is warned about instead.
+func TestMaskedAccountsAreNoDuplicates(t *testing.T) {
+	if _, err := loadFile(t, `slack:
+  accounts:
+    a:
+      bot_token: <secret>
+      signing_secret: <secret>
+    b:
+      bot_token: <secret>
+      signing_secret: <secret>
+`); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -136,3 +136,59 @@ func TestConfigCheckMasksEveryAccountsSecrets(t *testing.T) {
 		t.Errorf("config check does not show the hr account masked:\n%s", stdout.String())
 	}
 }
+
+// TestAccountsRoundTripAndExplain: a file with Slack and Feishu accounts
+// and an account's policy level reads back the same from what `parley
+// config check` prints, and `parley policy explain --account` names the
+// account's level.
+func TestAccountsRoundTripAndExplain(t *testing.T) {
+	file := `slack:
+  bot_token: xoxb-ops
+  signing_secret: ops-secret
+  accounts:
+    hr:
+      bot_token: xoxb-hr
+      signing_secret: hr-secret
+      follow_threads: false
+feishu:
+  app_id: cli_ops
+  app_secret: ops-secret
+  accounts:
+    hr:
+      app_id: cli_hr
+      app_secret: hr-secret
+      mode: webhook
+      encrypt_key: hr-key
+policies:
+  platforms:
+    slack:
+      accounts:
+        hr:
+          tools:
+            allow: []
+`
+	env := mapEnv(map[string]string{"OPENAI_API_KEY": "sk-test", "PARLEY_HOME": t.TempDir(), "PARLEY_WORKSPACE": t.TempDir()})
+	runOK := func(args ...string) string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), args, nil, &stdout, &stderr, env); code != 0 {
+			t.Fatalf("parley %v: exit %d\n%s", args, code, stderr.String())
+		}
+		return stdout.String()
+	}
+	orig := writeConfig(t, file)
+	out1 := runOK("config", "check", "--config", orig)
+	if out2 := runOK("config", "check", "--config", writeConfig(t, out1)); out1 != out2 {
+		t.Errorf("config check of its own output differs:\n--- first\n%s\n--- second\n%s", out1, out2)
+	}
+	if !strings.Contains(out1, "follow_threads: false") || !strings.Contains(out1, "cli_hr") {
+		t.Errorf("config check does not show the accounts:\n%s", out1)
+	}
+	hr := runOK("policy", "explain", "--config", orig, "--wait", "1s", "--channel", "slack", "--account", "hr")
+	if !strings.Contains(hr, "policies.platforms.slack.accounts.hr") {
+		t.Errorf("explain --account hr does not name the account's level:\n%s", hr)
+	}
+	if ops := runOK("policy", "explain", "--config", orig, "--wait", "1s", "--channel", "slack"); strings.Contains(ops, "accounts.hr") {
+		t.Errorf("the default app's explain names hr's level:\n%s", ops)
+	}
+}
