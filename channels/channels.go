@@ -54,8 +54,12 @@ import (
 type Message struct {
 	// ID is the platform's event or message id; the gateway de-duplicates
 	// on it. Empty means "never a duplicate" (the console).
-	ID        string    `json:"id,omitempty"`
-	Channel   string    `json:"channel"`             // console, slack, feishu, wechat
+	ID      string `json:"id,omitempty"`
+	Channel string `json:"channel"` // console, slack, feishu, wechat
+	// Account names which of the platform's apps the message came to and
+	// answers from (slack.accounts.NAME); empty is the section's own app,
+	// the account named default.
+	Account   string    `json:"account,omitempty"`
 	Workspace string    `json:"workspace,omitempty"` // Slack team, Feishu tenant, WeChat account
 	Chat      string    `json:"chat,omitempty"`      // Slack channel, Feishu chat, WeChat user
 	Thread    string    `json:"thread,omitempty"`    // Slack thread_ts, Feishu thread, …
@@ -104,9 +108,35 @@ type Message struct {
 var ErrUnmarked = errors.New("channels: the conversation lacks the mark the message requires")
 
 // ConversationKey is channel:workspace:chat:thread, the unit of history,
-// ordering and locking.
+// ordering, de-duplication and locking. A message to an account other than
+// the default has channel/account in the first place: two apps in one
+// chat hold two conversations, while the default account's keys (and what
+// Redis keeps under them) stay as they were before accounts existed.
 func (m Message) ConversationKey() string {
-	return strings.Join([]string{m.Channel, m.Workspace, m.Chat, m.Thread}, ":")
+	return strings.Join([]string{AdapterKey(m.Channel, m.Account), m.Workspace, m.Chat, m.Thread}, ":")
+}
+
+// DefaultAccount is the name of the account a platform's section itself
+// configures; a Message names it with an empty Account.
+const DefaultAccount = "default"
+
+// AdapterKey names the adapter of one account of a platform: the
+// platform's name for the default account (empty or "default"), else
+// platform/account. The gateway registers adapters under it.
+func AdapterKey(channel, account string) string {
+	if account == "" || account == DefaultAccount {
+		return channel
+	}
+	return channel + "/" + account
+}
+
+// AccountLabel is the account label value of a metric: "default" for the
+// section's own app, else the account's name (bounded by the file).
+func AccountLabel(account string) string {
+	if account == "" {
+		return DefaultAccount
+	}
+	return account
 }
 
 // Reply is what the gateway sends back for a Message. Text is Markdown; the
@@ -218,6 +248,15 @@ type Channel interface {
 	Name() string
 	// Send delivers a reply to the conversation m came from.
 	Send(ctx context.Context, m Message, r Reply) error
+}
+
+// Accounted is implemented by an adapter that serves one of several
+// accounts (apps) of its platform: the gateway registers it under
+// AdapterKey(Name(), Account()), so that replies to a message leave from
+// the app the message came to. An adapter without it, or whose Account is
+// empty or DefaultAccount, serves the platform's default account.
+type Accounted interface {
+	Account() string
 }
 
 // Runner is implemented by adapters that hold connections or poll

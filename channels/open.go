@@ -57,3 +57,14 @@ type Deps struct {
 	// skip asking when they do not.
 	DMMatters func(m Message) bool
 }
+
+// AccountsOpener is implemented by a platform's section that can
+// configure several accounts (apps) of its platform (slack.accounts.NAME):
+// `parley serve` calls OpenAccounts instead of Open and runs one adapter
+// per account, each implementing Accounted. It returns no adapter when the
+// section turns nothing on. An account whose credentials the platform
+// refuses at start-up may be returned down (its Health says so) rather
+// than failing the others.
+type AccountsOpener interface {
+	OpenAccounts(ctx context.Context, deps Deps) ([]Channel, error)
+}

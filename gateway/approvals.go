@@ -140,7 +140,7 @@ func (g *Gateway) resume(ctx context.Context, c *sessions.Claim, m channels.Mess
 	g.metrics.TurnsInFlight.Inc()
 	defer g.metrics.TurnsInFlight.Dec()
 	if !v.Stop {
-		r.stopTyping = startTyping(ctx, g.caps(m.Channel), m, g.cfg.TypingDelay)
+		r.stopTyping = startTyping(ctx, g.capsOf(m), m, g.cfg.TypingDelay)
 	}
 	set := g.skills.Set(ctx, eff)
 	index, _ := set.Index()
@@ -148,7 +148,7 @@ func (g *Gateway) resume(ctx context.Context, c *sessions.Claim, m channels.Mess
 	if r.replyTo != nil {
 		to = *r.replyTo
 	}
-	images, history := g.att.resumeImages(ctx, g.caps(m.Channel).AttachmentFetcher, m, eff, c.History)
+	images, history := g.att.resumeImages(ctx, g.capsOf(m).AttachmentFetcher, m, eff, c.History)
 	r.route = g.route(to)
 	live := r.route.StartLive(ctx, c)
 	if r.stopTyping != nil {

@@ -87,7 +87,7 @@ func withAskingTurn(ctx context.Context, t askingTurn) context.Context {
 func (g *Gateway) Ask(ctx context.Context, q Question) (Answer, error) {
 	t, ok := ctx.Value(askingKey{}).(askingTurn)
 	asker, hasAsker := g.store.(sessions.Asker)
-	if !ok || !hasAsker || g.caps(t.m.Channel).Awaited != nil || t.m.User == "" {
+	if !ok || !hasAsker || g.capsOf(t.m).Awaited != nil || t.m.User == "" {
 		return Answer{Action: AnswerDecline}, nil
 	}
 	form, err := question.Parse(q.Schema)
@@ -247,7 +247,7 @@ func safeURL(s string) bool {
 // question: the waiting turn answers it, so a platform that holds the
 // sender's request open for a reply is answered now.
 func (g *Gateway) answered(ctx context.Context, m channels.Message) {
-	if u := g.caps(m.Channel).Unanswered; u != nil {
+	if u := g.capsOf(m).Unanswered; u != nil {
 		u.LeftUnanswered(ctx, m)
 	}
 }

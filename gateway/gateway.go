@@ -268,9 +268,13 @@ func New(cfg Config, store sessions.Store, a Responder, m *metrics.Metrics, log 
 // Register adds a channel; replies to its messages go through it.
 func (g *Gateway) Register(ch channels.Channel) {
 	c := channels.CapabilitiesOf(ch)
+	account := ""
+	if a, ok := ch.(channels.Accounted); ok {
+		account = a.Account()
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.channels[ch.Name()] = c
+	g.channels[channels.AdapterKey(ch.Name(), account)] = c
 }
 
 // Start launches the worker pool and the orphan sweep. Shutdown stops them.
@@ -292,7 +296,8 @@ func (g *Gateway) Start() {
 // noChannel is the capabilities of a channel that is not registered.
 var noChannel = &channels.Capabilities{}
 
-// caps is what the channel named name can do (noChannel when none is
+// caps is what the adapter registered under key (channels.AdapterKey: a
+// platform's name for its default account) can do (noChannel when none is
 // registered under it).
 func (g *Gateway) caps(name string) *channels.Capabilities {
 	g.mu.Lock()
@@ -304,14 +309,20 @@ func (g *Gateway) caps(name string) *channels.Capabilities {
 	return c
 }
 
+// capsOf is what the adapter of m's platform and account can do: a reply
+// leaves from the app the message came to.
+func (g *Gateway) capsOf(m channels.Message) *channels.Capabilities {
+	return g.caps(channels.AdapterKey(m.Channel, m.Account))
+}
+
 // route is how the replies to m are delivered.
 func (g *Gateway) route(m channels.Message) delivery.Route {
-	return g.out.For(g.caps(m.Channel), m)
+	return g.out.For(g.capsOf(m), m)
 }
 
 // resolve is the policy of m's scope.
 func (g *Gateway) resolve(m channels.Message) *policy.Effective {
-	return g.cfg.Policy.Resolve(policy.Scope{Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat})
+	return g.cfg.Policy.Resolve(policy.Scope{Channel: m.Channel, Account: m.Account, Workspace: m.Workspace, Chat: m.Chat})
 }
 
 // Shutdown stops intake, lets running turns finish until ctx ends, then
@@ -370,6 +381,7 @@ func (g *Gateway) Submit(ctx context.Context, m channels.Message) (err error) {
 		m.Received = time.Now()
 	}
 	g.metrics.MessagesReceived.WithLabelValues(m.Channel).Inc()
+	g.metrics.AccountMessages.WithLabelValues(m.Channel, channels.AccountLabel(m.Account)).Inc()
 	if ok, err := g.decideUnlessAmbient(ctx, m); ok || err != nil {
 		if err != nil {
 			g.redisFailed()

@@ -31,7 +31,7 @@ func (g *Gateway) readRoom(ctx context.Context, c *sessions.Claim, m channels.Me
 	}
 	return g.room.Read(ctx, roomctx.Ask{
 		Message: m, Policy: eff.Context(), State: c.Room,
-		Admitted: eff.Access(m.User, m.Chat, m.DM).Allowed, Reader: g.caps(m.Channel).RoomReader,
+		Admitted: eff.Access(m.User, m.Chat, m.DM).Allowed, Reader: g.capsOf(m).RoomReader,
 	})
 }
 

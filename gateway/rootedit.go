@@ -32,7 +32,7 @@ func (g *Gateway) queueRootEdit(ctx context.Context, w triggers.Work, root strin
 // editRoot makes the edit q carries under the chat's lock.
 func (g *Gateway) editRoot(ctx context.Context, c *sessions.Claim, q queued) next {
 	m, w := q.Msg, *q.Work
-	caps := g.caps(m.Channel)
+	caps := g.capsOf(m)
 	p := caps.PosterOf(m)
 	if caps.Editor == nil || p == nil {
 		return g.finish(ctx, c, q, result{}) // the platform no longer edits

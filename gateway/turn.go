@@ -225,7 +225,7 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 		rt.Deliver(ctx, *r.reply, r.live, slot)
 	} else {
 		r.live.Discard(ctx)
-		if u := g.caps(q.Msg.Channel).Unanswered; u != nil {
+		if u := g.capsOf(q.Msg).Unanswered; u != nil {
 			u.LeftUnanswered(ctx, q.Msg) // its sender's open request ends now
 		}
 	}
@@ -332,7 +332,7 @@ func (g *Gateway) handle(ctx context.Context, c *sessions.Claim, m channels.Mess
 		return result{reply: &channels.Reply{Text: reply, Notice: true}}, nil
 	}
 	if text == "" && len(m.Attachments) == 0 {
-		if g.caps(m.Channel).Awaited != nil {
+		if g.capsOf(m).Awaited != nil {
 			return result{reply: &channels.Reply{Notice: true, Failed: true, Text: blankReply}}, nil
 		}
 		return result{}, nil
@@ -357,7 +357,7 @@ func (g *Gateway) refuseAccess(ctx context.Context, lock *sessions.Lock, m chann
 	if err != nil {
 		return result{}, storeError{err}
 	}
-	if told && g.caps(m.Channel).Awaited == nil {
+	if told && g.capsOf(m).Awaited == nil {
 		return result{}, nil
 	}
 	return result{reply: &channels.Reply{Notice: true, Failed: true, Text: "Sorry, I'm not available to you here. Please ask an administrator of this bot if you think you should have access."}}, nil
@@ -374,13 +374,13 @@ func startTyping(ctx context.Context, caps *channels.Capabilities, m channels.Me
 }
 
 func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Message, eff *policy.Effective, text string) (result, error) {
-	if notice, refused, err := g.acct.admit(ctx, m, eff, g.caps(m.Channel).Awaited != nil); err != nil || refused {
+	if notice, refused, err := g.acct.admit(ctx, m, eff, g.capsOf(m).Awaited != nil); err != nil || refused {
 		return result{reply: notice}, err
 	}
 	r := result{channel: m.Channel, turn: true, start: time.Now(), outcome: metrics.OutcomeOK}
 	g.metrics.TurnsInFlight.Inc()
 	defer g.metrics.TurnsInFlight.Dec()
-	r.stopTyping = startTyping(ctx, g.caps(m.Channel), m, g.cfg.TypingDelay)
+	r.stopTyping = startTyping(ctx, g.capsOf(m), m, g.cfg.TypingDelay)
 	handedOver := false
 	defer func() {
 		if !handedOver && r.stopTyping != nil {
@@ -411,7 +411,7 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 			set.Used(name)
 		}
 	}
-	tm, err := g.att.prepare(ctx, g.caps(m.Channel).AttachmentFetcher, c.Lock.Conversation(), m, eff, history)
+	tm, err := g.att.prepare(ctx, g.capsOf(m).AttachmentFetcher, c.Lock.Conversation(), m, eff, history)
 	if err != nil {
 		return r, err
 	}

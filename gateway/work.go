@@ -255,7 +255,7 @@ func (g *Gateway) requeue(ctx context.Context, c *sessions.Claim, q queued, w tr
 // work is logged, counted and dropped (posted false).
 func (g *Gateway) postRoot(ctx context.Context, q queued) (root string, posted bool, retryIn time.Duration) {
 	m, w := q.Msg, *q.Work
-	caps := g.caps(m.Channel)
+	caps := g.capsOf(m)
 	p := caps.PosterOf(m)
 	if p == nil {
 		return "", true, 0 // no thread can be named; see threadWork

@@ -128,6 +128,8 @@ type Metrics struct {
 	Deliveries    *prometheus.CounterVec // channel, outcome (sent, retried, failed)
 
 	ChannelConnected *prometheus.GaugeVec     // channel: 1 while a long connection or poll is up
+	AccountUp        *prometheus.GaugeVec     // channel, account: 1 while the account's app is signed in
+	AccountMessages  *prometheus.CounterVec   // channel, account: messages received by each account's app
 	Reconnects       *prometheus.CounterVec   // integration: sessions of a long connection after the first
 	ChannelAPIErrors *prometheus.CounterVec   // channel, code: platform API failures by their error code
 	OutboundFailures *prometheus.CounterVec   // integration, reason, outcome: failed attempts of the retry loop
@@ -199,6 +201,8 @@ func New() *Metrics {
 	m.RedisUp = f.gauge("parley_redis_up", "1 when the last Redis health check succeeded, else 0.")
 
 	m.ChannelConnected = f.gaugeVec("parley_channel_connected", "1 while a channel's long connection or long poll is up on this replica, else 0.", "channel")
+	m.AccountUp = f.gaugeVec("parley_account_up", "1 while an account (an app of a platform: slack.accounts.NAME, or default for the section's own) is signed in on this replica, else 0 (its token was refused, or it has not signed in yet).", "channel", "account")
+	m.AccountMessages = f.counter("parley_account_messages_received_total", "Messages received by each account (app) of a platform, before de-duplication; account is default for the section's own app.", "channel", "account")
 	m.Reconnects = f.counter("parley_reconnects_total", "Reconnects, by integration: a platform's long connection or long poll (slack, feishu, wechat, …), an MCP server (mcp), Redis answering again after it did not (redis).", "integration")
 	m.ChannelAPIErrors = f.counter("parley_channel_api_errors_total", "Platform API calls that failed, by the platform's error code.", "channel", "code")
 	m.OutboundFailures = f.counter("parley_outbound_failures_total", "Failed attempts of outbound calls (model, platform APIs), by integration, reason and outcome: retry (tried again) or error (the call failed).", "integration", "reason", "outcome")

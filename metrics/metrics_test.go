@@ -26,6 +26,8 @@ var boundedLabels = map[string]bool{
 	"bot": true,
 	// An outbound integration (model, slack, …): a constant in the code.
 	"integration": true,
+	// An account (app) of a platform: named in the file, a handful at most.
+	"account": true,
 	// An MCP server: a name the operator configured under
 	// tools.mcp.servers, a handful at most.
 	"server": true,

@@ -33,10 +33,12 @@ func init() {
 		// A level names platforms, which are other sections, so the tree
 		// is checked with the whole configuration. The models a level
 		// names are the agent's, which checks them (see Levels).
-		// The profiles a level names are profiles:'s.
+		// The profiles a level names are profiles:'s; the accounts it
+		// names are its platform's.
 		Check: func(c config.Config) error {
 			t := FromConfig(c)
 			problems := append(t.validate(), t.checkProfileNames(ProfilesFromConfig(c))...)
+			problems = append(problems, checkAccounts(c, t)...)
 			sort.Strings(problems)
 			return config.Problems(problems)
 		},
@@ -78,10 +80,54 @@ const (
 	DefaultContextMaxBytes    = 12288
 )
 
-// PlatformPolicy is a Level plus its workspaces.
+// PlatformPolicy is a Level plus its accounts and workspaces. An
+// account's level (policies.platforms.slack.accounts.hr) sits between the
+// platform and its workspaces: it applies to what reaches that one app of
+// the platform, and a workspace or chat below still decides over it.
 type PlatformPolicy struct {
 	config.Level `yaml:",inline"`
+	Accounts     map[string]config.Level    `yaml:"accounts,omitempty"`
 	Workspaces   map[string]WorkspacePolicy `yaml:"workspaces,omitempty"`
+}
+
+// accounted is a platform's section that configures several accounts
+// (slack.accounts.NAME): a level may name only those.
+type accounted interface {
+	AccountNames() []string
+}
+
+// checkAccounts refuses an account level naming an account the
+// platform's section does not configure: it could never apply.
+func checkAccounts(c config.Config, p *Config) []string {
+	var errs []string
+	for name, pp := range p.Platforms {
+		known := map[string]bool{}
+		if sec, ok := c.Platforms[name].(accounted); ok {
+			for _, a := range sec.AccountNames() {
+				known[a] = true
+			}
+		}
+		for acc := range pp.Accounts {
+			if !known[acc] {
+				errs = append(errs, fmt.Sprintf("policies.platforms.%s.accounts.%s: unknown account (the %s section configures %s)", name, acc, name, accountList(known)))
+			}
+		}
+	}
+	sort.Strings(errs)
+	return errs
+}
+
+// accountList names the known accounts for an error.
+func accountList(known map[string]bool) string {
+	if len(known) == 0 {
+		return "none"
+	}
+	names := make([]string, 0, len(known))
+	for a := range known {
+		names = append(names, a)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
 }
 
 // WorkspacePolicy is a Level plus its chats.
@@ -154,6 +200,12 @@ func (p *Config) validate() []string {
 		check(key, pp.Level)
 		checkAdmins(&errs, key+".admins", name, pp.Admins)
 		checkAdmins(&errs, key+".approvers.users", name, pp.Approvers.Users)
+		for acc, al := range pp.Accounts {
+			akey := key + ".accounts." + acc
+			check(akey, al)
+			checkAdmins(&errs, akey+".admins", name, al.Admins)
+			checkAdmins(&errs, akey+".approvers.users", name, al.Approvers.Users)
+		}
 		for ws, wp := range pp.Workspaces {
 			wkey := key + ".workspaces." + ws
 			check(wkey, wp.Level)

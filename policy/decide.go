@@ -246,6 +246,12 @@ func clonePolicies(p Config) Config {
 	out.Platforms = make(map[string]PlatformPolicy, len(p.Platforms))
 	for name, pp := range p.Platforms {
 		cp := PlatformPolicy{Level: cloneLevel(pp.Level)}
+		if pp.Accounts != nil {
+			cp.Accounts = make(map[string]config.Level, len(pp.Accounts))
+			for acc, al := range pp.Accounts {
+				cp.Accounts[acc] = cloneLevel(al)
+			}
+		}
 		if pp.Workspaces != nil {
 			cp.Workspaces = make(map[string]WorkspacePolicy, len(pp.Workspaces))
 			for ws, wp := range pp.Workspaces {

@@ -18,7 +18,7 @@ type KeyedLevel struct {
 }
 
 // Levels lists every level of the tree with its key: the default, then
-// each platform, its workspaces and their chats, by name. It lets the
+// each platform, its accounts, its workspaces and their chats, by name. It lets the
 // packages that own what a level names (the agent's models, the tools and
 // skills) check those names without the policy knowing them.
 func (p *Config) Levels() []KeyedLevel {
@@ -27,6 +27,9 @@ func (p *Config) Levels() []KeyedLevel {
 		pp := p.Platforms[name]
 		key := "policies.platforms." + name
 		out = append(out, KeyedLevel{key, name, pp.Level})
+		for _, acc := range slices.Sorted(maps.Keys(pp.Accounts)) {
+			out = append(out, KeyedLevel{key + ".accounts." + acc, name, pp.Accounts[acc]})
+		}
 		for _, ws := range slices.Sorted(maps.Keys(pp.Workspaces)) {
 			wp := pp.Workspaces[ws]
 			wkey := key + ".workspaces." + ws

@@ -56,7 +56,11 @@ const (
 // Slack team, Feishu tenant or WeChat account; Chat the channel, group or
 // user. Empty parts are allowed; they are looked up literally.
 type Scope struct {
-	Channel   string
+	Channel string
+	// Account is the platform's app the message came to ("" or
+	// "default": the section's own); its level sits between the platform
+	// and the workspace.
+	Account   string
 	Workspace string
 	Chat      string
 }
@@ -201,6 +205,7 @@ func (r *Resolver) tree(s Scope) (levels []level, missing []string) {
 	} else {
 		levels = append(levels, level{name: pname, cfg: pp.Level})
 	}
+	levels, missing = accountLevel(levels, missing, pname, pp, s.Account)
 	if s.Workspace == "" && s.Chat == "" {
 		return levels, missing
 	}
@@ -222,6 +227,25 @@ func (r *Resolver) tree(s Scope) (levels []level, missing []string) {
 		missing = append(missing, cname)
 	} else {
 		levels = append(levels, level{name: cname, cfg: cl})
+	}
+	return levels, missing
+}
+
+// accountLevel adds the level of s's account to levels, or its name to
+// missing. The default account (Account empty) is consulted only when the
+// tree has a level for it, so that a tree without accounts explains as it
+// always did.
+func accountLevel(levels []level, missing []string, pname string, pp PlatformPolicy, account string) ([]level, []string) {
+	named := account != ""
+	if !named {
+		account = defaultAccount
+	}
+	aname := pname + ".accounts." + keySegment(account)
+	if al, ok := pp.Accounts[account]; ok {
+		return append(levels, level{name: aname, cfg: al}), missing
+	}
+	if named {
+		missing = append(missing, aname)
 	}
 	return levels, missing
 }
@@ -417,3 +441,7 @@ func (e *Effective) LimitRule(which string) Decision {
 	}
 	return Decision{Rule: fmt.Sprintf("budget.tokens_per_user_day: %d", e.tokensDay.val), Level: e.tokensDay.level}
 }
+
+// defaultAccount names the account a platform's section itself
+// configures (channels.DefaultAccount, which this layer does not import).
+const defaultAccount = "default"

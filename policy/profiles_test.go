@@ -53,11 +53,11 @@ func TestTheMostSpecificLevelsProfileWins(t *testing.T) {
 		model     string
 		modelFrom string
 	}{
-		{"the chat's profile beats the workspace's", Scope{"slack", "T1", "C_ONCALL"}, "ops", ws + ".chats.C_ONCALL", "big", "profiles.ops (chosen at " + ws + ".chats.C_ONCALL)"},
-		{"another chat keeps the workspace's", Scope{"slack", "T1", "C_OTHER"}, "hr", ws, "small", "policies.platforms.slack"},
-		{"the chat's own model beats its profile's", Scope{"slack", "T1", "C_LAB"}, "ops", ws + ".chats.C_LAB", "default", ws + ".chats.C_LAB"},
-		{"no level chooses one", Scope{"slack", "T9", "C1"}, "", "", "small", "policies.platforms.slack"},
-		{"another platform", Scope{"feishu", "t1", "oc_1"}, "", "", "default", LevelBuiltin},
+		{"the chat's profile beats the workspace's", Scope{Channel: "slack", Workspace: "T1", Chat: "C_ONCALL"}, "ops", ws + ".chats.C_ONCALL", "big", "profiles.ops (chosen at " + ws + ".chats.C_ONCALL)"},
+		{"another chat keeps the workspace's", Scope{Channel: "slack", Workspace: "T1", Chat: "C_OTHER"}, "hr", ws, "small", "policies.platforms.slack"},
+		{"the chat's own model beats its profile's", Scope{Channel: "slack", Workspace: "T1", Chat: "C_LAB"}, "ops", ws + ".chats.C_LAB", "default", ws + ".chats.C_LAB"},
+		{"no level chooses one", Scope{Channel: "slack", Workspace: "T9", Chat: "C1"}, "", "", "small", "policies.platforms.slack"},
+		{"another platform", Scope{Channel: "feishu", Workspace: "t1", Chat: "oc_1"}, "", "", "default", LevelBuiltin},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := r.Resolve(tt.scope)
@@ -69,7 +69,7 @@ func TestTheMostSpecificLevelsProfileWins(t *testing.T) {
 			}
 		})
 	}
-	if p := r.Resolve(Scope{"slack", "T1", "C_ONCALL"}).Profile(); p.SystemPrompt != "You are the on-call assistant. Be terse." || p.DisplayName != "Ops assistant" {
+	if p := r.Resolve(Scope{Channel: "slack", Workspace: "T1", Chat: "C_ONCALL"}).Profile(); p.SystemPrompt != "You are the on-call assistant. Be terse." || p.DisplayName != "Ops assistant" {
 		t.Errorf("ops profile = %+v", p)
 	}
 }
@@ -88,14 +88,14 @@ func TestProfileRulesApplyAtTheLevelThatChoseThem(t *testing.T) {
 		skillOK bool
 	}{
 		// The platform denies shell; ops, chosen below it, allows it.
-		{"ops beats the platform's deny", Scope{"slack", "T1", "C_ONCALL"}, "shell", true, "runbook", true},
-		{"ops allows only its tools", Scope{"slack", "T1", "C_ONCALL"}, "web_fetch", false, "other", false},
+		{"ops beats the platform's deny", Scope{Channel: "slack", Workspace: "T1", Chat: "C_ONCALL"}, "shell", true, "runbook", true},
+		{"ops allows only its tools", Scope{Channel: "slack", Workspace: "T1", Chat: "C_ONCALL"}, "web_fetch", false, "other", false},
 		// hr offers no tools at all.
-		{"hr offers no tools", Scope{"slack", "T1", "C_OTHER"}, "prometheus__query", false, "runbook", true},
+		{"hr offers no tools", Scope{Channel: "slack", Workspace: "T1", Chat: "C_OTHER"}, "prometheus__query", false, "runbook", true},
 		// T2 chooses ops and denies runbook itself: its own rule wins.
-		{"the level's own skills rule beats its profile's", Scope{"slack", "T2", "C1"}, "prometheus__query", true, "runbook", false},
+		{"the level's own skills rule beats its profile's", Scope{Channel: "slack", Workspace: "T2", Chat: "C1"}, "prometheus__query", true, "runbook", false},
 		// Without a profile the platform's deny stands.
-		{"no profile", Scope{"slack", "T9", "C1"}, "shell", false, "runbook", true},
+		{"no profile", Scope{Channel: "slack", Workspace: "T9", Chat: "C1"}, "shell", false, "runbook", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := r.Resolve(tt.scope)
@@ -107,7 +107,7 @@ func TestProfileRulesApplyAtTheLevelThatChoseThem(t *testing.T) {
 			}
 		})
 	}
-	d := r.Resolve(Scope{"slack", "T1", "C_ONCALL"}).Tool("shell", false)
+	d := r.Resolve(Scope{Channel: "slack", Workspace: "T1", Chat: "C_ONCALL"}).Tool("shell", false)
 	if want := "profiles.ops (chosen at policies.platforms.slack.workspaces.T1.chats.C_ONCALL)"; d.Level != want {
 		t.Errorf("shell decided at %q, want %q", d.Level, want)
 	}
@@ -119,7 +119,7 @@ func TestExplainNamesTheProfileAndItsLevel(t *testing.T) {
 	tree, profiles := profileTree()
 	r := New(tree).WithProfiles(profiles)
 	var b bytes.Buffer
-	if err := r.Explain(&b, Scope{"slack", "T1", "C_ONCALL"}, nil, nil); err != nil {
+	if err := r.Explain(&b, Scope{Channel: "slack", Workspace: "T1", Chat: "C_ONCALL"}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
@@ -131,13 +131,13 @@ func TestExplainNamesTheProfileAndItsLevel(t *testing.T) {
 			t.Errorf("explain lacks %q:\n%s", want, out)
 		}
 	}
-	rep := r.Report(Scope{"slack", "T1", "C_OTHER"}, nil, nil)
+	rep := r.Report(Scope{Channel: "slack", Workspace: "T1", Chat: "C_OTHER"}, nil, nil)
 	last := rep.Sections[len(rep.Sections)-1]
 	if last.Title != "PROFILE" || last.Tables[0].Rows[0][0] != "hr" || !strings.Contains(last.Tables[0].Rows[0][1], "29 characters appended") || last.Tables[0].Rows[0][2] != "policies.platforms.slack.workspaces.T1" {
 		t.Errorf("report's profile section = %+v", last)
 	}
 	b.Reset()
-	if err := r.Explain(&b, Scope{"feishu", "t1", "oc_1"}, nil, nil); err != nil {
+	if err := r.Explain(&b, Scope{Channel: "feishu", Workspace: "t1", Chat: "oc_1"}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), "PROFILE\n  none  the default system prompt  builtin default\n") {
@@ -152,7 +152,7 @@ func TestWithProfilesCopies(t *testing.T) {
 	ops := profiles.ByName["ops"]
 	ops.Tools.Allow[0] = "everything"
 	profiles.ByName["ops"] = Profile{SystemPrompt: "changed"}
-	e := r.Resolve(Scope{"slack", "T1", "C_ONCALL"})
+	e := r.Resolve(Scope{Channel: "slack", Workspace: "T1", Chat: "C_ONCALL"})
 	if e.Profile().SystemPrompt == "changed" || !e.Tool("prometheus__query", false).Allowed {
 		t.Error("a change to the caller's profiles reached the resolver")
 	}
@@ -227,7 +227,7 @@ func TestConfigWithoutProfilesLoadsUnchanged(t *testing.T) {
 	if n := len(ProfilesFromConfig(cfg).ByName); n != 0 {
 		t.Errorf("%d profiles", n)
 	}
-	e := New(*FromConfig(cfg)).WithProfiles(ProfilesFromConfig(cfg)).Resolve(Scope{"slack", "T1", "C1"})
+	e := New(*FromConfig(cfg)).WithProfiles(ProfilesFromConfig(cfg)).Resolve(Scope{Channel: "slack", Workspace: "T1", Chat: "C1"})
 	if p := e.Profile(); p.Name != "" || p.Level != "" || p.SystemPrompt != "" {
 		t.Errorf("profile = %+v, want none", p)
 	}

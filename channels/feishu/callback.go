@@ -47,7 +47,7 @@ type envelope struct {
 
 // Mount implements channels.HTTPChannel: POST /feishu/events.
 func (a *Adapter) Mount(mux *http.ServeMux) {
-	mux.Handle("POST "+EventsPath, a)
+	mux.Handle("POST "+a.route(EventsPath), a)
 }
 
 // refusedBody is the one answer to every request refused before it is

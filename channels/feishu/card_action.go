@@ -208,6 +208,7 @@ func (a *Adapter) cardAction(ctx context.Context, plain []byte) ([]byte, error) 
 		a.refusals.Log(ctx, a.log, slog.LevelWarn, ReasonBadCardAction, Name, "card action refused", "reason", ReasonBadCardAction)
 		return []byte("{}"), nil
 	}
+	m.Account = a.opts.Account
 	key := randomKey()
 	slot := &actionSlot{}
 	a.actions.Store(key, slot)

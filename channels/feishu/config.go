@@ -44,6 +44,11 @@ type Config struct {
 	// Retry shapes the retries of one Open API call: tries, first wait,
 	// longest wait.
 	Retry retry.Config `yaml:"retry"`
+	// Accounts are further Feishu apps served beside the section's own
+	// (feishu.accounts.NAME), each with its own credentials, route
+	// (/feishu/events/NAME), long connection and bot. The section's own
+	// keys are the account named default.
+	Accounts map[string]*Account `yaml:"accounts,omitempty"`
 }
 
 // defaultRetry is the retry: section's defaults.
@@ -65,7 +70,7 @@ func DefaultConfig() *Config {
 
 // Enabled implements config.PlatformConfig: the app's id or secret turns
 // Feishu on (and Validate asks for the other).
-func (c *Config) Enabled() bool { return c.AppID != "" || c.AppSecret.IsSet() }
+func (c *Config) Enabled() bool { return c.defaultEnabled() || len(c.Accounts) > 0 }
 
 // Env implements config.PlatformConfig.
 func (c *Config) Env() []config.EnvVar {
@@ -95,8 +100,9 @@ func (c *Config) Validate() error {
 	if err := c.Retry.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if !c.Enabled() {
-		return errors.Join(errs...)
+	errs = append(errs, c.validateAccounts())
+	if !c.defaultEnabled() {
+		return errors.Join(flatten(errs...)...)
 	}
 	if c.AppID == "" || !c.AppSecret.IsSet() {
 		errs = append(errs, errors.New("app_id: set both FEISHU_APP_ID and FEISHU_APP_SECRET (or neither)"))
@@ -104,7 +110,7 @@ func (c *Config) Validate() error {
 	if c.Mode == ModeWebhook && !c.VerificationToken.IsSet() && !c.EncryptKey.IsSet() {
 		errs = append(errs, errors.New("mode: webhook mode needs verification_token or encrypt_key (FEISHU_VERIFICATION_TOKEN, FEISHU_ENCRYPT_KEY), or callbacks cannot be authenticated"))
 	}
-	return errors.Join(errs...)
+	return errors.Join(flatten(errs...)...)
 }
 
 // baseURL is the Open API host: BaseURL, else the host of Domain.
@@ -122,9 +128,19 @@ func (c Config) baseURL() string {
 // are set. Its HTTP callback is mounted whenever it exists; its long
 // connection runs unless Mode is webhook.
 func (c *Config) Open(_ context.Context, deps channels.Deps) (channels.Channel, error) {
-	if !c.Enabled() {
+	if !c.defaultEnabled() {
 		return nil, nil
 	}
+	a, err := c.open(deps, "")
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// open builds the adapter of one account (c holds its keys; account is
+// "" for the default).
+func (c *Config) open(deps channels.Deps, account string) (*Adapter, error) {
 	r := c.Retry.Or(defaultRetry)
 	a, err := New(*c, Options{
 		Attempts: r.MaxAttempts, RetryBase: r.Base, RetryMax: r.Max,
@@ -132,6 +148,7 @@ func (c *Config) Open(_ context.Context, deps channels.Deps) (channels.Channel, 
 		Redis:     deps.Redis,
 		Prefix:    deps.Prefix,
 		ThreadTTL: deps.HistoryTTL,
+		Account:   account,
 	}, deps.Metrics, deps.Log)
 	if err != nil {
 		return nil, err

@@ -160,6 +160,7 @@ func (a *Adapter) newMessage(ev *larkim.P2MessageReceiveV1) (channels.Message, b
 	m := channels.Message{
 		ID:        messageID,
 		Channel:   Name,
+		Account:   a.opts.Account,
 		Workspace: tenant,
 		Chat:      chatID,
 		User:      openID,

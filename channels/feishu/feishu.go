@@ -93,6 +93,11 @@ type Options struct {
 	// CardUpdateInterval is the least time between two updates of a live
 	// reply's card (default 100 ms: Feishu allows 10 a second per card).
 	CardUpdateInterval time.Duration
+	// Account is the account (feishu.accounts.NAME) the adapter serves,
+	// "" for the section's own app: its messages carry it, its route ends
+	// in /NAME, what it remembers of threads is its own, and it is the
+	// account label of its metrics.
+	Account string
 }
 
 // Defaults of Options.
@@ -211,6 +216,9 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("component", Name)
+	if opts.Account != "" {
+		log = log.With("account", opts.Account)
+	}
 	if !cfg.VerificationToken.IsSet() && !cfg.EncryptKey.IsSet() {
 		log.Warn("neither verification_token nor encrypt_key is set: HTTP callbacks on " + EventsPath + " are refused; only the long connection delivers events")
 	}
@@ -232,11 +240,17 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 	}
 	a.api = newAPIConfig(cfg.AppID, cfg.AppSecret.Reveal(), a.base, opts.HTTPClient, sdkLog)
 	if opts.Redis != nil {
-		a.state = &redisState{client: opts.Redis, prefix: opts.Prefix}
+		// Threads one app answered are not the other app's to follow.
+		statePrefix := opts.Prefix
+		if opts.Account != "" {
+			statePrefix += "account:" + opts.Account + ":"
+		}
+		a.state = &redisState{client: opts.Redis, prefix: statePrefix}
 		a.chatPace = chatpace.Pacer{Client: opts.Redis, Prefix: opts.Prefix}
 	} else {
 		a.state = newMemState()
 	}
+	a.m.AccountUp.WithLabelValues(Name, a.accountLabel()).Set(0) // until the bot is known
 	return a, nil
 }
 
@@ -300,7 +314,12 @@ func (a *Adapter) setConnected(up bool, err error) {
 	if up {
 		v = 1
 	}
-	a.m.ChannelConnected.WithLabelValues(Name).Set(v)
+	if a.opts.Account == "" {
+		// parley_channel_connected is the platform's series, the default
+		// app's; every account's connection shows in parley_account_up.
+		a.m.ChannelConnected.WithLabelValues(Name).Set(v)
+	}
+	a.showUp()
 }
 
 // Run implements channels.Runner. It learns the bot's own open_id (needed
@@ -373,6 +392,7 @@ func (a *Adapter) botOpenID(ctx context.Context, calls *retry.Retrier) (string, 
 	a.mu.Lock()
 	a.botID = out.Bot.OpenID
 	a.mu.Unlock()
+	a.showUp()
 	a.log.Info("bot identity learned", "open_id", out.Bot.OpenID, "name", out.Bot.AppName)
 	return out.Bot.OpenID, nil
 }

@@ -48,6 +48,11 @@ type Config struct {
 	// Retry shapes the retries of one Web API call (chat.postMessage, …):
 	// tries, first wait, longest wait. A 429 waits its Retry-After.
 	Retry retry.Config `yaml:"retry"`
+	// Accounts are further Slack apps served beside the section's own
+	// (slack.accounts.NAME), each with its own credentials, routes
+	// (/slack/events/NAME, …), Socket Mode connection and bot user. The
+	// section's own keys are the account named default.
+	Accounts map[string]*Account `yaml:"accounts,omitempty"`
 }
 
 // defaultRetry is the retry: section's defaults.
@@ -85,9 +90,10 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Enabled implements config.PlatformConfig: any credential turns Slack on.
+// Enabled implements config.PlatformConfig: any credential, of the
+// section or of an account, turns Slack on.
 func (c *Config) Enabled() bool {
-	return c.BotToken.IsSet() || c.SigningSecret.IsSet() || c.AppToken.IsSet()
+	return c.defaultEnabled() || len(c.Accounts) > 0
 }
 
 // Env implements config.PlatformConfig.
@@ -103,9 +109,15 @@ func (c *Config) Env() []config.EnvVar {
 // Validate implements config.PlatformConfig: once any credential is set,
 // the bot token and a transport are required.
 func (c *Config) Validate() error {
-	if !c.Enabled() {
-		return nil
+	var errs []error
+	if c.defaultEnabled() {
+		errs = append(errs, c.validateOwn())
 	}
+	return errors.Join(flatten(append(errs, c.validateAccounts())...)...)
+}
+
+// validateOwn checks one app's keys.
+func (c *Config) validateOwn() error {
 	var errs []error
 	if !c.BotToken.IsSet() {
 		errs = append(errs, errors.New("bot_token: SLACK_BOT_TOKEN is not set; the Slack channel needs the bot token (xoxb-…) to answer"))
@@ -136,9 +148,20 @@ const identifyTimeout = 10 * time.Second
 // when an app token is. A token Slack refuses at start-up is an error;
 // Slack being unreachable is not (Run keeps trying).
 func (c *Config) Open(ctx context.Context, deps channels.Deps) (channels.Channel, error) {
-	if !c.Enabled() {
+	if !c.defaultEnabled() {
 		return nil, nil
 	}
+	a, err := c.open(ctx, deps, "", true)
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// open builds the adapter of one account (c holds its keys; account is
+// "" for the default). A token Slack refuses is an error when mustSignIn,
+// else the adapter is returned down and keeps trying.
+func (c *Config) open(ctx context.Context, deps channels.Deps, account string, mustSignIn bool) (*Adapter, error) {
 	r := c.Retry.Or(defaultRetry)
 	a, err := New(*c, Options{
 		MaxAttempts: r.MaxAttempts, RetryWait: r.Base, RetryMax: r.Max,
@@ -147,6 +170,7 @@ func (c *Config) Open(ctx context.Context, deps channels.Deps) (channels.Channel
 		DMMatters:  deps.DMMatters,
 		Redis:      deps.Redis,
 		Prefix:     deps.Prefix,
+		Account:    account,
 	}, deps.Metrics, deps.Log)
 	if err != nil {
 		return nil, err
@@ -154,14 +178,14 @@ func (c *Config) Open(ctx context.Context, deps channels.Deps) (channels.Channel
 	ictx, cancel := context.WithTimeout(ctx, identifyTimeout)
 	defer cancel()
 	if err := a.Identify(ictx); err != nil {
-		if IsAuthError(err) {
+		if IsAuthError(err) && mustSignIn {
 			return nil, fmt.Errorf("%w (check SLACK_BOT_TOKEN)", err)
 		}
 		a.log.Warn("auth.test failed at start-up; retrying in the background", "err", err)
 	}
 	var transports []string
 	if c.SigningSecret.IsSet() {
-		transports = append(transports, "events API at "+EventsPath+", slash commands at "+CommandsPath)
+		transports = append(transports, "events API at "+a.route(EventsPath)+", slash commands at "+a.route(CommandsPath))
 	}
 	if c.AppToken.IsSet() {
 		transports = append(transports, "socket mode")

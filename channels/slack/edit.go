@@ -26,7 +26,6 @@ func (a *Adapter) Edit(ctx context.Context, m channels.Message, ts, part string)
 	if ctx.Err() != nil {
 		return fmt.Errorf("slack: chat.update: %w", err)
 	}
-	f := classify(err)
-	a.m.ChannelAPIErrors.WithLabelValues(Name, f.code).Inc()
+	f := a.failed(err)
 	return &channels.PostError{Retry: f.retry, After: f.retryAfter, Err: retry.Mark(f.reason, fmt.Errorf("slack: chat.update: %w", err))}
 }

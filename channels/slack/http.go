@@ -26,14 +26,15 @@ const submitTimeout = 2500 * time.Millisecond
 
 // Mount implements channels.HTTPChannel: POST /slack/events, POST
 // /slack/commands and POST /slack/interactions, when a signing secret is
-// configured.
+// configured; for an account other than the default each route ends in
+// /NAME, and verifies with that account's signing secret alone.
 func (a *Adapter) Mount(mux *http.ServeMux) {
 	if !a.cfg.SigningSecret.IsSet() {
 		return
 	}
-	mux.HandleFunc("POST "+EventsPath, a.serveEvents)
-	mux.HandleFunc("POST "+CommandsPath, a.serveCommands)
-	mux.HandleFunc("POST "+InteractionsPath, a.serveInteractions) // interactions.go
+	mux.HandleFunc("POST "+a.route(EventsPath), a.serveEvents)
+	mux.HandleFunc("POST "+a.route(CommandsPath), a.serveCommands)
+	mux.HandleFunc("POST "+a.route(InteractionsPath), a.serveInteractions) // interactions.go
 }
 
 // reject answers a refused request, counts it by reason and logs it (one

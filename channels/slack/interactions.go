@@ -164,7 +164,7 @@ func (a *Adapter) click(cb slackapi.InteractionCallback) (m channels.Message, ok
 		team = cb.User.TeamID
 	}
 	m = channels.Message{
-		Channel: Name, Workspace: team, Chat: chat, User: cb.User.ID, UserName: cb.User.Name,
+		Channel: Name, Account: a.opts.Account, Workspace: team, Chat: chat, User: cb.User.ID, UserName: cb.User.Name,
 		Text: clickText(verb, value, answer), DM: isDMChannel(chat) || isDMName(cb.Channel.Name), Received: time.Now(),
 		Meta: map[string]string{
 			metaClick: "1", metaPromptChannel: chat, metaPromptTS: cb.Container.MessageTs,

@@ -96,8 +96,7 @@ func (a *Adapter) PostKeyed(ctx context.Context, m channels.Message, part, key s
 	if ctx.Err() != nil {
 		return "", fmt.Errorf("slack: %s: %w", method, err)
 	}
-	f := classify(err)
-	a.m.ChannelAPIErrors.WithLabelValues(Name, f.code).Inc()
+	f := a.failed(err)
 	return "", &channels.PostError{Retry: f.retry, After: f.retryAfter, Err: retry.Mark(f.reason, fmt.Errorf("slack: %s: %w", method, err))}
 }
 
@@ -172,8 +171,7 @@ func (a *Adapter) call(ctx context.Context, method string, attempts int, fn func
 		if ctx.Err() != nil {
 			return false, 0, fmt.Errorf("%s: %w", method, err)
 		}
-		f := classify(err)
-		a.m.ChannelAPIErrors.WithLabelValues(Name, f.code).Inc()
+		f := a.failed(err)
 		return f.retry, f.retryAfter, retry.Mark(f.reason, fmt.Errorf("%s: %w", method, err))
 	})
 }
@@ -183,7 +181,19 @@ func (a *Adapter) countAPIError(err error) {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return
 	}
-	a.m.ChannelAPIErrors.WithLabelValues(Name, classify(err).code).Inc()
+	a.failed(err)
+}
+
+// failed classifies a failed Web API call and counts it; a refused token
+// marks the account down until it signs in again.
+func (a *Adapter) failed(err error) failure {
+	f := classify(err)
+	a.m.ChannelAPIErrors.WithLabelValues(Name, f.code).Inc()
+	if authCodes[f.code] {
+		a.refused.Store(&f.code)
+		a.signedIn(false)
+	}
+	return f
 }
 
 // retryableCodes are ok:false errors worth another try, with their reason.

@@ -135,6 +135,10 @@ type Options struct {
 	// about the pace of Slack's own SDKs, which append every 256
 	// characters).
 	AppendEvery time.Duration
+	// Account is the account (slack.accounts.NAME) the adapter serves,
+	// "" for the section's own app: its messages carry it, its routes end
+	// in /NAME, and it is the account label of its metrics.
+	Account string
 }
 
 // Defaults of Options.
@@ -207,6 +211,13 @@ type Adapter struct {
 	connected atomic.Bool
 	connects  atomic.Int64 // connections of the current Socket Mode client
 	connErr   atomic.Pointer[string]
+	// refused is the code Slack refused the bot token with (token_revoked,
+	// invalid_auth, …) until it signs in again: the account is down.
+	refused    atomic.Pointer[string]
+	identified atomic.Bool // auth.test has answered once
+	// peers are the adapters of the deployment's other Slack accounts: a
+	// follow-up that addresses one of their bots is theirs (accounts.go).
+	peers []*Adapter
 }
 
 var (
@@ -236,6 +247,9 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("component", Name)
+	if opts.Account != "" {
+		log = log.With("account", opts.Account)
+	}
 	apiOpts := []slackapi.Option{slackapi.OptionAPIURL(cfg.APIURL), slackapi.OptionHTTPClient(opts.HTTPClient)}
 	if cfg.AppToken.IsSet() {
 		apiOpts = append(apiOpts, slackapi.OptionAppLevelToken(cfg.AppToken.Reveal()))
@@ -251,9 +265,10 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 		refusals: logthrottle.New(logthrottle.DefaultEvery, opts.Now),
 		room:     newRoomState(opts.Redis, opts.Prefix),
 	}
-	if cfg.AppToken.IsSet() { // only a long connection has a connected state
+	if cfg.AppToken.IsSet() && opts.Account == "" { // only a long connection has a connected state
 		a.m.ChannelConnected.WithLabelValues(Name).Set(0)
 	}
+	a.m.AccountUp.WithLabelValues(Name, a.accountLabel()).Set(0) // until auth.test answers
 	a.primeFallbacks()
 	return a, nil
 }
@@ -273,6 +288,7 @@ func (a *Adapter) Identify(ctx context.Context) error {
 	a.mu.Lock()
 	a.botUserID, a.botID = res.UserID, res.BotID
 	a.mu.Unlock()
+	a.signedIn(true)
 	a.log.Info("signed in", "team", res.TeamID, "bot_user", res.UserID)
 	return nil
 }
@@ -291,16 +307,22 @@ func IsAuthError(err error) bool {
 	if !errors.As(err, &se) {
 		return false
 	}
-	switch se.Err {
-	case "invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive", "not_allowed_token_type":
-		return true
-	}
-	return false
+	return authCodes[se.Err]
 }
 
-// Ready implements channels.Health: with Socket Mode, the connection must
-// be up.
+// authCodes are the errors Slack refuses a token itself with.
+var authCodes = map[string]bool{
+	"invalid_auth": true, "not_authed": true, "token_revoked": true, "token_expired": true,
+	"account_inactive": true, "not_allowed_token_type": true,
+}
+
+// Ready implements channels.Health: the bot token must not have been
+// refused (revoked, invalid) since the last sign-in, and with Socket Mode
+// the connection must be up.
 func (a *Adapter) Ready() error {
+	if p := a.refused.Load(); p != nil {
+		return fmt.Errorf("Slack refused the app's token (%s)", *p)
+	}
 	if !a.cfg.AppToken.IsSet() || a.connected.Load() {
 		return nil
 	}
@@ -383,7 +405,7 @@ func (a *Adapter) message(env envelope) (m channels.Message, ok bool, why string
 			}
 		}
 	}
-	base := channels.Message{ID: env.EventID, Channel: Name, Workspace: env.TeamID, Received: time.Now()}
+	base := channels.Message{ID: env.EventID, Channel: Name, Account: a.opts.Account, Workspace: env.TeamID, Received: time.Now()}
 	base.Attachments = eventFiles(e.Files)
 	switch e.Type {
 	case string(slackevents.AppMention):
@@ -477,6 +499,8 @@ func (a *Adapter) messageEvent(e event, bot string, m channels.Message) (_ chann
 		return m, false, "not in a thread"
 	case mentions(e.Text, bot):
 		return m, false, "mentions the bot (the app_mention event carries it)"
+	case a.addressesPeer(e.Text):
+		return m, false, "addressed to another of the deployment's Slack apps"
 	case !a.cfg.FollowThreads:
 		return m, false, "thread following is off"
 	}
@@ -518,7 +542,7 @@ func (a *Adapter) commandMessage(c slackapi.SlashCommand) channels.Message {
 		id = "cmd:" + c.TriggerID
 	}
 	return channels.Message{
-		ID: id, Channel: Name, Workspace: c.TeamID, Chat: c.ChannelID,
+		ID: id, Channel: Name, Account: a.opts.Account, Workspace: c.TeamID, Chat: c.ChannelID,
 		Thread: "slash:" + c.UserID, User: c.UserID, UserName: c.UserName,
 		Text: text, DM: isDMChannel(c.ChannelID) || isDMName(c.ChannelName), Received: time.Now(),
 		Meta: map[string]string{MetaResponseURL: c.ResponseURL},

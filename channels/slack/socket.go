@@ -177,11 +177,16 @@ func (a *Adapter) setConnected(up bool, err error) {
 	if up {
 		v = 1
 	}
-	a.m.ChannelConnected.WithLabelValues(Name).Set(v)
+	if a.opts.Account == "" {
+		// parley_channel_connected is the platform's series, the default
+		// app's; every account's connection shows in parley_account_up.
+		a.m.ChannelConnected.WithLabelValues(Name).Set(v)
+	}
 	if up {
 		a.connErr.Store(nil)
 	} else if err != nil {
 		s := err.Error()
 		a.connErr.Store(&s)
 	}
+	a.showUp()
 }

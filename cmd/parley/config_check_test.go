@@ -23,6 +23,9 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 		{"slack signing secret without bot token", "", map[string]string{"SLACK_SIGNING_SECRET": secret}, "SLACK_BOT_TOKEN"},
 		{"slack bot token without a transport", "", map[string]string{"SLACK_BOT_TOKEN": "xoxb-" + secret}, "SLACK_SIGNING_SECRET"},
 		{"slack bot token as the app token", "", map[string]string{"SLACK_BOT_TOKEN": "xoxb-" + secret, "SLACK_APP_TOKEN": "xoxb-" + secret}, "xapp-"},
+		{"slack accounts sharing a bot token", "slack:\n  accounts:\n    a: {bot_token: xoxb-" + secret + ", signing_secret: s1}\n    b: {bot_token: xoxb-" + secret + ", signing_secret: s2}\n", nil, "slack.accounts.b.bot_token: the same bot_token as account a"},
+		{"slack account named default", "slack:\n  bot_token: xoxb-1\n  signing_secret: s1\n  accounts:\n    default: {bot_token: xoxb-2, signing_secret: " + secret + "}\n", nil, "slack.accounts.default: the section's own keys"},
+		{"policy level naming an unknown slack account", "slack:\n  accounts:\n    a: {bot_token: xoxb-1, signing_secret: " + secret + "}\npolicies:\n  platforms:\n    slack:\n      accounts:\n        b: {model: default}\n", nil, "policies.platforms.slack.accounts.b: unknown account"},
 		{"feishu app id without secret", "", map[string]string{"FEISHU_APP_ID": "cli_1"}, "FEISHU_APP_SECRET"},
 		{"feishu app secret without id", "", map[string]string{"FEISHU_APP_SECRET": secret}, "FEISHU_APP_ID"},
 		{"feishu webhook mode without token or key", "", map[string]string{"FEISHU_APP_ID": "cli_1", "FEISHU_APP_SECRET": secret, "FEISHU_MODE": "webhook"}, "feishu.mode"},
@@ -112,5 +115,80 @@ func TestConfigCheckReportsEveryProblemInLineOrder(t *testing.T) {
 	if len(got) != 3 || !strings.HasPrefix(got[0], "warning: line 2: log.level is set in the file and by the environment variable PARLEY_LOG_LEVEL") ||
 		!strings.HasPrefix(got[1], "line 4: model.max_tokens") {
 		t.Fatalf("want the warning of line 2 before the problem of line 4:\n%s", stderr.String())
+	}
+}
+
+// TestConfigCheckMasksEveryAccountsSecrets: `parley config check` prints
+// the Slack accounts it loaded, each credential as <secret>.
+func TestConfigCheckMasksEveryAccountsSecrets(t *testing.T) {
+	const secret = "acct-s3cret-that-must-not-show"
+	path := writeConfig(t, "slack:\n  accounts:\n    hr:\n      bot_token: xoxb-"+secret+"\n      signing_secret: sign-"+secret+"\n      app_token: xapp-"+secret+"\n")
+	var stdout, stderr bytes.Buffer
+	env := map[string]string{"OPENAI_API_KEY": "sk-test", "PARLEY_HOME": t.TempDir()}
+	if code := run(context.Background(), []string{"config", "check", "--config", path}, nil, &stdout, &stderr, mapEnv(env)); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr.String())
+	}
+	out := stdout.String() + stderr.String()
+	if strings.Contains(out, secret) {
+		t.Errorf("config check shows an account's secret:\n%s", out)
+	}
+	if !strings.Contains(out, "    hr:\n") || strings.Count(out, "<secret>") < 3 {
+		t.Errorf("config check does not show the hr account masked:\n%s", stdout.String())
+	}
+}
+
+// TestAccountsRoundTripAndExplain: a file with Slack and Feishu accounts
+// and an account's policy level reads back the same from what `parley
+// config check` prints, and `parley policy explain --account` names the
+// account's level.
+func TestAccountsRoundTripAndExplain(t *testing.T) {
+	file := `slack:
+  bot_token: xoxb-ops
+  signing_secret: ops-secret
+  accounts:
+    hr:
+      bot_token: xoxb-hr
+      signing_secret: hr-secret
+      follow_threads: false
+feishu:
+  app_id: cli_ops
+  app_secret: ops-secret
+  accounts:
+    hr:
+      app_id: cli_hr
+      app_secret: hr-secret
+      mode: webhook
+      encrypt_key: hr-key
+policies:
+  platforms:
+    slack:
+      accounts:
+        hr:
+          tools:
+            allow: []
+`
+	env := mapEnv(map[string]string{"OPENAI_API_KEY": "sk-test", "PARLEY_HOME": t.TempDir(), "PARLEY_WORKSPACE": t.TempDir()})
+	runOK := func(args ...string) string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), args, nil, &stdout, &stderr, env); code != 0 {
+			t.Fatalf("parley %v: exit %d\n%s", args, code, stderr.String())
+		}
+		return stdout.String()
+	}
+	orig := writeConfig(t, file)
+	out1 := runOK("config", "check", "--config", orig)
+	if out2 := runOK("config", "check", "--config", writeConfig(t, out1)); out1 != out2 {
+		t.Errorf("config check of its own output differs:\n--- first\n%s\n--- second\n%s", out1, out2)
+	}
+	if !strings.Contains(out1, "follow_threads: false") || !strings.Contains(out1, "cli_hr") {
+		t.Errorf("config check does not show the accounts:\n%s", out1)
+	}
+	hr := runOK("policy", "explain", "--config", orig, "--wait", "1s", "--channel", "slack", "--account", "hr")
+	if !strings.Contains(hr, "policies.platforms.slack.accounts.hr") {
+		t.Errorf("explain --account hr does not name the account's level:\n%s", hr)
+	}
+	if ops := runOK("policy", "explain", "--config", orig, "--wait", "1s", "--channel", "slack"); strings.Contains(ops, "accounts.hr") {
+		t.Errorf("the default app's explain names hr's level:\n%s", ops)
 	}
 }

@@ -39,9 +39,15 @@ func startFeishuServe(t *testing.T, extra map[string]string) *feishuServe {
 // startFeishuServeYAML is startFeishuServe with more of the config file.
 func startFeishuServeYAML(t *testing.T, yaml string, extra map[string]string) *feishuServe {
 	t.Helper()
+	return startFeishuServeOn(t, feishutest.New(t), yaml, extra)
+}
+
+// startFeishuServeOn is startFeishuServeYAML against api, a fake the
+// test has set up first (more apps in it).
+func startFeishuServeOn(t *testing.T, api *feishutest.Server, yaml string, extra map[string]string) *feishuServe {
+	t.Helper()
 	r := redistest.New(t)
 	model := openaitest.New(t)
-	api := feishutest.New(t)
 	addr := freeAddr(t)
 	cfg := writeConfig(t, fmt.Sprintf("redis:\n  prefix: %q\n", r.Prefix)+yaml)
 	env := map[string]string{

@@ -36,7 +36,7 @@ Usage:
                                                     chat on the console (one turn with -m)
   parley skills  list [--json] [--verbose] | show NAME | lint [DIR|SKILL.md] | on NAME | off NAME | trust NAME
                                                     inspect and manage skills
-  parley policy  explain --channel C [--workspace W] [--chat X] [--wait D]
+  parley policy  explain --channel C [--account A] [--workspace W] [--chat X] [--wait D]
                                                     show the effective policy of a conversation
   parley tools   list [--json] [--wait D]           list every tool: source, read/write class, MCP server state
   parley mcp     login NAME [--config FILE]         sign in to an MCP server that asks for OAuth (once, for every replica)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/parleyhq/parley/agent"
+	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/skills/live"
@@ -16,11 +17,12 @@ import (
 // and admins of one scope, with the config level that decided each.
 func (e *environment) policy(args []string) error {
 	if len(args) == 0 || args[0] != "explain" {
-		return fmt.Errorf("%w: parley policy explain --channel C [--workspace W] [--chat X]", errUsage)
+		return fmt.Errorf("%w: parley policy explain --channel C [--account A] [--workspace W] [--chat X]", errUsage)
 	}
 	fs := newFlagSet("policy explain", e.stderr)
 	path := configFlag(fs)
 	channel := fs.String("channel", "", "platform: one of "+strings.Join(config.PlatformNames(), ", "))
+	account := fs.String("account", "", "account (app) of the platform, a key of its section's accounts (default: the section's own)")
 	workspace := fs.String("workspace", "", "workspace or tenant id")
 	chat := fs.String("chat", "", "chat id")
 	wait := fs.Duration("wait", defaultListWait, "how long to wait for the MCP servers to list their tools")
@@ -58,7 +60,7 @@ func (e *environment) policy(args []string) error {
 	for _, s := range lib.Registry.Catalog().All() {
 		names = append(names, s.Name)
 	}
-	if err := policy.NewFromConfig(cfg).WithModels(agent.ModelsFrom(cfg).Descriptions()).Explain(e.stdout, policy.Scope{Channel: *channel, Workspace: *workspace, Chat: *chat}, tools, names); err != nil {
+	if err := policy.NewFromConfig(cfg).WithModels(agent.ModelsFrom(cfg).Descriptions()).Explain(e.stdout, policy.Scope{Channel: *channel, Account: accountOf(*account), Workspace: *workspace, Chat: *chat}, tools, names); err != nil {
 		return err
 	}
 	if len(notes) > 0 {
@@ -68,4 +70,13 @@ func (e *environment) policy(args []string) error {
 		}
 	}
 	return nil
+}
+
+// accountOf is the Scope.Account of the --account flag: "" for the
+// section's own app, however it is named.
+func accountOf(flag string) string {
+	if flag == channels.DefaultAccount {
+		return ""
+	}
+	return flag
 }

@@ -153,7 +153,8 @@ func (a *app) routes(draining *atomic.Bool) *http.ServeMux {
 			http.Error(w, "redis unreachable", http.StatusServiceUnavailable)
 			return
 		}
-		if err := a.channelsReady(); err != nil {
+		down, degraded := a.channelsReady()
+		if err := down; err != nil {
 			a.log.Warn("readiness: channel degraded", "err", err)
 			http.Error(w, "degraded: "+err.Error(), http.StatusServiceUnavailable)
 			return
@@ -163,6 +164,9 @@ func (a *app) routes(draining *atomic.Bool) *http.ServeMux {
 		// ready and says which is down; why is in the log and in parley
 		// tools list.
 		w.Write([]byte("ready\n"))
+		for _, account := range degraded {
+			fmt.Fprintf(w, "degraded: %s\n", account)
+		}
 		for _, part := range a.toolset.downParts() {
 			fmt.Fprintf(w, "degraded: %s is down\n", part)
 		}

@@ -250,7 +250,8 @@ func (o *Outbox) paceOf(channel string, p channels.Poster) channels.Pace {
 }
 
 // Run tries due items until ctx ends, one at a time; posters names the
-// channel of each platform (nil when this replica has none by that name).
+// adapter of each platform and account by channels.AdapterKey (nil when
+// this replica has none by that key).
 func (o *Outbox) Run(ctx context.Context, posters func(channel string) channels.Poster) {
 	var failing bool
 	for ctx.Err() == nil {
@@ -274,7 +275,7 @@ func (o *Outbox) Run(ctx context.Context, posters func(channel string) channels.
 			failing, wait = true, o.cfg.Poll
 		case it != nil:
 			failing = false
-			o.attempt(ctx, it, now, posters(it.Channel()))
+			o.attempt(ctx, it, now, posters(channels.AdapterKey(it.Message.Channel, it.Message.Account)))
 			o.refreshPending(ctx)
 			continue
 		default:

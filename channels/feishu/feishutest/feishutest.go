@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,9 +94,13 @@ type Server struct {
 	refuseCardKit bool
 
 	hist chatHistory // the message list and contacts (history.go)
+
+	apps   []App             // apps besides the default (apps.go)
+	sentBy map[string]string // message id → the bot of the app that sent it
 }
 
 type wsPeer struct {
+	app     string // the app id that asked for the endpoint (apps.go)
 	conn    *websocket.Conn
 	wmu     sync.Mutex
 	mu      sync.Mutex
@@ -254,7 +259,7 @@ func writeFailure(w http.ResponseWriter, f Failure) {
 }
 
 func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
-	if r.Header.Get("Authorization") != "Bearer t-fake-tenant-token" {
+	if _, ok := s.botOf(r); !ok {
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"code": 99991663, "msg": "invalid tenant token"})
 		return false
 	}
@@ -269,7 +274,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.tokens++
 		s.mu.Unlock()
-		writeJSON(w, 200, map[string]any{"code": 0, "msg": "ok", "tenant_access_token": "t-fake-tenant-token", "expire": 7200})
+		token := s.tokenFor(body)
+		if token == "" {
+			writeJSON(w, 200, map[string]any{"code": 10014, "msg": "app secret invalid"})
+			return
+		}
+		writeJSON(w, 200, map[string]any{"code": 0, "msg": "ok", "tenant_access_token": token, "expire": 7200})
 	case r.Method == http.MethodGet && path == "/open-apis/bot/v3/info":
 		s.mu.Lock()
 		s.botInfo++
@@ -281,7 +291,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		if !s.authorized(w, r) {
 			return
 		}
-		writeJSON(w, 200, map[string]any{"code": 0, "msg": "ok", "bot": map[string]any{"activate_status": 2, "app_name": "Parley", "open_id": BotOpenID}})
+		bot, _ := s.botOf(r)
+		writeJSON(w, 200, map[string]any{"code": 0, "msg": "ok", "bot": map[string]any{"activate_status": 2, "app_name": "Parley", "open_id": bot}})
 	case r.Method == http.MethodPost && strings.HasPrefix(path, "/open-apis/im/v1/messages/") && strings.HasSuffix(path, "/reply"):
 		s.message(w, r, "reply", strings.TrimSuffix(strings.TrimPrefix(path, "/open-apis/im/v1/messages/"), "/reply"), body)
 	case r.Method == http.MethodPost && path == "/open-apis/im/v1/messages":
@@ -328,7 +339,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, 200, map[string]any{"code": f.Code, "msg": f.Msg})
 			return
 		}
-		wsURL := "ws" + strings.TrimPrefix(s.URL, "http") + "/ws?device_id=dev1&service_id=7"
+		var app struct{ AppID string }
+		_ = json.Unmarshal(body, &app)
+		wsURL := "ws" + strings.TrimPrefix(s.URL, "http") + "/ws?device_id=dev1&service_id=7&app=" + url.QueryEscape(app.AppID)
 		writeJSON(w, 200, map[string]any{"code": 0, "msg": "ok", "data": map[string]any{
 			"URL": wsURL, "ClientConfig": map[string]int{"PingInterval": 120, "ReconnectCount": -1, "ReconnectInterval": 1, "ReconnectNonce": 0}}})
 	case path == "/ws":
@@ -367,13 +380,16 @@ func (s *Server) message(w http.ResponseWriter, r *http.Request, kind, replyTo s
 		writeJSON(w, 400, map[string]any{"code": 99992402, "msg": "receive_id_type missing"})
 		return
 	}
+	bot, _ := s.botOf(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.refuseCards && req.MsgType == "interactive" {
 		writeJSON(w, 400, map[string]any{"code": 230099, "msg": "Failed to create card content"})
 		return
 	}
-	if prev, ok := s.uuids[req.UUID]; ok && req.UUID != "" {
+	// Feishu keeps a uuid per app: two apps may answer one message.
+	uuid := bot + "|" + req.UUID
+	if prev, ok := s.uuids[uuid]; ok && req.UUID != "" {
 		// Feishu answers a repeated uuid with the message it made.
 		s.duplicates++
 		writeJSON(w, 200, map[string]any{"code": 0, "msg": "success", "data": map[string]any{"message_id": prev}})
@@ -387,7 +403,11 @@ func (s *Server) message(w http.ResponseWriter, r *http.Request, kind, replyTo s
 		return
 	}
 	id := fmt.Sprintf("om_sent_%d", len(s.sent)+1)
-	s.uuids[req.UUID] = id
+	s.uuids[uuid] = id
+	if s.sentBy == nil {
+		s.sentBy = map[string]string{}
+	}
+	s.sentBy[id] = bot
 	sent := Sent{Kind: kind, ReplyTo: replyTo, ChatID: req.ReceiveID, MsgType: req.MsgType, Content: req.Content, UUID: req.UUID,
 		ReplyInThread: req.ReplyInThread, MessageID: id, CardID: cardID, At: time.Now()}
 	sent.Text = contentText(req.MsgType, req.Content)
@@ -424,7 +444,7 @@ func (s *Server) acceptWS(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	p := &wsPeer{conn: conn, waiting: map[string]chan wsproto.Response{}}
+	p := &wsPeer{conn: conn, waiting: map[string]chan wsproto.Response{}, app: r.URL.Query().Get("app")}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -505,8 +525,19 @@ func (s *Server) Push(ctx context.Context, event []byte, parts int) (int, error)
 
 // push sends event as Push does and returns the client's whole answer.
 func (s *Server) push(ctx context.Context, event []byte, parts int) (wsproto.Response, error) {
+	return s.pushTo(ctx, nil, event, parts)
+}
+
+// pushTo sends event on the first long connection that to accepts (any,
+// when to is nil).
+func (s *Server) pushTo(ctx context.Context, to func(*wsPeer) bool, event []byte, parts int) (wsproto.Response, error) {
 	s.mu.Lock()
-	peers := s.peersLocked()
+	var peers []*wsPeer
+	for _, p := range s.peersLocked() {
+		if to == nil || to(p) {
+			peers = append(peers, p)
+		}
+	}
 	s.frameSeq++
 	seq := s.frameSeq
 	s.mu.Unlock()

@@ -70,6 +70,7 @@ func (s *Server) blocks(w http.ResponseWriter, method string, p url.Values) bool
 		ts := fmt.Sprintf("1800000000.%06d", s.nextTS)
 		s.nextTS++
 		s.posts = append(s.posts, Post{Channel: channel, Text: text, ThreadTS: p.Get("thread_ts"), TS: ts, At: time.Now(), Blocks: blocksOf(json.RawMessage(blocks))})
+		s.made(ts, p)
 		writeJSON(w, map[string]any{"ok": true, "channel": channel, "ts": ts})
 		return true
 	}

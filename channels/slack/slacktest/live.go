@@ -176,6 +176,7 @@ func (c *liveCall) startStream() {
 		s.messages = append(s.messages, &Msg{Channel: c.channel, ThreadTS: p.Get("thread_ts"), TS: ts, Text: c.md,
 			Streamed: true, Streaming: true, RecipientUser: p.Get("recipient_user_id"), RecipientTeam: p.Get("recipient_team_id"), At: c.now,
 			Metadata: p.Get("metadata")})
+		s.made(ts, p)
 		c.logCall(ts, c.md)
 		writeJSON(c.w, map[string]any{"ok": true, "channel": c.channel, "ts": ts})
 	}

@@ -114,11 +114,15 @@ type Server struct {
 	files     fileStore         // files served under /files/ (files.go)
 	lookups   []Lookup          // conversations.replies and .history calls (thread.go)
 	history                     // what others wrote, users.info (history.go)
+	apps      []App             // apps besides DefaultApp (apps.go)
+	revoked   map[string]bool   // bot tokens revoked (apps.go)
+	madeBy    map[string]string // ts → the bot user that made the message (apps.go)
 }
 
 type wsConn struct {
 	mu   sync.Mutex // serialises writes
 	conn *websocket.Conn
+	app  string // the bot user of the app whose app token opened it (apps.go)
 }
 
 // New starts a fake Slack, stopped at cleanup.
@@ -268,14 +272,16 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 	method := strings.TrimPrefix(r.URL.Path, "/api/")
 	params, token := apiParams(r)
 	fail := s.failureFor(method)
-	want := BotToken
-	if method == "apps.connections.open" {
-		want = AppToken
-	}
-	if token != want {
+	app, known, revoked := s.appOf(method, token)
+	if !known {
 		writeJSON(w, map[string]any{"ok": false, "error": "invalid_auth"})
 		return
 	}
+	if revoked {
+		writeJSON(w, map[string]any{"ok": false, "error": "token_revoked"})
+		return
+	}
+	params.Set(paramBy, app.BotUserID)
 	if fail != nil && fail.Bare {
 		writeJSON(w, map[string]any{"ok": true})
 		return
@@ -311,8 +317,14 @@ func (s *Server) answer(w http.ResponseWriter, method string, params url.Values)
 	}
 	switch method {
 	case "auth.test":
+		app := DefaultApp
+		for _, a := range s.appsNow() {
+			if a.BotUserID == params.Get(paramBy) {
+				app = a
+			}
+		}
 		writeJSON(w, map[string]any{"ok": true, "url": "https://parley.slack.com/", "team": "Parley", "user": "parley",
-			"team_id": TeamID, "user_id": BotUserID, "bot_id": BotID})
+			"team_id": TeamID, "user_id": app.BotUserID, "bot_id": app.BotID})
 	case "chat.postMessage":
 		s.postMessage(w, method, params)
 	case "conversations.info":
@@ -333,7 +345,7 @@ func (s *Server) answer(w http.ResponseWriter, method string, params url.Values)
 		s.opened++
 		n := s.opened
 		s.mu.Unlock()
-		writeJSON(w, map[string]any{"ok": true, "url": "ws" + strings.TrimPrefix(s.srv.URL, "http") + "/socket?n=" + strconv.Itoa(n)})
+		writeJSON(w, map[string]any{"ok": true, "url": "ws" + strings.TrimPrefix(s.srv.URL, "http") + "/socket?n=" + strconv.Itoa(n) + "&app=" + url.QueryEscape(params.Get(paramBy))})
 	default:
 		if !s.live(w, method, params) {
 			writeJSON(w, map[string]any{"ok": false, "error": "unknown_method"})
@@ -396,6 +408,7 @@ func (s *Server) postMessage(w http.ResponseWriter, method string, params url.Va
 	s.posts = append(s.posts, Post{Channel: params.Get("channel"), Text: params.Get("text"), ThreadTS: params.Get("thread_ts"), TS: ts, At: now})
 	s.messages = append(s.messages, &Msg{Channel: params.Get("channel"), ThreadTS: params.Get("thread_ts"), TS: ts, Text: params.Get("text"), At: now,
 		Metadata: params.Get("metadata")})
+	s.made(ts, params)
 	s.log = append(s.log, Call{Method: method, Channel: params.Get("channel"), TS: ts, Text: params.Get("text"), At: now})
 	s.mu.Unlock()
 	writeJSON(w, map[string]any{"ok": true, "channel": params.Get("channel"), "ts": ts})
@@ -428,7 +441,7 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	c := &wsConn{conn: conn}
+	c := &wsConn{conn: conn, app: r.URL.Query().Get("app")}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -472,6 +485,18 @@ func (s *Server) latest() *wsConn {
 		return nil
 	}
 	return s.conns[len(s.conns)-1]
+}
+
+// latestOf is the newest connection app's app token opened.
+func (s *Server) latestOf(app App) *wsConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.conns) - 1; i >= 0; i-- {
+		if s.conns[i].app == app.BotUserID {
+			return s.conns[i]
+		}
+	}
+	return nil
 }
 
 // Send writes an envelope to the newest Socket Mode connection.

@@ -1,0 +1,259 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/retry"
+)
+
+// Account is one more Slack app of the deployment (slack.accounts.NAME):
+// the keys of the section an app has for itself. What an account leaves
+// out it takes from the section (api_url, command, follow_threads,
+// allow_mentions, post_every, retry); its credentials are its own. The
+// section's own keys are the account named default.
+type Account struct {
+	BotToken      config.Secret `yaml:"bot_token"`
+	SigningSecret config.Secret `yaml:"signing_secret"`
+	AppToken      config.Secret `yaml:"app_token"`
+	APIURL        string        `yaml:"api_url,omitempty"`
+	FollowThreads *bool         `yaml:"follow_threads,omitempty"`
+	Command       string        `yaml:"command,omitempty"`
+	AllowMentions *bool         `yaml:"allow_mentions,omitempty"`
+	PostEvery     time.Duration `yaml:"post_every,omitempty"`
+	Retry         retry.Config  `yaml:"retry,omitempty"`
+}
+
+// accountName is what an account may be called: it is a path segment of
+// its routes (/slack/events/NAME) and a metric label value.
+var accountName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+
+// config is the account's configuration: the section's, with the
+// account's own keys over it and no further accounts.
+func (acc *Account) config(section Config) Config {
+	c := section
+	c.Accounts = nil
+	c.BotToken, c.SigningSecret, c.AppToken = acc.BotToken, acc.SigningSecret, acc.AppToken
+	if acc.APIURL != "" {
+		c.APIURL = acc.APIURL
+	}
+	if acc.FollowThreads != nil {
+		c.FollowThreads = *acc.FollowThreads
+	}
+	if acc.Command != "" {
+		c.Command = acc.Command
+	}
+	if acc.AllowMentions != nil {
+		c.AllowMentions = *acc.AllowMentions
+	}
+	if acc.PostEvery != 0 {
+		c.PostEvery = acc.PostEvery
+	}
+	c.Retry = acc.Retry.Or(section.Retry)
+	return c
+}
+
+// AccountNames lists the accounts the section configures, default first
+// when its own keys turn Slack on; the policy tree's accounts levels may
+// name only these.
+func (c *Config) AccountNames() []string {
+	var names []string
+	if c.defaultEnabled() {
+		names = append(names, channels.DefaultAccount)
+	}
+	return append(names, slices.Sorted(maps.Keys(c.Accounts))...)
+}
+
+// defaultEnabled reports whether the section's own keys configure an app.
+func (c *Config) defaultEnabled() bool {
+	return c.BotToken.IsSet() || c.SigningSecret.IsSet() || c.AppToken.IsSet()
+}
+
+// accounts returns every configured account's configuration by name.
+func (c *Config) accounts() map[string]Config {
+	out := map[string]Config{}
+	if c.defaultEnabled() {
+		own := *c
+		own.Accounts = nil
+		out[channels.DefaultAccount] = own
+	}
+	for name, acc := range c.Accounts {
+		if acc != nil {
+			out[name] = acc.config(*c)
+		}
+	}
+	return out
+}
+
+// validateAccounts checks every account as the section is checked, under
+// its key, and refuses names that cannot be routes and two accounts
+// holding the same app's credentials (Slack would deliver its events to
+// one of them, and both would answer as the same bot).
+func (c *Config) validateAccounts() error {
+	var errs []error
+	seen := map[string]string{} // credential → the account that holds it
+	accs := c.accounts()
+	for _, name := range slices.Sorted(maps.Keys(accs)) {
+		key := "accounts." + name
+		if name == channels.DefaultAccount {
+			if _, clash := c.Accounts[name]; clash {
+				errs = append(errs, fmt.Errorf("%s: the section's own keys are the account named %s; name this account otherwise", key, name))
+			}
+			key = ""
+		} else if !accountName.MatchString(name) {
+			errs = append(errs, fmt.Errorf("%s: an account's name is part of its routes (%s/NAME): use 1 to 32 lower-case letters, digits, - and _, starting with a letter or digit", key, EventsPath))
+			continue
+		}
+		acc := accs[name]
+		if key != "" {
+			errs = append(errs, prefixed(key, acc.validateOwn()))
+		}
+		for _, cred := range []struct {
+			what  string
+			value config.Secret
+		}{{"bot_token", acc.BotToken}, {"signing_secret", acc.SigningSecret}, {"app_token", acc.AppToken}} {
+			if !cred.value.IsSet() || cred.value.Reveal() == config.Redacted {
+				continue // the mask config check prints is a warning of its own
+			}
+			id := cred.what + "\x00" + cred.value.Reveal()
+			if other, dup := seen[id]; dup {
+				errs = append(errs, fmt.Errorf("%s: the same %s as account %s; each account is an app of its own, with its own credentials", joinKey(key, cred.what), cred.what, other))
+				continue
+			}
+			seen[id] = name
+		}
+	}
+	return errors.Join(flatten(errs...)...)
+}
+
+// joinKey is key.sub, or sub for the section's own key.
+func joinKey(key, sub string) string {
+	if key == "" {
+		return sub
+	}
+	return key + "." + sub
+}
+
+// prefixed puts each of err's problems under key.
+func prefixed(key string, err error) error {
+	problems := flatten(err)
+	out := make([]error, 0, len(problems))
+	for _, e := range problems {
+		out = append(out, fmt.Errorf("%s.%w", key, e))
+	}
+	return errors.Join(out...)
+}
+
+// flatten lists the problems of errs, each errors.Join'ed list opened, so
+// that every problem is its own line with its own key.
+func flatten(errs ...error) []error {
+	var out []error
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			out = append(out, flatten(joined.Unwrap()...)...)
+			continue
+		}
+		out = append(out, err)
+	}
+	return out
+}
+
+// Account implements channels.Accounted: the account the adapter serves
+// ("" for the section's own app).
+func (a *Adapter) Account() string { return a.opts.Account }
+
+// accountLabel is the account label value of the adapter's metrics.
+func (a *Adapter) accountLabel() string { return channels.AccountLabel(a.opts.Account) }
+
+// route is path for the default account and path/NAME for another.
+func (a *Adapter) route(path string) string {
+	if a.opts.Account == "" {
+		return path
+	}
+	return path + "/" + a.opts.Account
+}
+
+// OpenAccounts implements channels.AccountsOpener: one adapter per
+// account, each with its own routes, Socket Mode connection and bot user.
+// With the default account alone it is Open. With several, an account
+// whose token Slack refuses at start-up does not stop the others: it is
+// opened down (Ready says so, and /readyz names it) and keeps trying to
+// sign in in the background, as it would after a failure at any other
+// time.
+func (c *Config) OpenAccounts(ctx context.Context, deps channels.Deps) ([]channels.Channel, error) {
+	accs := c.accounts()
+	if len(c.Accounts) == 0 {
+		ch, err := c.Open(ctx, deps)
+		if ch == nil || err != nil {
+			return nil, err
+		}
+		return []channels.Channel{ch}, nil
+	}
+	var opened []*Adapter
+	for _, name := range slices.Sorted(maps.Keys(accs)) {
+		account := name
+		if name == channels.DefaultAccount {
+			account = ""
+		}
+		cfg := accs[name]
+		a, err := cfg.open(ctx, deps, account, false)
+		if err != nil {
+			return nil, fmt.Errorf("slack account %s: %w", name, err)
+		}
+		opened = append(opened, a)
+	}
+	out := make([]channels.Channel, 0, len(opened))
+	for _, a := range opened {
+		for _, p := range opened {
+			if p != a {
+				a.peers = append(a.peers, p)
+			}
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// addressesPeer reports whether text mentions the bot of another of the
+// deployment's accounts: a follow-up in a thread this app follows that
+// calls the other app by name is the other app's to answer (its
+// app_mention event carries it), not this one's.
+func (a *Adapter) addressesPeer(text string) bool {
+	for _, p := range a.peers {
+		if id := p.BotUserID(); id != "" && mentions(text, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// signedIn records that the account's bot signed in (auth.test
+// answered) or that Slack refused its token.
+func (a *Adapter) signedIn(up bool) {
+	if up {
+		a.refused.Store(nil)
+		a.identified.Store(true)
+	}
+	a.showUp()
+}
+
+// showUp sets parley_account_up: 1 while the account's bot is signed in,
+// its token not refused since, and its Socket Mode connection (when it
+// has one) up.
+func (a *Adapter) showUp() {
+	v := 0.0
+	if a.identified.Load() && a.refused.Load() == nil && (!a.cfg.AppToken.IsSet() || a.connected.Load()) {
+		v = 1
+	}
+	a.m.AccountUp.WithLabelValues(Name, a.accountLabel()).Set(v)
+}

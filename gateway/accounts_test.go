@@ -1,0 +1,62 @@
+package gateway_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/gateway"
+)
+
+// accountRecorder is the adapter of one account of a platform.
+type accountRecorder struct {
+	*recorder
+	account string
+}
+
+func (r accountRecorder) Account() string { return r.account }
+
+// TestRepliesLeaveFromTheAccountTheMessageCameTo: with two apps of one
+// platform registered, each message is answered by its own app's adapter,
+// the two apps' messages in one thread are two conversations (the same
+// event id in each is no duplicate of the other's), the default
+// account's conversation key is the one it always was, and each account's
+// messages are counted under its account label.
+func TestRepliesLeaveFromTheAccountTheMessageCameTo(t *testing.T) {
+	t.Parallel()
+	rg := newRig(t, gateway.Config{Workers: 2})
+	hr := accountRecorder{newRecorder("slack"), "hr"}
+	rg.gw.Register(hr)
+	ops := msg("t", "Ev1", "deploy?")
+	other := ops
+	other.Account, other.Text = "hr", "holidays?"
+	rg.submit(t, ops)
+	rg.submit(t, other)
+	got := rg.ch.wait(t, 1)
+	if len(got) != 1 || got[0].reply.Text != "echo: deploy?" {
+		t.Errorf("the default app sent %+v", got)
+	}
+	gotHR := hr.wait(t, 1)
+	if len(gotHR) != 1 || gotHR[0].reply.Text != "echo: holidays?" || gotHR[0].msg.Account != "hr" {
+		t.Errorf("the hr app sent %+v", gotHR)
+	}
+	if k := ops.ConversationKey(); k != "slack:T1:C1:t" {
+		t.Errorf("default account's key = %q", k)
+	}
+	for key, want := range map[string]string{ops.ConversationKey(): "deploy?", other.ConversationKey(): "holidays?"} {
+		h, err := rg.store.History(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(h) != 2 || h[0].Content != want {
+			t.Errorf("history %s = %+v", key, h)
+		}
+	}
+	for account, want := range map[string]float64{channels.DefaultAccount: 1, "hr": 1} {
+		if v := testutil.ToFloat64(rg.metrics.AccountMessages.WithLabelValues("slack", account)); v != want {
+			t.Errorf("parley_account_messages_received_total{account=%q} = %v, want %v", account, v, want)
+		}
+	}
+}
