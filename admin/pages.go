@@ -13,6 +13,7 @@ import (
 
 	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/audit"
+	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/sessions"
 	"github.com/parleyhq/parley/skills"
@@ -384,13 +385,14 @@ func (s *Server) policiesPage(r *http.Request, id identity, v *view) (string, er
 }
 
 // scopeOf is the policy scope of a conversation key
-// (channel:workspace:chat:thread).
+// (channel[/account]:workspace:chat:thread).
 func scopeOf(key string) policy.Scope {
 	parts := strings.SplitN(key, ":", 4)
 	for len(parts) < 3 {
 		parts = append(parts, "")
 	}
-	return policy.Scope{Channel: parts[0], Workspace: parts[1], Chat: parts[2]}
+	channel, account := channels.SplitAdapterKey(parts[0])
+	return policy.Scope{Channel: channel, Account: account, Workspace: parts[1], Chat: parts[2]}
 }
 
 // ---- conversations

@@ -130,6 +130,13 @@ func AdapterKey(channel, account string) string {
 	return channel + "/" + account
 }
 
+// SplitAdapterKey is AdapterKey's inverse: the platform and the account
+// ("" for the default) of the first part of a conversation key.
+func SplitAdapterKey(key string) (channel, account string) {
+	channel, account, _ = strings.Cut(key, "/")
+	return channel, account
+}
+
 // AccountLabel is the account label value of a metric: "default" for the
 // section's own app, else the account's name (bounded by the file).
 func AccountLabel(account string) string {
