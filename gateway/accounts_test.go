@@ -8,6 +8,7 @@ import (
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/gateway"
+	"github.com/parleyhq/parley/triggers"
 )
 
 // accountRecorder is the adapter of one account of a platform.
@@ -58,5 +59,28 @@ func TestRepliesLeaveFromTheAccountTheMessageCameTo(t *testing.T) {
 		if v := testutil.ToFloat64(rg.metrics.AccountMessages.WithLabelValues("slack", account)); v != want {
 			t.Errorf("parley_account_messages_received_total{account=%q} = %v, want %v", account, v, want)
 		}
+	}
+}
+
+// TestWorkPostsAsTheAccountItNames: a trigger's destination may name
+// another of the platform's apps; its post leaves from that app, and a
+// destination naming an app nobody registered is refused.
+func TestWorkPostsAsTheAccountItNames(t *testing.T) {
+	t.Parallel()
+	rg := newRig(t, gateway.Config{})
+	hr := accountRecorder{newRecorder("slack"), "hr"}
+	rg.gw.Register(hr)
+	to := dest
+	to.Account = "hr"
+	if err := rg.gw.SubmitWork(context.Background(), triggers.Work{ID: "d1", Trigger: "schedule:digest", To: to, Answer: triggers.AnswerPost, Text: "payday tomorrow"}); err != nil {
+		t.Fatal(err)
+	}
+	got := hr.wait(t, 1)
+	if got[0].reply.Text != "payday tomorrow" || got[0].msg.Account != "hr" {
+		t.Fatalf("the hr app sent %+v", got)
+	}
+	to.Account = "payroll"
+	if err := rg.gw.SubmitWork(context.Background(), triggers.Work{ID: "d2", Trigger: "schedule:digest", To: to, Answer: triggers.AnswerPost, Text: "x"}); err == nil {
+		t.Fatal("work for an app nobody registered was taken")
 	}
 }

@@ -21,7 +21,7 @@ import (
 // queueRootEdit queues the edit of root to w's RootText, on a platform
 // that edits posts; elsewhere there is nothing to queue.
 func (g *Gateway) queueRootEdit(ctx context.Context, w triggers.Work, root string) error {
-	if w.RootText == "" || g.caps(w.To.Platform).Editor == nil {
+	if w.RootText == "" || g.caps(channels.AdapterKey(w.To.Platform, w.To.Account)).Editor == nil {
 		return nil
 	}
 	edit := triggers.Work{ID: w.ID + ":root", Trigger: w.Trigger, To: w.To, Answer: triggers.AnswerPost, Text: w.RootText,

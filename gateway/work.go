@@ -60,8 +60,8 @@ func (g *Gateway) SubmitWork(ctx context.Context, w triggers.Work) error {
 	if g.sched.isClosed() {
 		return ErrClosed
 	}
-	if g.caps(w.To.Platform) == noChannel {
-		return fmt.Errorf("gateway: work %s: no channel %q is configured", w.Trigger, w.To.Platform)
+	if g.caps(channels.AdapterKey(w.To.Platform, w.To.Account)) == noChannel {
+		return fmt.Errorf("gateway: work %s: no channel %q is configured", w.Trigger, channels.AdapterKey(w.To.Platform, w.To.Account))
 	}
 	return g.queueWork(ctx, w)
 }
@@ -70,12 +70,12 @@ func (g *Gateway) SubmitWork(ctx context.Context, w triggers.Work) error {
 // a sender, the trigger as its user.
 func (g *Gateway) workMessage(w triggers.Work) channels.Message {
 	m := channels.Message{
-		ID: "work:" + w.ID, Channel: w.To.Platform, Workspace: w.To.Workspace, Chat: w.To.Chat, Thread: w.To.Thread,
+		ID: "work:" + w.ID, Channel: w.To.Platform, Account: w.To.Account, Workspace: w.To.Workspace, Chat: w.To.Chat, Thread: w.To.Thread,
 		User: w.Trigger, UserName: w.Trigger, Text: w.Prompt, Received: time.Now(),
 	}
 	// A thread the trigger posts in is one the bot takes part in:
 	// people's replies there reach it as replies to any answer do.
-	if a := g.caps(w.To.Platform).Addresser; a != nil {
+	if a := g.capsOf(m).Addresser; a != nil {
 		a.Address(&m)
 	}
 	return m

@@ -47,7 +47,13 @@ func NewThreads(client redis.UniversalClient, prefix string) *Threads {
 
 // key is the Redis key of group's thread in d's chat.
 func (t *Threads) key(d Destination, group string) string {
-	chat := strings.Join([]string{d.Platform, d.Workspace, d.Chat}, ":")
+	// Each app of a platform has threads of its own (an app can reply
+	// only in its own thread's conversation).
+	platform := d.Platform
+	if d.Account != "" && d.Account != "default" {
+		platform += "/" + d.Account
+	}
+	chat := strings.Join([]string{platform, d.Workspace, d.Chat}, ":")
 	return t.prefix + "trigger-thread:{" + chat + "}:" + group
 }
 

@@ -15,10 +15,14 @@ import (
 )
 
 // Destination is the chat a trigger's turn is answered in, as written in
-// the configuration: `to: {platform: slack, workspace: T0123, chat: C0456}`.
+// the configuration: `to: {platform: slack, workspace: T0123, chat: C0456}`
+// (with `account: NAME` to post as another of the platform's apps).
 // Thread, when set, answers in that thread.
 type Destination struct {
-	Platform  string `yaml:"platform" json:"platform"`
+	Platform string `yaml:"platform" json:"platform"`
+	// Account, when set, is the platform's app that posts
+	// (slack.accounts.NAME); empty is the section's own.
+	Account   string `yaml:"account" json:"account,omitempty"`
 	Workspace string `yaml:"workspace" json:"workspace,omitempty"`
 	Chat      string `yaml:"chat" json:"chat"`
 	Thread    string `yaml:"thread" json:"thread,omitempty"`

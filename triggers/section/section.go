@@ -29,7 +29,7 @@ func Default() *Config {
 }
 
 func init() {
-	config.RegisterSection(config.SectionSpec{Name: triggers.SectionName, NewConfig: func() config.SectionConfig { return Default() }})
+	config.RegisterSection(config.SectionSpec{Name: triggers.SectionName, NewConfig: func() config.SectionConfig { return Default() }, Check: checkAccounts})
 }
 
 // ScheduleSection implements schedule.Holder.
