@@ -147,7 +147,15 @@ func TestScheduleFiresOnceAcrossReplicasKilledAndRestarted(t *testing.T) {
 		now := fired(t, c)
 		return now[len(now)-1].After(first)
 	})
-	slacktest.WaitFor(t, "a post for every fire", deadline, func() bool { return tickPosts(c) >= len(fired(t, c)) })
+	for end := time.Now().Add(deadline); tickPosts(c) < len(fired(t, c)); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			var posts []string
+			for _, p := range c.slack.Posts() {
+				posts = append(posts, p.Channel+" "+p.TS+" "+p.Text)
+			}
+			t.Fatalf("%d posts for %d fires done %v; posts: %v\ncalls: %v", tickPosts(c), len(fired(t, c)), fired(t, c), posts, c.slack.Calls())
+		}
+	}
 	e.stop(t)
 
 	// Nothing runs any more: every fire done is one post, none twice.
