@@ -29,6 +29,9 @@ type Live struct {
 	// recorded is the reference last recorded with the turn, "" when
 	// none; written by the pump, read once it has stopped.
 	recorded string
+	// maybeRecorded: a record's write failed in a way that may have
+	// written it.
+	maybeRecorded bool
 
 	mu sync.Mutex
 	// visible is called once, when the user first sees progress (see
@@ -234,6 +237,9 @@ func (l *Live) record(ctx context.Context) {
 	}
 	if err := l.d.cfg.Replies.RecordLiveReply(ctx, l.claim.Lock, l.claim.Item, ref); err != nil {
 		l.d.cfg.Log.WarnContext(ctx, "cannot record the live reply with its turn; should this process stop, it stays beside the answer", "channel", l.msg.Channel, "err", err)
+		// A write whose answer was lost (Redis cut off as it ran) may
+		// have recorded it: another holder may finish this reply.
+		l.maybeRecorded = l.maybeRecorded || !errors.Is(err, sessions.ErrLockLost)
 		return
 	}
 	l.recorded = ref
@@ -245,7 +251,7 @@ func (l *Live) record(ctx context.Context) {
 // message the other has just completed). Called by the pump, or once it
 // has stopped.
 func (l *Live) leftToAnother() bool {
-	return l.recorded != "" && l.claim.Lock.MayBeAnothers()
+	return (l.recorded != "" || l.maybeRecorded) && l.claim.Lock.MayBeAnothers()
 }
 
 // stop ends the pump, waiting for a Show in flight; progress still queued

@@ -2,8 +2,10 @@ package delivery
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -93,5 +95,61 @@ func TestALiveReplyIsRecordedWhenItsMessagesChange(t *testing.T) {
 	next, err := store.Claim(ctx, conv)
 	if err != nil || next == nil || next.LiveReply != "b" {
 		t.Fatalf("the next claim = %+v, %v; want the last record", next, err)
+	}
+}
+
+// lostAnswerReplies records, then loses the answer: the write ran, its
+// reply never came back.
+type lostAnswerReplies struct{ store *sessions.RedisStore }
+
+func (l lostAnswerReplies) RecordLiveReply(ctx context.Context, lock *sessions.Lock, item []byte, ref string) error {
+	if err := l.store.RecordLiveReply(ctx, lock, item, ref); err != nil {
+		return err
+	}
+	return io.ErrUnexpectedEOF
+}
+
+// discardCounter is a namedSink that counts its discards.
+type discardCounter struct {
+	namedSink
+	discards atomic.Int32
+}
+
+func (s *discardCounter) Discard(context.Context) error { s.discards.Add(1); return nil }
+
+// TestALiveReplyWhoseRecordMayHaveLandedIsLeftToTheNextHolder: a record
+// whose write's answer was lost may be in Redis, and the holder that
+// takes the conversation over then finishes the reply; the turn that
+// wrote it, its lock passed on, leaves the reply alone instead of
+// deleting what the other is finishing.
+func TestALiveReplyWhoseRecordMayHaveLandedIsLeftToTheNextHolder(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix, LockTTL: time.Second})
+	ctx := context.Background()
+	conv := "slack:T1:C1:2.2"
+	if _, err := store.Accept(ctx, conv, sessions.Arrival{Item: []byte("question"), Limit: 10}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := store.Claim(ctx, conv)
+	if err != nil || c == nil {
+		t.Fatalf("Claim = %v, %v", c, err)
+	}
+	d := New(Config{Replies: lostAnswerReplies{store}, Metrics: metrics.New(), Log: slog.New(slog.DiscardHandler)})
+	sink := &discardCounter{namedSink: namedSink{rollEvery: 100, shown: make(chan struct{}, 16)}}
+	l := Route{d: d, m: channels.Message{Channel: "x", Received: time.Now()}}.live(ctx, sink, c)
+	l.event(agent.Event{Kind: agent.EventText, Text: "half an answer"})
+	<-sink.shown
+	// Another holder takes the conversation over.
+	if err := r.Client.Set(ctx, store.Key(conv, "lock"), "another", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !c.Lock.MayBeAnothers() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	l.Discard(ctx)
+	if n := sink.discards.Load(); n != 0 {
+		t.Fatalf("the reply was deleted %d times; the holder that took over finishes it", n)
 	}
 }
