@@ -149,20 +149,30 @@ func (c Config) validatePlatforms() []string {
 // keyed splits err (errors.Join'ed problems, each naming a key relative to
 // prefix) into its problems with their keys made absolute.
 func keyed(prefix string, err error) []string {
-	if err == nil {
-		return nil
-	}
-	var errs []error
-	if joined, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = joined.Unwrap()
-	} else {
-		errs = []error{err}
-	}
+	errs := FlattenProblems(err)
 	problems := make([]string, 0, len(errs))
 	for _, e := range errs {
 		problems = append(problems, prefix+"."+e.Error())
 	}
 	return problems
+}
+
+// FlattenProblems lists the problems of errs with every errors.Join'ed
+// list opened, at any depth, so that each problem is a line of its own
+// with its own key (config places each on its line).
+func FlattenProblems(errs ...error) []error {
+	var out []error
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			out = append(out, FlattenProblems(joined.Unwrap()...)...)
+			continue
+		}
+		out = append(out, err)
+	}
+	return out
 }
 
 // PrefixKeys returns err, a section's problems as its Validate reports

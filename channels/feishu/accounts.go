@@ -111,7 +111,7 @@ func (c *Config) validateAccounts() error {
 		}
 		acc := accs[name]
 		if key != "" {
-			errs = append(errs, prefixed(key, acc.Validate()))
+			errs = append(errs, config.PrefixKeys(key, acc.Validate()))
 		}
 		for _, cred := range []struct{ what, value string }{
 			{"app_id", acc.AppID}, {"app_secret", acc.AppSecret.Reveal()},
@@ -128,7 +128,7 @@ func (c *Config) validateAccounts() error {
 			seen[id] = name
 		}
 	}
-	return errors.Join(flatten(errs...)...)
+	return errors.Join(config.FlattenProblems(errs...)...)
 }
 
 // joinKey is key.sub, or sub for the section's own key.
@@ -137,33 +137,6 @@ func joinKey(key, sub string) string {
 		return sub
 	}
 	return key + "." + sub
-}
-
-// prefixed puts each of err's problems under key.
-func prefixed(key string, err error) error {
-	problems := flatten(err)
-	out := make([]error, 0, len(problems))
-	for _, e := range problems {
-		out = append(out, fmt.Errorf("%s.%w", key, e))
-	}
-	return errors.Join(out...)
-}
-
-// flatten lists the problems of errs, each errors.Join'ed list opened, so
-// that every problem is its own line with its own key.
-func flatten(errs ...error) []error {
-	var out []error
-	for _, err := range errs {
-		if err == nil {
-			continue
-		}
-		if joined, ok := err.(interface{ Unwrap() []error }); ok {
-			out = append(out, flatten(joined.Unwrap()...)...)
-			continue
-		}
-		out = append(out, err)
-	}
-	return out
 }
 
 // Account implements channels.Accounted: the account the adapter serves

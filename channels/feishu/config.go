@@ -102,7 +102,7 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.validateAccounts())
 	if !c.defaultEnabled() {
-		return errors.Join(flatten(errs...)...)
+		return errors.Join(config.FlattenProblems(errs...)...)
 	}
 	if c.AppID == "" || !c.AppSecret.IsSet() {
 		errs = append(errs, errors.New("app_id: set both FEISHU_APP_ID and FEISHU_APP_SECRET (or neither)"))
@@ -110,7 +110,7 @@ func (c *Config) Validate() error {
 	if c.Mode == ModeWebhook && !c.VerificationToken.IsSet() && !c.EncryptKey.IsSet() {
 		errs = append(errs, errors.New("mode: webhook mode needs verification_token or encrypt_key (FEISHU_VERIFICATION_TOKEN, FEISHU_ENCRYPT_KEY), or callbacks cannot be authenticated"))
 	}
-	return errors.Join(flatten(errs...)...)
+	return errors.Join(config.FlattenProblems(errs...)...)
 }
 
 // baseURL is the Open API host: BaseURL, else the host of Domain.

@@ -113,7 +113,7 @@ func (c *Config) Validate() error {
 	if c.defaultEnabled() {
 		errs = append(errs, c.validateOwn())
 	}
-	return errors.Join(flatten(append(errs, c.validateAccounts())...)...)
+	return errors.Join(config.FlattenProblems(append(errs, c.validateAccounts())...)...)
 }
 
 // validateOwn checks one app's keys.
