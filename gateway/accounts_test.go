@@ -2,12 +2,15 @@ package gateway_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/gateway"
+	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/triggers"
 )
 
@@ -82,5 +85,36 @@ func TestWorkPostsAsTheAccountItNames(t *testing.T) {
 	to.Account = "payroll"
 	if err := rg.gw.SubmitWork(context.Background(), triggers.Work{ID: "d2", Trigger: "schedule:digest", To: to, Answer: triggers.AnswerPost, Text: "x"}); err == nil {
 		t.Fatal("work for an app nobody registered was taken")
+	}
+}
+
+// TestEachAppAnswersWithItsOwnProfile: two apps in one workspace, the hr
+// app's account level choosing the hr profile: in the same channel each
+// app's conversation gets its own system prompt, the default app's the
+// default one.
+func TestEachAppAnswersWithItsOwnProfile(t *testing.T) {
+	t.Parallel()
+	tree := policy.Config{Platforms: map[string]policy.PlatformPolicy{"slack": {
+		Accounts: map[string]config.Level{"hr": {Profile: "hr"}},
+	}}}
+	pol := policy.New(tree).WithProfiles(&policy.Profiles{ByName: map[string]policy.Profile{"hr": {SystemPromptAppend: hrAppend}}})
+	rg := newRig(t, gateway.Config{Policy: pol})
+	hr := accountRecorder{newRecorder("slack"), "hr"}
+	rg.gw.Register(hr)
+	rg.submit(t, msg("t", "Ev1", "hello"))
+	rg.ch.wait(t, 1)
+	m := msg("t", "Ev2", "hello")
+	m.Account = "hr"
+	rg.submit(t, m)
+	hr.wait(t, 1)
+	got := systemMessages(t, rg.model)
+	if len(got) != 2 {
+		t.Fatalf("%d model requests, want 2", len(got))
+	}
+	if c := systemContent(t, got[0]); strings.Contains(c, hrAppend) {
+		t.Errorf("the default app's prompt has the hr profile's: %q", c)
+	}
+	if c := systemContent(t, got[1]); !strings.Contains(c, hrAppend) {
+		t.Errorf("the hr app's prompt lacks its profile's: %q", c)
 	}
 }
