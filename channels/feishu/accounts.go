@@ -2,10 +2,8 @@ package feishu
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 
 	"github.com/parleyhq/parley/channels"
@@ -31,10 +29,6 @@ type Account struct {
 	FollowThreads     *bool         `yaml:"follow_threads,omitempty"`
 	Retry             retry.Config  `yaml:"retry,omitempty"`
 }
-
-// accountName is what an account may be called: it is a path segment of
-// its route (/feishu/events/NAME) and a metric label value.
-var accountName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 
 // config is the account's configuration: the section's, with the
 // account's own keys over it and no further accounts.
@@ -91,52 +85,17 @@ func (c *Config) accounts() map[string]Config {
 	return out
 }
 
-// validateAccounts checks every account as the section is checked, under
-// its key, and refuses names that cannot be routes and two accounts with
-// the same app's credentials.
+// validateAccounts checks every account as the section is checked (see
+// channels.ValidateAccounts).
 func (c *Config) validateAccounts() error {
-	var errs []error
-	seen := map[string]string{} // credential → the account that holds it
-	accs := c.accounts()
-	for _, name := range slices.Sorted(maps.Keys(accs)) {
-		key := "accounts." + name
-		if name == channels.DefaultAccount {
-			if _, clash := c.Accounts[name]; clash {
-				errs = append(errs, fmt.Errorf("%s: the section's own keys are the account named %s; name this account otherwise", key, name))
-			}
-			key = ""
-		} else if !accountName.MatchString(name) {
-			errs = append(errs, fmt.Errorf("%s: an account's name is part of its route (%s/NAME): use 1 to 32 lower-case letters, digits, - and _, starting with a letter or digit", key, EventsPath))
-			continue
-		}
-		acc := accs[name]
-		if key != "" {
-			errs = append(errs, config.PrefixKeys(key, acc.Validate()))
-		}
-		for _, cred := range []struct{ what, value string }{
-			{"app_id", acc.AppID}, {"app_secret", acc.AppSecret.Reveal()},
-			{"verification_token", acc.VerificationToken.Reveal()}, {"encrypt_key", acc.EncryptKey.Reveal()},
-		} {
-			if cred.value == "" || cred.value == config.Redacted {
-				continue // the mask config check prints is a warning of its own
-			}
-			id := cred.what + "\x00" + cred.value
-			if other, dup := seen[id]; dup {
-				errs = append(errs, fmt.Errorf("%s: the same %s as account %s; each account is an app of its own, with its own credentials", joinKey(key, cred.what), cred.what, other))
-				continue
-			}
-			seen[id] = name
-		}
-	}
-	return errors.Join(config.FlattenProblems(errs...)...)
-}
-
-// joinKey is key.sub, or sub for the section's own key.
-func joinKey(key, sub string) string {
-	if key == "" {
-		return sub
-	}
-	return key + "." + sub
+	_, declared := c.Accounts[channels.DefaultAccount]
+	return channels.ValidateAccounts(channels.Accounts[Config]{
+		ByName: c.accounts(), DeclaredDefault: declared, Route: EventsPath,
+		Validate: func(acc Config) error { return acc.Validate() },
+		Credentials: func(acc Config) []channels.Credential {
+			return []channels.Credential{{Key: "app_id", Value: acc.AppID}, {Key: "app_secret", Value: acc.AppSecret.Reveal()}, {Key: "verification_token", Value: acc.VerificationToken.Reveal()}, {Key: "encrypt_key", Value: acc.EncryptKey.Reveal()}}
+		},
+	})
 }
 
 // Account implements channels.Accounted: the account the adapter serves

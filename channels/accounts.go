@@ -1,0 +1,79 @@
+package channels
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+
+	"github.com/parleyhq/parley/config"
+)
+
+// accountName is what an account's name may be: it is part of its routes.
+var accountName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+
+// Credential is one of an account's credentials, by its key.
+type Credential struct{ Key, Value string }
+
+// Accounts is a platform section's apps, for ValidateAccounts: each by
+// name (the section's own keys under DefaultAccount).
+type Accounts[C any] struct {
+	// ByName is every configured account.
+	ByName map[string]C
+	// DeclaredDefault: the file also names an account DefaultAccount
+	// under accounts:, which the section's own keys already are.
+	DeclaredDefault bool
+	// Route is the section's first route, of which an account's is
+	// Route/NAME.
+	Route string
+	// Validate checks one account (not the default, which the section
+	// checks itself); Credentials lists what must differ between apps.
+	Validate    func(C) error
+	Credentials func(C) []Credential
+}
+
+// ValidateAccounts checks every account under its key (accounts.NAME),
+// and refuses a name that cannot be a route, an account named like the
+// section's own, and two accounts holding the same app's credentials
+// (the platform would deliver its events to one of them, and both would
+// answer as the same bot).
+func ValidateAccounts[C any](a Accounts[C]) error {
+	var errs []error
+	seen := map[string]string{} // credential → the account that holds it
+	for _, name := range slices.Sorted(maps.Keys(a.ByName)) {
+		key := "accounts." + name
+		switch {
+		case name == DefaultAccount:
+			if a.DeclaredDefault {
+				errs = append(errs, fmt.Errorf("%s: the section's own keys are the account named %s; name this account otherwise", key, name))
+			}
+			key = ""
+		case !accountName.MatchString(name):
+			errs = append(errs, fmt.Errorf("%s: an account's name is part of its routes (%s/NAME): use 1 to 32 lower-case letters, digits, - and _, starting with a letter or digit", key, a.Route))
+			continue
+		default:
+			errs = append(errs, config.PrefixKeys(key, a.Validate(a.ByName[name])))
+		}
+		for _, cred := range a.Credentials(a.ByName[name]) {
+			if cred.Value == "" || cred.Value == config.Redacted {
+				continue // the mask config check prints is a warning of its own
+			}
+			id := cred.Key + "\x00" + cred.Value
+			if other, dup := seen[id]; dup {
+				errs = append(errs, fmt.Errorf("%s: the same %s as account %s; each account is an app of its own, with its own credentials", subKey(key, cred.Key), cred.Key, other))
+				continue
+			}
+			seen[id] = name
+		}
+	}
+	return errors.Join(config.FlattenProblems(errs...)...)
+}
+
+// subKey is key.sub, or sub for the section's own key.
+func subKey(key, sub string) string {
+	if key == "" {
+		return sub
+	}
+	return key + "." + sub
+}
