@@ -47,6 +47,9 @@ type commandLog struct {
 }
 
 func (l *commandLog) add(cmds ...redis.Cmder) {
+	if handshake(cmds) {
+		return
+	}
 	names := make([]string, len(cmds))
 	for i, c := range cmds {
 		// A command's key, or a script's first, says what it is.
@@ -63,6 +66,25 @@ func (l *commandLog) add(cmds ...redis.Cmder) {
 	l.mu.Lock()
 	l.trips = append(l.trips, strings.Join(names, " + "))
 	l.mu.Unlock()
+}
+
+// handshake reports whether cmds are a new connection's set-up (go-redis
+// names the client to the server on each connection it dials). The pool
+// dials when load keeps its connections busy, so that trip belongs to the
+// connection, not to the turn being counted.
+func handshake(cmds []redis.Cmder) bool {
+	for _, c := range cmds {
+		switch strings.ToLower(c.Name()) {
+		case "hello", "auth", "select":
+		case "client":
+			if len(c.Args()) < 2 || !strings.EqualFold(fmt.Sprint(c.Args()[1]), "setinfo") {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return len(cmds) > 0
 }
 
 func (l *commandLog) DialHook(next redis.DialHook) redis.DialHook { return next }
