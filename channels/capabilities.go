@@ -30,6 +30,7 @@ type Capabilities struct {
 	RoomReader        RoomReader
 	Editor            Editor
 	Addresser         Addresser
+	Uploader          Uploader
 }
 
 // Capability describes one optional interface of an adapter.
@@ -80,6 +81,7 @@ var capabilityTable = []Capability{
 	capability("RoomReader", func(c *Capabilities) *RoomReader { return &c.RoomReader }),
 	capability("Editor", func(c *Capabilities) *Editor { return &c.Editor }),
 	capability("Addresser", func(c *Capabilities) *Addresser { return &c.Addresser }),
+	capability("Uploader", func(c *Capabilities) *Uploader { return &c.Uploader }),
 }
 
 // CapabilityTable returns the optional interfaces an adapter may

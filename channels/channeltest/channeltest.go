@@ -54,6 +54,7 @@ const (
 	RoomReader        Capability = "RoomReader"
 	Editor            Capability = "Editor"
 	Addresser         Capability = "Addresser"
+	Uploader          Capability = "Uploader"
 )
 
 // Subject is one adapter under the contract, wired to its platform's fake.

@@ -38,6 +38,7 @@ var contracts = map[Capability]contract{
 	Addresser:         {"Address keeps the destination and makes a post there and in its thread", checkAddresser},
 	RoomReader:        {"ReadRoom reads the newest Max of a thread oldest first, and nothing again from its cursor", checkRoomReader},
 	Editor:            {"Edit rewrites a post it made, and refuses one it never made for good", checkEditor},
+	Uploader:          {"Upload sends a small image once, and finds it again by its key", checkUploader},
 }
 
 func contextFor(t *testing.T) context.Context {
@@ -304,5 +305,38 @@ func checkAddresser(t *testing.T, s Subject) {
 	if _, err := c.Poster.Post(ctx, reply, c.Poster.Parts(reply, channels.Reply{Text: "contract: in its thread"})[0]); err != nil {
 		noSecret(t, s, "Post's error", err.Error())
 		t.Fatalf("Post in the addressed thread = %v", err)
+	}
+}
+
+// contractPNG is a 1×1 PNG: the smallest image every platform takes.
+var contractPNG = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89" +
+	"\x00\x00\x00\rIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05\x18\xd8N\x00\x00\x00\x00IEND\xaeB`\x82")
+
+// checkUploader: limits are never negative; where the chat of s.Message
+// takes images, a small one is sent with no error, and sent again with
+// its key and again set it is found: the same message's id comes back.
+func checkUploader(t *testing.T, s Subject) {
+	ch, _ := build(t, s)
+	u := channels.CapabilitiesOf(ch).Uploader
+	lim := u.FileLimits(s.Message)
+	if lim.MaxImage < 0 || lim.MaxFile < 0 {
+		t.Fatalf("FileLimits = %+v; want no negative limit", lim)
+	}
+	if lim.MaxImage == 0 {
+		return
+	}
+	ctx := contextFor(t)
+	f := channels.File{Name: "contract.png", Type: "image/png", Data: contractPNG, Caption: "contract: an image"}
+	id, err := u.Upload(ctx, s.Message, f, "contract-upload-1", false)
+	if err != nil {
+		noSecret(t, s, "Upload's error", err.Error())
+		t.Fatalf("Upload of a 1×1 PNG = %v", err)
+	}
+	again, err := u.Upload(ctx, s.Message, f, "contract-upload-1", true)
+	if err != nil {
+		t.Fatalf("Upload again with its key = %v", err)
+	}
+	if id != "" && again != id {
+		t.Errorf("Upload again with its key = id %q; want the first upload's %q, found instead of sent twice", again, id)
 	}
 }
