@@ -15,7 +15,7 @@ import (
 // Account is one more Slack app of the deployment (slack.accounts.NAME):
 // the keys of the section an app has for itself. What an account leaves
 // out it takes from the section (api_url, command, follow_threads,
-// allow_mentions, post_every, retry); its credentials are its own. The
+// allow_mentions, post_every, post_burst, retry); its credentials are its own. The
 // section's own keys are the account named default.
 type Account struct {
 	BotToken      config.Secret `yaml:"bot_token"`
@@ -26,6 +26,7 @@ type Account struct {
 	Command       string        `yaml:"command,omitempty"`
 	AllowMentions *bool         `yaml:"allow_mentions,omitempty"`
 	PostEvery     time.Duration `yaml:"post_every,omitempty"`
+	PostBurst     int           `yaml:"post_burst,omitempty"`
 	Retry         retry.Config  `yaml:"retry,omitempty"`
 }
 
@@ -49,6 +50,9 @@ func (acc *Account) config(section Config) Config {
 	}
 	if acc.PostEvery != 0 {
 		c.PostEvery = acc.PostEvery
+	}
+	if acc.PostBurst != 0 {
+		c.PostBurst = acc.PostBurst
 	}
 	c.Retry = acc.Retry.Or(section.Retry)
 	return c

@@ -45,6 +45,11 @@ type Config struct {
 	// API or proxy with other limits, or a test that posts many answers
 	// into one channel, sets its own.
 	PostEvery time.Duration `yaml:"post_every"`
+	// PostBurst is how many posts a channel that has been quiet takes at
+	// once before the pace applies (0: DefaultPostBurst). Slack allows
+	// short bursts, so a thread's quick follow-up is not held a second
+	// while a sustained flood still averages one post every PostEvery.
+	PostBurst int `yaml:"post_burst"`
 	// Retry shapes the retries of one Web API call (chat.postMessage, …):
 	// tries, first wait, longest wait. A 429 waits its Retry-After.
 	Retry retry.Config `yaml:"retry"`
@@ -69,7 +74,7 @@ var (
 
 // DefaultConfig returns the section's defaults.
 func DefaultConfig() *Config {
-	return &Config{APIURL: DefaultAPIURL, FollowThreads: true, Command: DefaultCommand, PostEvery: time.Second / PostsPerSecond, Retry: defaultRetry}
+	return &Config{APIURL: DefaultAPIURL, FollowThreads: true, Command: DefaultCommand, PostEvery: time.Second / PostsPerSecond, PostBurst: DefaultPostBurst, Retry: defaultRetry}
 }
 
 // withDefaults fills what a Config built in code leaves empty.
@@ -85,6 +90,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PostEvery <= 0 {
 		c.PostEvery = time.Second / PostsPerSecond
+	}
+	if c.PostBurst <= 0 {
+		c.PostBurst = DefaultPostBurst
 	}
 	c.Retry = c.Retry.Or(defaultRetry)
 	return c
@@ -126,6 +134,9 @@ func (c *Config) validateOwn() error {
 	}
 	if c.PostEvery < 0 {
 		errs = append(errs, fmt.Errorf("post_every: %s is negative; leave it out for Slack's one post a second", c.PostEvery))
+	}
+	if c.PostBurst < 0 {
+		errs = append(errs, fmt.Errorf("post_burst: %d is negative; leave it out for %d", c.PostBurst, DefaultPostBurst))
 	}
 	errs = append(errs, c.validateAppToken(), c.Retry.Validate())
 	return errors.Join(errs...)

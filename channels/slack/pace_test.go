@@ -24,9 +24,10 @@ import (
 func TestLiveRepliesShareAChannelsPace(t *testing.T) {
 	t.Parallel()
 	r := redistest.New(t)
-	f := newFixture(t, func(_ *Config, o *Options) {
+	f := newFixture(t, func(c *Config, o *Options) {
 		o.Redis, o.Prefix = r.Client, r.Prefix
 		o.AppendEvery, o.UpdateEvery = time.Nanosecond, time.Nanosecond
+		c.PostBurst = 1 // every stream takes its own slot
 	})
 	other, err := New(f.a.cfg, f.a.opts, metrics.New(), slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -72,22 +73,34 @@ func TestLiveRepliesShareAChannelsPace(t *testing.T) {
 	}
 }
 
-// TestPostEveryIsTheChannelsPace: slack.post_every sets the pace the
-// outbox and live replies keep in each channel; left out, it is Slack's
-// one post a second; negative, the configuration is refused.
+// TestPostEveryIsTheChannelsPace: slack.post_every and slack.post_burst
+// set the pace the outbox and live replies keep in each channel; left
+// out, it is Slack's one post a second after a burst of three; negative,
+// the configuration is refused.
 func TestPostEveryIsTheChannelsPace(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		postEvery, want time.Duration
-	}{{0, time.Second}, {250 * time.Millisecond, 250 * time.Millisecond}} {
-		f := newFixture(t, func(c *Config, _ *Options) { c.PostEvery = tc.postEvery })
-		if got := f.a.Pace(); got != (channels.Pace{Every: tc.want, Burst: 1}) {
-			t.Errorf("post_every %v: Pace = %+v; want one post every %v", tc.postEvery, got, tc.want)
+		postEvery time.Duration
+		postBurst int
+		want      channels.Pace
+	}{
+		{0, 0, channels.Pace{Every: time.Second, Burst: DefaultPostBurst}},
+		{250 * time.Millisecond, 0, channels.Pace{Every: 250 * time.Millisecond, Burst: DefaultPostBurst}},
+		{0, 1, channels.Pace{Every: time.Second, Burst: 1}},
+		{0, 5, channels.Pace{Every: time.Second, Burst: 5}},
+	} {
+		f := newFixture(t, func(c *Config, _ *Options) { c.PostEvery, c.PostBurst = tc.postEvery, tc.postBurst })
+		if got := f.a.Pace(); got != tc.want {
+			t.Errorf("post_every %v, post_burst %d: Pace = %+v; want %+v", tc.postEvery, tc.postBurst, got, tc.want)
 		}
 	}
-	c := Config{BotToken: slacktest.BotToken, SigningSecret: slacktest.Secret, PostEvery: -time.Second}
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "post_every") {
-		t.Errorf("Validate with a negative post_every = %v; want it refused", err)
+	for key, c := range map[string]Config{
+		"post_every": {BotToken: slacktest.BotToken, SigningSecret: slacktest.Secret, PostEvery: -time.Second},
+		"post_burst": {BotToken: slacktest.BotToken, SigningSecret: slacktest.Secret, PostBurst: -1},
+	} {
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), key+":") {
+			t.Errorf("Validate with a negative %s = %v; want it refused", key, err)
+		}
 	}
 }
 

@@ -104,10 +104,14 @@ func (a *Adapter) PostKeyed(ctx context.Context, m channels.Message, part, key s
 // about one message a second, with short bursts tolerated.
 const PostsPerSecond = 1
 
+// DefaultPostBurst is the burst slack.post_burst leaves out: a quiet
+// channel takes three posts at once, the short burst Slack tolerates.
+const DefaultPostBurst = 3
+
 // Pace implements channels.Poster: one post a second per channel, or
-// every slack.post_every.
+// every slack.post_every, after a quiet spell slack.post_burst at once.
 func (a *Adapter) Pace() channels.Pace {
-	return channels.Pace{Every: a.cfg.PostEvery, Burst: 1}
+	return channels.Pace{Every: a.cfg.PostEvery, Burst: a.cfg.PostBurst}
 }
 
 // waitChat waits for the next posting slot of m's channel, from the

@@ -45,7 +45,9 @@ func newReplica(t *testing.T, r *redistest.Redis, fake *slacktest.Server, cfg ou
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	a, err := slack.New(slack.Config{BotToken: slacktest.BotToken, APIURL: fake.APIURL()}, slack.Options{RetryWait: 5 * time.Millisecond}, m, log)
+	// Burst 1: the pace tests measure the spacing of every post; the
+	// burst has a test of its own.
+	a, err := slack.New(slack.Config{BotToken: slacktest.BotToken, APIURL: fake.APIURL(), PostBurst: 1}, slack.Options{RetryWait: 5 * time.Millisecond}, m, log)
 	if err != nil {
 		t.Fatal(err)
 	}

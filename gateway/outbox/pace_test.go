@@ -2,18 +2,20 @@ package outbox_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/channels/slack"
 	"github.com/parleyhq/parley/channels/slack/slacktest"
 	"github.com/parleyhq/parley/gateway/outbox"
 	"github.com/parleyhq/parley/internal/redistest"
 )
 
 // slackPaced is fastConfig at Slack's own pace (one post a second per
-// channel).
+// channel; newReplica's adapter takes no burst).
 func slackPaced() outbox.Config {
 	cfg := fastConfig()
 	cfg.Pace = nil
@@ -184,5 +186,34 @@ func TestASlotThatWasNotReservedIsTakenAtThePost(t *testing.T) {
 	samePosts(t, fake, []string{"first", "second"})
 	if n := busiestSecond(fake.Posts(), 500*time.Millisecond); n > 1 {
 		t.Errorf("%d posts within half a second; the post without its reserved slot was not paced", n)
+	}
+}
+
+// TestAQuietChatTakesABurstFromEveryReplica: a thread's quick follow-ups
+// go out at once, up to the platform's burst, whichever replica answers
+// them; the post after the burst waits for the rate. The rate is one an
+// hour, so the burst's posts cannot have waited for a slot and the one
+// after it cannot be posted before its context ends.
+func TestAQuietChatTakesABurstFromEveryReplica(t *testing.T) {
+	t.Parallel()
+	r, fake := redistest.New(t), slacktest.New(t)
+	cfg := fastConfig()
+	cfg.Pace = map[string]channels.Pace{slack.Name: {Every: time.Hour, Burst: 3}}
+	reps := []*replica{newReplica(t, r, fake, cfg), newReplica(t, r, fake, cfg)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 3 {
+		if err := reps[i%2].o.Deliver(ctx, reps[i%2].slack, thread(), channels.Reply{Text: fmt.Sprint("follow-up ", i+1)}); err != nil {
+			t.Fatalf("follow-up %d: %v", i+1, err)
+		}
+	}
+	if n := len(fake.Posts()); n != 3 {
+		t.Fatalf("%d posts after a burst of three follow-ups; want each posted at once", n)
+	}
+	held, stop := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer stop()
+	_ = reps[1].o.Deliver(held, reps[1].slack, thread(), channels.Reply{Text: "one too many"})
+	if n := len(fake.Posts()); n != 3 {
+		t.Errorf("%d posts; the fourth in a quiet spell of an hour's pace went out past the burst", n)
 	}
 }
