@@ -41,6 +41,11 @@ const (
 	// ProgressReset: the text shown since the last reset is withdrawn; the
 	// text that follows starts anew.
 	ProgressReset
+	// ProgressWaiting: the turn has run past the gateway's typing delay
+	// with nothing to show yet; a sink may show that it is at work (a
+	// status line). Nothing is shown before it: an answer complete by
+	// then is posted whole instead.
+	ProgressWaiting
 )
 
 // Progress is one step of a reply being written.

@@ -24,9 +24,18 @@ import (
 // newFeishuReplica is an outboxReplica with the real Feishu adapter.
 func newFeishuReplica(t *testing.T, r *redistest.Redis, model *openaitest.Server, fake *feishutest.Server) *outboxReplica {
 	t.Helper()
-	return newOutboxReplica(t, r, model, gateway.Config{}, nil, func(m *metrics.Metrics, log *slog.Logger) (channels.Channel, error) {
+	return newFeishuReplicaConfig(t, r, model, fake, gateway.Config{})
+}
+
+// newFeishuReplicaConfig is newFeishuReplica on a gateway configured as
+// gcfg. Its live cards take new text every 20 ms, so that a test's
+// answer written over a fraction of a second is shown as it comes.
+func newFeishuReplicaConfig(t *testing.T, r *redistest.Redis, model *openaitest.Server, fake *feishutest.Server, gcfg gateway.Config) *outboxReplica {
+	t.Helper()
+	return newOutboxReplica(t, r, model, gcfg, nil, func(m *metrics.Metrics, log *slog.Logger) (channels.Channel, error) {
 		return feishu.New(feishu.Config{AppID: "cli_" + strings.NewReplacer("/", "_").Replace(t.Name()), AppSecret: "secret",
-			VerificationToken: "vtoken", BaseURL: fake.URL, Mode: feishu.ModeWebhook, ReplyInThread: true, FollowThreads: true},
+			VerificationToken: "vtoken", BaseURL: fake.URL, Mode: feishu.ModeWebhook, ReplyInThread: true, FollowThreads: true,
+			StreamEvery: 20 * time.Millisecond},
 			feishu.Options{Redis: r.Client, Prefix: r.Prefix, RetryBase: 5 * time.Millisecond, ChatInterval: time.Millisecond,
 				CardUpdateInterval: 5 * time.Millisecond, TypingEmoji: "-"}, m, log)
 	})

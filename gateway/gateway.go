@@ -246,7 +246,7 @@ func New(cfg Config, store sessions.Store, a Responder, m *metrics.Metrics, log 
 	g.redisRetry = retry.New("redis", retry.Policy{Attempts: math.MaxInt32, MinWait: cfg.RetryMin, MaxWait: cfg.RetryMax}, m, g.log)
 	// The parts a turn calls for delivery, accounting, skills,
 	// attachments, approvals and commands.
-	g.out = delivery.New(delivery.Config{Outbox: cfg.Outbox, Replies: store, Tracer: cfg.Tracer, Metrics: m, Log: g.log})
+	g.out = delivery.New(delivery.Config{Outbox: cfg.Outbox, Replies: store, FirstShow: cfg.TypingDelay, Tracer: cfg.Tracer, Metrics: m, Log: g.log})
 	g.acct = &ledger{quotas: cfg.Quotas, usage: cfg.Usage, metrics: m, log: g.log, refusals: g.refusals}
 	g.skills = &skillSets{skills: cfg.Skills, tools: cfg.Tools, log: g.log, budget: cfg.SkillBudget}
 	g.compactor = &compactor{agent: g.agent, store: g.store, metrics: m, log: g.log, keep: cfg.KeepRounds}

@@ -97,7 +97,8 @@ func newSlackReplicaConfig(t *testing.T, r *redistest.Redis, model *openaitest.S
 		pace = nil
 	}
 	return newOutboxReplica(t, r, model, gcfg, pace, func(m *metrics.Metrics, log *slog.Logger) (channels.Channel, error) {
-		return slack.New(slack.Config{BotToken: slacktest.BotToken, APIURL: fake.APIURL()}, slack.Options{RetryWait: 5 * time.Millisecond, NoLiveReplies: !live, UpdateEvery: 20 * time.Millisecond}, m, log)
+		// Burst 1: paced, every post keeps Slack's second.
+		return slack.New(slack.Config{BotToken: slacktest.BotToken, APIURL: fake.APIURL(), PostBurst: 1}, slack.Options{RetryWait: 5 * time.Millisecond, NoLiveReplies: !live, UpdateEvery: 20 * time.Millisecond}, m, log)
 	})
 }
 

@@ -429,6 +429,12 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 	}
 	rt := g.route(m)
 	live := rt.StartLive(ctx, c)
+	if live.Holds() && r.stopTyping != nil {
+		// The live reply says when the turn has outlasted the typing
+		// delay with nothing to show; until then no indicator is needed.
+		r.stopTyping()
+		r.stopTyping = live.TypingWhenWaiting(func() func() { return startTyping(ctx, g.capsOf(m), m, 0) })
+	}
 	ctx = withAskingTurn(ctx, askingTurn{conv: c.Lock.Conversation(), m: m, rt: rt, timeout: eff.ApprovalTimeout(), events: live.Events()})
 	if r.stopTyping != nil {
 		live.OnVisible(r.stopTyping)

@@ -109,7 +109,9 @@ func (k heldSink) Finish(ctx context.Context, r channels.Reply) error {
 func TestNoTypingOnceLiveReplyVisible(t *testing.T) {
 	t.Parallel()
 	const delay = 50 * time.Millisecond
-	rg := newRig(t, gateway.Config{TypingDelay: delay}, openaitest.WithChunkRunes(4))
+	// The answer takes longer than the delay to write, so that it is
+	// shown live rather than posted whole.
+	rg := newRig(t, gateway.Config{TypingDelay: delay}, openaitest.WithChunkRunes(4), openaitest.WithChunkDelay(delay/2))
 	ch := typingStreamer{streamer: newStreamer(), hold: 4 * delay}
 	rg.gw.Register(ch)
 	rg.submit(t, liveMsg("hello there, how are you"))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
@@ -41,6 +42,12 @@ type Config struct {
 	// FollowThreads continues a thread the bot answered without a new
 	// mention (needs the group-message scope).
 	FollowThreads bool `yaml:"follow_threads"`
+	// StreamEvery is the least time between two updates of a live card
+	// while the answer is written (0: DefaultStreamEvery). Each update is
+	// an Open API call, and a free tenant's calls are counted by the
+	// month: text that arrives sooner waits for the next update or for
+	// the answer's end.
+	StreamEvery time.Duration `yaml:"stream_every"`
 	// Retry shapes the retries of one Open API call: tries, first wait,
 	// longest wait.
 	Retry retry.Config `yaml:"retry"`
@@ -65,7 +72,7 @@ var (
 
 // DefaultConfig returns the section's defaults.
 func DefaultConfig() *Config {
-	return &Config{Domain: DomainFeishu, ReplyInThread: true, FollowThreads: true, Retry: defaultRetry}
+	return &Config{Domain: DomainFeishu, ReplyInThread: true, FollowThreads: true, StreamEvery: DefaultStreamEvery, Retry: defaultRetry}
 }
 
 // Enabled implements config.PlatformConfig: the app's id or secret turns
@@ -99,6 +106,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Retry.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.StreamEvery < 0 {
+		errs = append(errs, fmt.Errorf("stream_every: %s is negative; leave it out for %s", c.StreamEvery, DefaultStreamEvery))
 	}
 	errs = append(errs, c.validateAccounts())
 	if !c.defaultEnabled() {

@@ -93,6 +93,9 @@ type Options struct {
 	// CardUpdateInterval is the least time between two updates of a live
 	// reply's card (default 100 ms: Feishu allows 10 a second per card).
 	CardUpdateInterval time.Duration
+	// StreamMinChars is the least new text worth an update of a live card
+	// while it is written (default MinStreamChars).
+	StreamMinChars int
 	// Account is the account (feishu.accounts.NAME) the adapter serves,
 	// "" for the section's own app: its messages carry it, its route ends
 	// in /NAME, what it remembers of threads is its own, and it is the
@@ -154,6 +157,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CardUpdateInterval <= 0 {
 		o.CardUpdateInterval = DefaultCardUpdateInterval
+	}
+	if o.StreamMinChars <= 0 {
+		o.StreamMinChars = MinStreamChars
 	}
 	if o.ThreadTTL <= 0 {
 		o.ThreadTTL = sessions.DefaultConfig().HistoryTTL

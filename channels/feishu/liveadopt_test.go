@@ -37,7 +37,7 @@ func cardThenDie(t *testing.T, f *fixture, m channels.Message, text string) stri
 func TestAnAdoptedCardIsFinishedInPlace(t *testing.T) {
 	t.Parallel()
 	for _, cardkit := range []bool{true, false} {
-		f := newFixture(t, func(_ *Config, o *Options) { o.CardUpdateInterval = time.Millisecond })
+		f := newFixture(t, func(c *Config, o *Options) { every(c, o); o.CardUpdateInterval = time.Millisecond })
 		f.api.RefuseCardKit(!cardkit)
 		m := groupMsg()
 		ref := cardThenDie(t, f, m, "Roll back the deploy first, then")
@@ -60,7 +60,7 @@ func TestAnAdoptedCardIsFinishedInPlace(t *testing.T) {
 // answer is posted once instead.
 func TestAnAdoptedCardThatCannotBeUpdatedIsRecalled(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(_ *Config, o *Options) { o.CardUpdateInterval = time.Millisecond })
+	f := newFixture(t, func(c *Config, o *Options) { every(c, o); o.CardUpdateInterval = time.Millisecond })
 	m := groupMsg()
 	ref := cardThenDie(t, f, m, "Roll back")
 	var fails []feishutest.Failure

@@ -47,6 +47,12 @@ const (
 	// allows 10 a second per card entity, and 5 a second per message for
 	// a patched card (patch mode waits twice as long).
 	DefaultCardUpdateInterval = 100 * time.Millisecond
+	// DefaultStreamEvery is feishu.stream_every left out: a live card
+	// takes the new text at most once a second while it is written.
+	DefaultStreamEvery = time.Second
+	// MinStreamChars is the least new text worth an update of a live card
+	// while it is written (a status change is worth one by itself).
+	MinStreamChars = 24
 	// answerElement is the element_id of the card's markdown.
 	answerElement = "answer"
 	// modeMemory is how long a refused mode is skipped for a workspace
@@ -114,15 +120,21 @@ type cardSink struct {
 	text   string // the answer so far (since the last reset)
 	status string // the tool or skill at work, shown below the text
 	shown  string // what the card shows
-	msgID  string // the message showing the card ("" until sent)
-	cardID string // cardkit: the card entity
-	seq    int    // cardkit: the last sequence used
+	// shownChars is how much of text the card shows (for coalesce).
+	shownChars int
+	msgID      string // the message showing the card ("" until sent)
+	cardID     string // cardkit: the card entity
+	seq        int    // cardkit: the last sequence used
 	// created is when the card was sent (for an adopter's sequence, see
 	// liveadopt.go).
 	created time.Time
 	last    time.Time
 	broken  error // the card could not be updated; Finish repairs or removes it
 }
+
+// Unshown implements channels.Unshown: a reply whose card was never sent
+// is posted by the gateway (Finish answers ErrNotShown).
+func (s *cardSink) Unshown() bool { return s.msgID == "" }
 
 // Show implements channels.ReplySink.
 func (s *cardSink) Show(ctx context.Context, p channels.Progress) (bool, error) {
@@ -131,7 +143,7 @@ func (s *cardSink) Show(ctx context.Context, p channels.Progress) (bool, error) 
 		s.text += p.Text
 		s.status = ""
 	case channels.ProgressReset:
-		s.text = ""
+		s.text, s.shownChars = "", 0
 	case channels.ProgressTool:
 		s.status = "Running " + p.Name + "…"
 	case channels.ProgressSkill:
@@ -140,6 +152,9 @@ func (s *cardSink) Show(ctx context.Context, p channels.Progress) (bool, error) 
 	if s.broken != nil {
 		return true, s.broken
 	}
+	if s.coalesce(p) {
+		return true, nil
+	}
 	body := s.render()
 	if body == s.shown || (body == "" && s.msgID == "") {
 		return s.msgID != "", nil
@@ -147,7 +162,7 @@ func (s *cardSink) Show(ctx context.Context, p channels.Progress) (bool, error) 
 	for {
 		err := s.show(ctx, body)
 		if err == nil {
-			s.shown = body
+			s.shown, s.shownChars = body, utf8.RuneCountInString(s.text)
 			return true, nil
 		}
 		if ctx.Err() != nil {
@@ -163,6 +178,24 @@ func (s *cardSink) Show(ctx context.Context, p channels.Progress) (bool, error) 
 			return false, err
 		}
 	}
+}
+
+// coalesce reports whether the card, already shown, skips this update:
+// the text since the last is short, or came within feishu.stream_every
+// of it. What is skipped stays in s.text for the next update or for
+// Finish, so nothing is lost; only the Open API calls are fewer.
+func (s *cardSink) coalesce(p channels.Progress) bool {
+	if s.msgID == "" || p.Kind != channels.ProgressText {
+		return false
+	}
+	every := s.a.cfg.StreamEvery
+	if every <= 0 {
+		every = DefaultStreamEvery
+	}
+	if time.Since(s.last) < every {
+		return true
+	}
+	return utf8.RuneCountInString(s.text)-s.shownChars < s.a.opts.StreamMinChars
 }
 
 // render is what the card shows now: the text so far, cut to one card,

@@ -74,7 +74,7 @@ const liveAnswer = "Feishu streams this answer into a card, piece by piece, and 
 
 func TestLiveReplyStreamsIntoACardKitCard(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(_ *Config, o *Options) { o.CardUpdateInterval = time.Millisecond })
+	f := newFixture(t, func(c *Config, o *Options) { every(c, o); o.CardUpdateInterval = time.Millisecond })
 	if !streamAnswer(t, f, groupMsg(), liveAnswer, 7, nil) {
 		t.Fatal("Finish did not deliver")
 	}
@@ -122,7 +122,7 @@ func TestLiveReplyStreamsIntoACardKitCard(t *testing.T) {
 
 func TestLiveReplyCardKitRefusedPatchesACard(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(_ *Config, o *Options) { o.CardUpdateInterval = time.Millisecond })
+	f := newFixture(t, func(c *Config, o *Options) { every(c, o); o.CardUpdateInterval = time.Millisecond })
 	f.api.RefuseCardKit(true)
 	if !streamAnswer(t, f, groupMsg(), liveAnswer, 9, nil) {
 		t.Fatal("Finish did not deliver")
@@ -155,7 +155,7 @@ func TestLiveReplyCardKitRefusedPatchesACard(t *testing.T) {
 
 func TestLiveReplyEveryModeRefusedPostsOnce(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(_ *Config, o *Options) { o.CardUpdateInterval = time.Millisecond })
+	f := newFixture(t, func(c *Config, o *Options) { every(c, o); o.CardUpdateInterval = time.Millisecond })
 	f.api.RefuseCardKit(true)
 	f.api.RefuseCards(true) // so the shared card is refused too; Send falls back to text
 	if streamAnswer(t, f, groupMsg(), liveAnswer, 9, nil) {
@@ -184,7 +184,7 @@ func TestLiveReplyFailingHalfwayLeavesOneCompleteMessage(t *testing.T) {
 		{"the card is removed and the answer posted", 1000, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, func(_ *Config, o *Options) { o.CardUpdateInterval = time.Millisecond })
+			f := newFixture(t, func(c *Config, o *Options) { every(c, o); o.CardUpdateInterval = time.Millisecond })
 			half := len(liveAnswer) / 2
 			injected := false
 			delivered := streamAnswer(t, f, groupMsg(), liveAnswer, 5, func(i int) {
@@ -219,7 +219,7 @@ func TestLiveReplyFailingHalfwayLeavesOneCompleteMessage(t *testing.T) {
 
 func TestLiveReplyLongAnswerContinuesInCards(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(_ *Config, o *Options) { o.CardUpdateInterval = time.Millisecond; o.ChunkBytes = 100 })
+	f := newFixture(t, func(c *Config, o *Options) { every(c, o); o.CardUpdateInterval = time.Millisecond; o.ChunkBytes = 100 })
 	var paras []string
 	for i := range 4 {
 		paras = append(paras, strings.Repeat(string(rune('a'+i)), 80))
@@ -251,7 +251,7 @@ func TestLiveReplyLongAnswerContinuesInCards(t *testing.T) {
 // received the calls.
 func TestCardUpdatesAtMostTenASecond(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, nil) // the default interval
+	f := newFixture(t, func(c *Config, o *Options) { every(c, o) }) // the default interval
 	answer := strings.Repeat("token ", 300)
 	deadline := time.Now().Add(1500 * time.Millisecond)
 	ctx := context.Background()
@@ -293,7 +293,7 @@ func TestCardUpdatesAtMostTenASecond(t *testing.T) {
 
 func TestLiveReplyDiscardRecallsTheCard(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(_ *Config, o *Options) { o.CardUpdateInterval = time.Millisecond })
+	f := newFixture(t, func(c *Config, o *Options) { every(c, o); o.CardUpdateInterval = time.Millisecond })
 	ctx := context.Background()
 	sink, _ := f.ch.StartReply(ctx, groupMsg())
 	if _, err := sink.Show(ctx, channels.Progress{Kind: channels.ProgressText, Text: "half an answer"}); err != nil {
@@ -319,7 +319,7 @@ func TestLiveReplyDiscardRecallsTheCard(t *testing.T) {
 // patched without an id.
 func TestLiveReplyAnswerWithoutIDIsARefusal(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(_ *Config, o *Options) { o.CardUpdateInterval = time.Millisecond })
+	f := newFixture(t, func(c *Config, o *Options) { every(c, o); o.CardUpdateInterval = time.Millisecond })
 	f.api.Fail(feishutest.OpCardCreate, feishutest.Failure{Status: 200, Code: 0, Msg: "success"})
 	if !streamAnswer(t, f, groupMsg(), liveAnswer, 9, nil) {
 		t.Fatal("Finish did not deliver")
@@ -339,7 +339,7 @@ func TestLiveReplyAnswerWithoutIDIsARefusal(t *testing.T) {
 
 func TestLiveReplyCardPostWithoutMessageIDIsARefusal(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(_ *Config, o *Options) { o.CardUpdateInterval = time.Millisecond })
+	f := newFixture(t, func(c *Config, o *Options) { every(c, o); o.CardUpdateInterval = time.Millisecond })
 	f.api.RefuseCardKit(true)
 	f.api.Fail("reply", feishutest.Failure{Status: 200, Code: 0, Msg: "success"})
 	streamAnswer(t, f, groupMsg(), liveAnswer, 9, nil)
@@ -352,4 +352,46 @@ func TestLiveReplyCardPostWithoutMessageIDIsARefusal(t *testing.T) {
 			t.Fatalf("a card was patched after its post answered without a message_id: %+v", c)
 		}
 	}
+}
+
+// every has a live card take every piece of text as it comes, for the
+// tests of what the platform sees of each update.
+func every(c *Config, o *Options) { c.StreamEvery, o.StreamMinChars = time.Nanosecond, 1 }
+
+// TestLiveCardCoalescesUpdatesByItsPace: a model that writes its answer
+// in many small pieces updates the card at most once per stream_every
+// while it writes (counted against the time the writing took, so a slow
+// machine cannot fail it), and the card ends with the whole answer.
+func TestLiveCardCoalescesUpdatesByItsPace(t *testing.T) {
+	t.Parallel()
+	const streamEvery = 100 * time.Millisecond
+	f := newFixture(t, func(c *Config, o *Options) { c.StreamEvery, o.CardUpdateInterval = streamEvery, time.Millisecond })
+	answer := strings.Repeat("a word or two, ", 30)
+	ctx := context.Background()
+	sink, err := f.ch.StartReply(ctx, groupMsg())
+	if err != nil || sink == nil {
+		t.Fatal(sink, err)
+	}
+	start := time.Now()
+	for i := 0; i < len(answer); i += 15 {
+		if _, err := sink.Show(ctx, channels.Progress{Kind: channels.ProgressText, Text: answer[i:min(i+15, len(answer))]}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(streamEvery / 7) // 30 pieces over about 4.5 paces
+	}
+	took := time.Since(start)
+	if err := sink.Finish(ctx, channels.Reply{Text: strings.TrimSpace(answer)}); err != nil {
+		t.Fatal(err)
+	}
+	updates := 0
+	for _, c := range f.api.Calls() {
+		if c.Op == feishutest.OpCardContent {
+			updates++
+		}
+	}
+	// One update per pace the writing took, and the final one.
+	if most := int(took/streamEvery) + 2; updates > most || updates < 2 {
+		t.Errorf("%d card updates for 30 pieces written in %v; want between 2 and %d at one per %v", updates, took, most, streamEvery)
+	}
+	onlyVisible(t, f.api, strings.TrimSpace(answer))
 }

@@ -159,6 +159,11 @@ func (s *liveSink) Finish(ctx context.Context, r channels.Reply) error {
 	if strings.TrimSpace(r.Text) == "" {
 		return errors.Join(errEmpty, s.Discard(ctx))
 	}
+	if s.Unshown() {
+		// Nothing shown: one post (the gateway's) rather than a stream
+		// started and stopped at once.
+		return fmt.Errorf("slack: live reply: %w", channels.ErrNotShown)
+	}
 	if s.mode == modeStream && !s.broken {
 		if rest, ok := strings.CutPrefix(s.a.neutral(r.Text), s.shown.String()); ok {
 			err := s.stream(ctx, rest, true)
@@ -206,9 +211,9 @@ func (s *liveSink) repair(ctx context.Context, r channels.Reply) error {
 	return s.remove(ctx, why)
 }
 
-// Unshown implements channels.Unshown: a reply to be edited into place
-// that has posted nothing yet is posted by the gateway (finishUpdate).
-func (s *liveSink) Unshown() bool { return s.mode == modeUpdate && s.ts == "" }
+// Unshown implements channels.Unshown: a reply that has shown nothing
+// yet, streamed or edited into place, is posted by the gateway.
+func (s *liveSink) Unshown() bool { return s.ts == "" && len(s.msgs) == 0 }
 
 // finishUpdate edits the message to r when r is one post; a longer r, or
 // an edit that fails, has the message deleted and r posted by the gateway.

@@ -202,7 +202,8 @@ func (a *Adapter) StartReply(ctx context.Context, m channels.Message) (channels.
 	if s.mode == modePost {
 		return nil, nil
 	}
-	s.setStatus(ctx, StatusThinking)
+	// No status yet: the gateway says when the turn outlasts its typing
+	// delay (ProgressWaiting), and a faster answer is one post, no more.
 	return s, nil
 }
 
@@ -256,6 +257,8 @@ func (s *liveSink) Show(ctx context.Context, p channels.Progress) (bool, error) 
 		return s.setStatus(ctx, fmt.Sprintf(statusTool, p.Name)), nil
 	case channels.ProgressSkill:
 		return s.setStatus(ctx, fmt.Sprintf(statusSkill, p.Name)), nil
+	case channels.ProgressWaiting:
+		return s.setStatus(ctx, StatusThinking), nil
 	}
 	return false, nil
 }

@@ -101,6 +101,12 @@ func TestLiveReplyStreams(t *testing.T) {
 	if err != nil || sink == nil {
 		t.Fatalf("StartReply = %v, %v; want a sink", sink, err)
 	}
+	if n := len(f.slack.Log()); n != 0 {
+		t.Fatalf("StartReply made %d calls; want none until the turn outlasts the typing delay", n)
+	}
+	if v, err := sink.Show(ctx, channels.Progress{Kind: channels.ProgressWaiting}); err != nil || !v {
+		t.Fatalf("Show(waiting) = %v, %v; want the status shown", v, err)
+	}
 	if v, err := sink.Show(ctx, channels.Progress{Kind: channels.ProgressTool, Name: "web_search"}); err != nil || !v {
 		t.Fatalf("Show(tool) = %v, %v; want the status shown", v, err)
 	}
@@ -400,8 +406,22 @@ func TestLiveReplyStatusRefusedIsRemembered(t *testing.T) {
 	t.Parallel()
 	f := liveFixture(t)
 	f.slack.Refuse("assistant.threads.setStatus", "invalid_thread_ts")
-	answer(t, f.a, liveMsg(slacktest.TeamID), "a")
-	answer(t, f.a, liveMsg(slacktest.TeamID), "b")
+	for _, text := range []string{"a", "b"} {
+		ctx := context.Background()
+		sink, err := f.a.StartReply(ctx, liveMsg(slacktest.TeamID))
+		if err != nil || sink == nil {
+			t.Fatalf("StartReply = %v, %v", sink, err)
+		}
+		if v, _ := sink.Show(ctx, channels.Progress{Kind: channels.ProgressWaiting}); v {
+			t.Error("a refused status reported shown")
+		}
+		if _, err := sink.Show(ctx, channels.Progress{Kind: channels.ProgressText, Text: text}); err != nil {
+			t.Fatal(err)
+		}
+		if err := sink.Finish(ctx, channels.Reply{Text: text}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if n := f.slack.Count("assistant.threads.setStatus"); n != 1 {
 		t.Errorf("setStatus asked %d times, want once", n)
 	}
@@ -490,7 +510,7 @@ func TestUnshownSaysWhetherFinishLeavesThePost(t *testing.T) {
 	}{
 		{"edited, nothing shown", true, nil, true},
 		{"edited, text shown", true, []string{"half of "}, false},
-		{"streamed, nothing shown", false, nil, false},
+		{"streamed, nothing shown", false, nil, true},
 		{"streamed, text shown", false, []string{"half of "}, false},
 	}
 	for _, tt := range tests {

@@ -10,6 +10,7 @@ package delivery
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/gateway/outbox"
@@ -28,8 +29,14 @@ type Config struct {
 	// conversation's next holder should this process stop mid-answer;
 	// nil records nothing.
 	Replies LiveReplies
-	Tracer  tracing.Tracer
-	Metrics *metrics.Metrics // not nil
+	// FirstShow is how long a live reply shows nothing (the gateway's
+	// typing delay): an answer complete by then is posted whole, one post
+	// instead of a stream started and stopped, and a turn that outlasts
+	// it with nothing to show yet tells its sink so
+	// (channels.ProgressWaiting). Zero shows progress at once.
+	FirstShow time.Duration
+	Tracer    tracing.Tracer
+	Metrics   *metrics.Metrics // not nil
 	Log     *slog.Logger     // not nil
 }
 

@@ -26,12 +26,19 @@ type Live struct {
 	// not finish (see adopt), which shows no progress of this turn.
 	claim   *sessions.Claim
 	adopted bool
+	// hold is how long the pump shows nothing at first (Config.FirstShow;
+	// none for an adopted reply, which is already shown).
+	hold time.Duration
 	// recorded is the reference last recorded with the turn, "" when
 	// none; written by the pump, read once it has stopped.
 	recorded string
 	// maybeRecorded: a record's write failed in a way that may have
 	// written it.
 	maybeRecorded bool
+
+	// typing is the channel's typing indicator, shown once the hold passes
+	// with nothing to show (see TypingWhenWaiting).
+	typing typingOnWait
 
 	mu sync.Mutex
 	// visible is called once, when the user first sees progress (see
@@ -69,13 +76,13 @@ func (r Route) StartLive(ctx context.Context, c *sessions.Claim) *Live {
 	if sink == nil {
 		return nil
 	}
-	return r.live(ctx, sink, c)
+	return r.live(ctx, sink, c, r.d.cfg.FirstShow)
 }
 
-// live starts showing through sink.
-func (r Route) live(ctx context.Context, sink channels.ReplySink, c *sessions.Claim) *Live {
+// live starts showing through sink, after hold.
+func (r Route) live(ctx context.Context, sink channels.ReplySink, c *sessions.Claim, hold time.Duration) *Live {
 	l := &Live{
-		sink: sink, msg: r.m, d: r.d, claim: c,
+		sink: sink, msg: r.m, d: r.d, claim: c, hold: hold,
 		wake:    make(chan struct{}, 1),
 		stopped: make(chan struct{}),
 		done:    make(chan struct{}),
@@ -99,7 +106,7 @@ func (r Route) adopt(ctx context.Context, c *sessions.Claim) *Live {
 		return nil
 	}
 	log.InfoContext(ctx, "an earlier attempt at this message left its live reply unfinished; this turn's answer finishes it", "channel", r.m.Channel)
-	l := r.live(ctx, sink, c)
+	l := r.live(ctx, sink, c, 0)
 	l.adopted, l.recorded = true, c.LiveReply
 	return l
 }
@@ -173,9 +180,12 @@ func (l *Live) withdrawText() {
 	}
 }
 
-// pump shows the queued progress until stop.
+// pump shows the queued progress until stop, once the hold is over.
 func (l *Live) pump(ctx context.Context) {
 	defer close(l.done)
+	if !l.waitHold() {
+		return
+	}
 	failed, seen := false, false
 	for {
 		select {
@@ -219,6 +229,97 @@ func (l *Live) pump(ctx context.Context) {
 				}
 			}
 		}
+	}
+}
+
+// waitHold waits out the hold, in which nothing is shown: most answers
+// of a fast model are complete by then and are posted whole, which costs
+// one platform call where a stream costs two or three. A turn that
+// outlasts it with nothing queued tells the sink it is still at work.
+// It reports false when the reply stopped first.
+func (l *Live) waitHold() bool {
+	if l.hold <= 0 {
+		return true
+	}
+	t := time.NewTimer(l.hold)
+	defer t.Stop()
+	select {
+	case <-l.stopped:
+		return false
+	case <-t.C:
+	}
+	l.mu.Lock()
+	waiting := len(l.queue) == 0
+	if waiting {
+		l.queue = append(l.queue, channels.Progress{Kind: channels.ProgressWaiting})
+	}
+	l.mu.Unlock()
+	if waiting {
+		l.typing.show()
+	}
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// Holds reports whether the reply shows nothing at first (Config.
+// FirstShow): the turn's typing indicator then waits for the hold too
+// (TypingWhenWaiting). False on a nil reply.
+func (l *Live) Holds() bool { return l != nil && l.hold > 0 }
+
+// TypingWhenWaiting has start, which shows the channel's typing indicator
+// and returns what clears it, called when the hold passes with nothing to
+// show: a turn answered sooner, or already showing its answer, shows no
+// indicator at all. The returned stop clears one that was shown and
+// keeps one from being shown; it may be called any number of times.
+// Without a hold, start is called at once. Safe on a nil reply, which
+// calls start at once.
+func (l *Live) TypingWhenWaiting(start func() (clear func())) (stop func()) {
+	if l == nil || l.hold <= 0 {
+		clear := start()
+		var once sync.Once
+		return func() { once.Do(clear) }
+	}
+	l.typing.set(start)
+	return l.typing.stop
+}
+
+// typingOnWait is a typing indicator shown only when the live reply's hold
+// passes with nothing to show.
+type typingOnWait struct {
+	mu      sync.Mutex
+	start   func() func()
+	clear   func()
+	stopped bool
+}
+
+func (t *typingOnWait) set(start func() func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.start = start
+}
+
+// show shows the indicator unless it was stopped first. The lock is held
+// across start, so that a stop waits for it and clears what it showed.
+func (t *typingOnWait) show() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.start != nil && !t.stopped {
+		t.clear = t.start()
+	}
+}
+
+func (t *typingOnWait) stop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return
+	}
+	t.stopped = true
+	if t.clear != nil {
+		t.clear()
 	}
 }
 

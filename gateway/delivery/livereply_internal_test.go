@@ -79,7 +79,7 @@ func TestALiveReplyIsRecordedWhenItsMessagesChange(t *testing.T) {
 	replies := &countingReplies{store: store}
 	d := New(Config{Replies: replies, Metrics: metrics.New(), Log: slog.New(slog.DiscardHandler)})
 	sink := &namedSink{rollEvery: 3, shown: make(chan struct{}, 16)}
-	l := Route{d: d, m: channels.Message{Channel: "x", Received: time.Now()}}.live(ctx, sink, c)
+	l := Route{d: d, m: channels.Message{Channel: "x", Received: time.Now()}}.live(ctx, sink, c, 0)
 	for range 6 { // one at a time, so that none is merged with another
 		l.event(agent.Event{Kind: agent.EventText, Text: "word "})
 		<-sink.shown
@@ -99,13 +99,17 @@ func TestALiveReplyIsRecordedWhenItsMessagesChange(t *testing.T) {
 }
 
 // lostAnswerReplies records, then loses the answer: the write ran, its
-// reply never came back.
-type lostAnswerReplies struct{ store *sessions.RedisStore }
+// reply never came back. Each record written is said on recorded.
+type lostAnswerReplies struct {
+	store    *sessions.RedisStore
+	recorded chan struct{}
+}
 
 func (l lostAnswerReplies) RecordLiveReply(ctx context.Context, lock *sessions.Lock, item []byte, ref string) error {
 	if err := l.store.RecordLiveReply(ctx, lock, item, ref); err != nil {
 		return err
 	}
+	l.recorded <- struct{}{}
 	return io.ErrUnexpectedEOF
 }
 
@@ -135,11 +139,15 @@ func TestALiveReplyWhoseRecordMayHaveLandedIsLeftToTheNextHolder(t *testing.T) {
 	if err != nil || c == nil {
 		t.Fatalf("Claim = %v, %v", c, err)
 	}
-	d := New(Config{Replies: lostAnswerReplies{store}, Metrics: metrics.New(), Log: slog.New(slog.DiscardHandler)})
+	replies := lostAnswerReplies{store: store, recorded: make(chan struct{}, 16)}
+	d := New(Config{Replies: replies, Metrics: metrics.New(), Log: slog.New(slog.DiscardHandler)})
 	sink := &discardCounter{namedSink: namedSink{rollEvery: 100, shown: make(chan struct{}, 16)}}
-	l := Route{d: d, m: channels.Message{Channel: "x", Received: time.Now()}}.live(ctx, sink, c)
+	l := Route{d: d, m: channels.Message{Channel: "x", Received: time.Now()}}.live(ctx, sink, c, 0)
 	l.event(agent.Event{Kind: agent.EventText, Text: "half an answer"})
 	<-sink.shown
+	// The record is written (and its answer lost) before the lock moves
+	// on: taken over sooner, the write would find the lock lost and say so.
+	<-replies.recorded
 	// Another holder takes the conversation over.
 	if err := r.Client.Set(ctx, store.Key(conv, "lock"), "another", time.Minute).Err(); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,62 @@
+package gateway_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/parleyhq/parley/agent/openaitest"
+	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/channels/feishu/feishutest"
+	"github.com/parleyhq/parley/channels/slack"
+	"github.com/parleyhq/parley/channels/slack/slacktest"
+	"github.com/parleyhq/parley/gateway"
+	"github.com/parleyhq/parley/internal/redistest"
+	"github.com/parleyhq/parley/metrics"
+)
+
+// instant is a gateway whose typing delay no test's answer outlasts: the
+// live reply shows nothing before the answer is complete.
+var instant = gateway.Config{TypingDelay: time.Minute}
+
+// TestAnInstantAnswerIsOnePostOnSlack: an answer complete before the
+// typing delay is one chat.postMessage in the thread — no status line,
+// no stream started and stopped, no typing reaction.
+func TestAnInstantAnswerIsOnePostOnSlack(t *testing.T) {
+	t.Parallel()
+	r, model, fake := redistest.New(t), openaitest.New(t), slacktest.New(t)
+	rp := newSlackReplicaConfig(t, r, model, fake, false, true, instant)
+	const thread = "1700000000.000100"
+	m := channels.Message{ID: "Ev1", Channel: slack.Name, Workspace: slacktest.TeamID, Chat: "C1", Thread: thread,
+		User: "U1", Text: "hello", Meta: map[string]string{slack.MetaTS: thread, slack.MetaThreadTS: thread}}
+	if err := rp.gw.Submit(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	slacktest.WaitFor(t, "the answer", 30*time.Second, func() bool { return rp.delivered(metrics.DeliverySent) == 1 })
+	calls := slices.DeleteFunc(fake.Calls(), func(c string) bool { return c == "auth.test" })
+	if !slices.Equal(calls, []string{"chat.postMessage"}) {
+		t.Fatalf("Slack calls for an instant answer: %v; want one chat.postMessage", calls)
+	}
+	if vis := fake.Visible(); len(vis) != 1 || vis[0].Text != "echo: hello" || vis[0].ThreadTS != thread || vis[0].Streamed {
+		t.Fatalf("thread shows %+v; want the answer once, posted", vis)
+	}
+}
+
+// TestAnInstantAnswerIsOnePostOnFeishu: the same on Feishu: one message
+// in the thread, no card made and updated.
+func TestAnInstantAnswerIsOnePostOnFeishu(t *testing.T) {
+	t.Parallel()
+	r, model, fake := redistest.New(t), openaitest.New(t), feishutest.New(t)
+	rp := newFeishuReplicaConfig(t, r, model, fake, instant)
+	if err := rp.gw.Submit(context.Background(), feishuQuestion("hello")); err != nil {
+		t.Fatal(err)
+	}
+	slacktest.WaitFor(t, "the answer", 30*time.Second, func() bool { return len(fake.Sent()) == 1 })
+	if calls := fake.Calls(); len(calls) != 0 {
+		t.Fatalf("card calls for an instant answer: %+v; want none", calls)
+	}
+	if vis := fake.Visible(); len(vis) != 1 || vis[0].Text != "echo: hello" || vis[0].CardID != "" {
+		t.Fatalf("visible %+v; want the answer once, posted", vis)
+	}
+}
