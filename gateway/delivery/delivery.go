@@ -37,7 +37,7 @@ type Config struct {
 	FirstShow time.Duration
 	Tracer    tracing.Tracer
 	Metrics   *metrics.Metrics // not nil
-	Log     *slog.Logger     // not nil
+	Log       *slog.Logger     // not nil
 }
 
 // LiveReplies records a live reply with its turn (sessions.Store's
