@@ -33,12 +33,22 @@ type RoomQuery struct {
 	// 0 reads none.
 	Recent int
 	// Since is the Cursor of the previous read of this room, "" on the
-	// first: only what is newer is read.
+	// first: only what is newer is read. A cursor a little past Message
+	// (CursorLead) means a later message's turn ran first — two arrivals
+	// at once, taken in the other order — and read everything up to its
+	// own: nothing is read again. One further ahead cannot be a read of
+	// this room, and is ignored.
 	Since string
 	// Max bounds the messages returned (the newest are kept) and the
 	// pages read; a thread of 10,000 messages never reads them all.
 	Max int
 }
+
+// CursorLead is how far past a message a cursor may be and still be a
+// read of its room that came first: messages of one conversation are
+// taken in the order they arrived, and only ones that arrive nearly
+// together can be taken in the other order of their platform times.
+const CursorLead = time.Hour
 
 // RoomMessage is one message of the room, as the platform gave it.
 type RoomMessage struct {

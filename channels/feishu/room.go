@@ -99,7 +99,13 @@ func (a *Adapter) ReadRoom(ctx context.Context, q channels.RoomQuery) (channels.
 		at = a.opts.Now().UnixMilli()
 	}
 	since, _ := strconv.ParseInt(q.Since, 10, 64)
-	if since < 0 || since > at {
+	if since < 0 {
+		since = 0
+	}
+	if lead := time.Duration(since-at) * time.Millisecond; lead > 0 {
+		if lead <= channels.CursorLead {
+			return channels.Room{}, nil // read up to a later message already
+		}
 		since = 0
 	}
 	query := map[string]string{"sort_type": "ByCreateTimeDesc"}

@@ -251,3 +251,32 @@ func TestReadRoomOfAReceivedMention(t *testing.T) {
 		t.Errorf("room %+v, %v; want Bo's message and the cursor at the mention", room, err)
 	}
 }
+
+// TestReadRoomOfAnEarlierMentionTakenSecond: two mentions that arrive
+// together may be answered in the other order; the later one's read
+// covered the earlier one's room, so the earlier reads nothing again. A
+// cursor far past the mention is no read of this room and is ignored.
+func TestReadRoomOfAnEarlierMentionTakenSecond(t *testing.T) {
+	t.Parallel()
+	f := roomFixture(t)
+	f.api.Say("oc_1", "omt_1", "ou_ana", "shall we ship?")
+	first := f.api.Say("oc_1", "omt_1", "ou_bo", "@_user_1 first", mentionedBot())
+	second := f.api.Say("oc_1", "omt_1", "ou_cy", "@_user_1 second", mentionedBot())
+	room, err := f.ch.ReadRoom(t.Context(), channels.RoomQuery{Message: asked(second, "omt_1"), Thread: true, Max: 50})
+	if err != nil || len(room.Messages) != 2 || room.Cursor == "" {
+		t.Fatalf("the later mention's read = %+v, %v; want the two messages before it and a cursor", room, err)
+	}
+	listed := len(f.api.Listings())
+	again, err := f.ch.ReadRoom(t.Context(), channels.RoomQuery{Message: asked(first, "omt_1"), Thread: true, Since: room.Cursor, Max: 50})
+	if err != nil || len(again.Messages) != 0 || again.Cursor != "" {
+		t.Fatalf("the earlier mention's read after it = %+v, %v; want nothing read again and the cursor kept", again, err)
+	}
+	if n := len(f.api.Listings()); n != listed {
+		t.Errorf("%d listings for a room already read; want none", n-listed)
+	}
+	far := strconv.FormatInt(first.CreateMS+(2*channels.CursorLead).Milliseconds(), 10)
+	bogus, err := f.ch.ReadRoom(t.Context(), channels.RoomQuery{Message: asked(first, "omt_1"), Thread: true, Since: far, Max: 50})
+	if err != nil || len(bogus.Messages) != 1 {
+		t.Fatalf("a cursor far past the mention: %+v, %v; want it ignored and the room read", bogus, err)
+	}
+}

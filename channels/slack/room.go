@@ -92,7 +92,13 @@ func (a *Adapter) ReadRoom(ctx context.Context, q channels.RoomQuery) (channels.
 		return channels.Room{}, nil // a slash command has no place in a channel
 	}
 	since := q.Since
-	if !tsPattern.MatchString(since) || tsAfter(since, trigger) {
+	if !tsPattern.MatchString(since) {
+		since = ""
+	}
+	if lead := tsTime(since).Sub(tsTime(trigger)); since != "" && lead > 0 {
+		if lead <= channels.CursorLead {
+			return channels.Room{}, nil // read up to a later message already
+		}
 		since = ""
 	}
 	form := url.Values{"token": {a.cfg.BotToken.Reveal()}, "channel": {m.Chat}, "latest": {trigger}}

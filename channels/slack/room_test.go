@@ -394,3 +394,32 @@ func TestReadRoomFromAHostileAPI(t *testing.T) {
 		})
 	}
 }
+
+// TestReadRoomOfAnEarlierMentionTakenSecond: two mentions that arrive
+// together may be answered in the other order; the later one's read
+// covered the earlier one's room, so the earlier reads nothing again. A
+// cursor far past the mention is no read of this room and is ignored.
+func TestReadRoomOfAnEarlierMentionTakenSecond(t *testing.T) {
+	t.Parallel()
+	f := roomFixture(t)
+	root := fivePeople(t, f)
+	first := f.slack.Say("C1", root, "U1", "<@UBOT> first")
+	second := f.slack.Say("C1", root, "U2", "<@UBOT> second")
+	room, err := f.a.ReadRoom(t.Context(), channels.RoomQuery{Message: mentionAt(second, root), Thread: true, Max: 50})
+	if err != nil || room.Cursor != second || len(room.Messages) == 0 {
+		t.Fatalf("the later mention's read = %+v, %v; want the thread up to it", room, err)
+	}
+	lookups := len(f.slack.Lookups())
+	again, err := f.a.ReadRoom(t.Context(), channels.RoomQuery{Message: mentionAt(first, root), Thread: true, Since: room.Cursor, Max: 50})
+	if err != nil || len(again.Messages) != 0 || again.Cursor != "" {
+		t.Fatalf("the earlier mention's read after it = %+v, %v; want nothing read again and the cursor kept", again, err)
+	}
+	if n := len(f.slack.Lookups()); n != lookups {
+		t.Errorf("%d lookups for a room already read; want none", n-lookups)
+	}
+	far := fmt.Sprintf("%d.000000", tsTime(first).Add(2*channels.CursorLead).Unix())
+	bogus, err := f.a.ReadRoom(t.Context(), channels.RoomQuery{Message: mentionAt(first, root), Thread: true, Since: far, Max: 50})
+	if err != nil || len(bogus.Messages) != len(room.Messages)-1 { // all but the later mention
+		t.Fatalf("a cursor far past the mention: %d messages, %v; want it ignored and the room read (%d)", len(bogus.Messages), err, len(room.Messages)-1)
+	}
+}
