@@ -1,0 +1,91 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/policy"
+)
+
+// accountNamer is a platform's section that configures accounts (apps
+// of the platform: slack.accounts.NAME), as the policies learn them.
+type accountNamer interface {
+	AccountNames() []string
+}
+
+// printAccounts writes, after the effective configuration of `parley
+// config check`, every platform's accounts as YAML comments: how each is
+// reached (its routes, its connection), the policy levels that name it
+// and the profile its messages get unless a workspace or chat chooses
+// another. It names no platform: any section reporting AccountNames is
+// listed, with its transports when it reports them
+// (channels.AccountTransports). It prints no credential. A
+// configuration without accounts prints nothing more.
+func printAccounts(w io.Writer, cfg config.Config) {
+	tree := policy.FromConfig(cfg)
+	resolver := policy.NewFromConfig(cfg)
+	header := false
+	for _, p := range config.Platforms() {
+		sec, ok := cfg.Platforms[p.Name].(accountNamer)
+		if !ok {
+			continue
+		}
+		var transports map[string]channels.Transport
+		if t, ok := sec.(channels.AccountTransports); ok {
+			transports = t.Transports()
+		}
+		for _, name := range sec.AccountNames() {
+			if !header {
+				fmt.Fprintln(w, "# accounts, how each is reached, the policy levels that name it, and its profile (unless a workspace or chat chooses another):")
+				header = true
+			}
+			label := channels.AdapterKey(p.Name, name)
+			if name == channels.DefaultAccount {
+				label = p.Name + "/" + name + " (the section's own keys)"
+			}
+			fmt.Fprintf(w, "#   %s:\n", label)
+			if t, ok := transports[name]; ok {
+				fmt.Fprintf(w, "#     reached by: %s\n", t)
+			}
+			fmt.Fprintf(w, "#     policy levels: %s\n", orNone(accountLevels(tree, p.Name, name)))
+			fmt.Fprintf(w, "#     profile: %s\n", accountProfile(resolver, p.Name, name))
+		}
+	}
+}
+
+// accountLevels lists the keys of the policy levels that apply to an
+// account alone (policies.platforms.P.accounts.A): one or none.
+func accountLevels(tree *policy.Config, platform, account string) []string {
+	if _, ok := tree.Platforms[platform].Accounts[account]; ok {
+		return []string{"policies.platforms." + platform + ".accounts." + account}
+	}
+	return nil
+}
+
+// accountProfile names the profile an account's messages get, and the
+// level that chose it, before any workspace or chat level decides.
+func accountProfile(r *policy.Resolver, platform, account string) string {
+	scope := policy.Scope{Channel: platform, Account: account}
+	if account == channels.DefaultAccount {
+		scope.Account = ""
+	}
+	p := r.Resolve(scope).Profile()
+	if p.Name == "" {
+		return "none (the default system prompt)"
+	}
+	name := p.Name
+	if p.DisplayName != "" {
+		name += " (" + p.DisplayName + ")"
+	}
+	return fmt.Sprintf("%s, chosen at %s", name, p.Level)
+}
+
+func orNone(keys []string) string {
+	if len(keys) == 0 {
+		return "none"
+	}
+	return strings.Join(keys, ", ")
+}
