@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -157,13 +158,20 @@ func postsBy(c *cluster, bot, text string) int {
 // bot users) served by two replicas of one deployment. Each app answers
 // only the events signed with its own secret at its own route and
 // mentioning its own bot, once, from its own bot, in a conversation of
-// its own; an event delivered to the other app's route is refused; once
-// one app's token is revoked, /readyz names that account while the
-// replica stays ready, and the other app keeps answering.
+// its own; an event delivered to the other app's route is refused. Each
+// answers with its own profile's system prompt, the same bytes on both
+// replicas, and a chat's profile beats the platform's across twenty
+// turns of two conversations. Once one app's token is revoked, /readyz,
+// parley_account_up and the console's overview show that account down
+// (naming no secret) while the replica stays ready, and the other app
+// keeps answering.
 func TestTwoSlackAppsOnTwoReplicas(t *testing.T) {
 	t.Parallel() // its own Redis prefix, fakes, ports and home
 	c := newAccountsCluster(t)
-	a, b := c.start(t), c.start(t)
+	consoleA, consoleB := freeAddr(t), freeAddr(t)
+	a := c.start(t, "PARLEY_ADMIN_TOKEN="+adminToken, "PARLEY_ADMIN_LISTEN="+consoleA)
+	b := c.start(t, "PARLEY_ADMIN_TOKEN="+adminToken, "PARLEY_ADMIN_LISTEN="+consoleB)
+	console := map[*replica]string{a: "http://" + consoleA, b: "http://" + consoleB}
 	const root = "1700000900.000001"
 	ops := slacktest.Event("EvOps", slacktest.Mention("C1", "U1", root, "", "deploy status"))
 	hr := slacktest.EventTo(hrApp, "EvHr", slacktest.MentionOf(hrApp, "C1", "U1", root, "", "holiday policy"))
@@ -265,17 +273,37 @@ func TestTwoSlackAppsOnTwoReplicas(t *testing.T) {
 	// default app, which keeps answering.
 	c.slack.Revoke(hrApp.BotToken)
 	a.deliver(t, "/slack/events/hr", hrSecret, slacktest.EventTo(hrApp, "EvHr3", slacktest.MentionOf(hrApp, "C1", "U1", "1700000901.000001", "", "after revocation")))
-	// The replica that saw the refusal says so in /readyz and in
-	// parley_account_up, where the default app stays up.
+	// The replica that saw the refusal says so in /readyz, in
+	// parley_account_up, where the default app stays up, and on its
+	// console's overview, hr's row down with why, the default's up.
+	var saw *replica
+	var readyz, overview string
 	slacktest.WaitFor(t, "a replica to show the hr account down", 60*time.Second, func() bool {
 		for _, rp := range []*replica{a, b} {
-			if status, body := rp.readyz(t); status == http.StatusOK && strings.Contains(body, "degraded: slack/hr: ") && strings.Contains(body, "token_revoked") &&
-				metricLine(rp.base, `parley_account_up{account="hr",channel="slack"} 0`) && metricLine(rp.base, `parley_account_up{account="default",channel="slack"} 1`) {
+			status, body := rp.readyz(t)
+			if status != http.StatusOK || !strings.Contains(body, "degraded: slack/hr: ") || !strings.Contains(body, "token_revoked") ||
+				!metricLine(rp.base, `parley_account_up{account="hr",channel="slack"} 0`) || !metricLine(rp.base, `parley_account_up{account="default",channel="slack"} 1`) {
+				continue
+			}
+			if _, page := adminGet(t, console[rp], "/admin/"); strings.Contains(page, "token_revoked") {
+				saw, readyz, overview = rp, body, page
 				return true
 			}
 		}
 		return false
 	})
+	hrRow := regexp.MustCompile(`(?s)<tr class="account">\s*<td>slack</td><td><code>hr</code></td>\s*<td><span class="health bad">down \(([^<]*)\)</span></td>\s*<td>webhooks at /slack/events/hr, /slack/commands/hr, /slack/interactions/hr</td>`)
+	if m := hrRow.FindStringSubmatch(overview); m == nil || !strings.Contains(m[1], "token_revoked") {
+		t.Errorf("the console's overview does not show slack/hr down with why:\n%s", overview)
+	}
+	if !regexp.MustCompile(`(?s)<td>slack</td><td><code>default</code></td>\s*<td><span class="health ok">up</span></td>\s*<td>webhooks at /slack/events, `).MatchString(overview) {
+		t.Errorf("the console's overview does not show slack/default up:\n%s", overview)
+	}
+	for what, text := range map[string]string{"/readyz": readyz, "the overview": overview} {
+		if strings.Contains(text, hrApp.BotToken) || strings.Contains(text, hrSecret) {
+			t.Errorf("%s of %s shows the hr app's credentials", what, saw.base)
+		}
+	}
 	b.deliver(t, "/slack/events", slacktest.Secret, slacktest.Event("EvOps3", slacktest.Mention("C1", "U1", "1700000902.000001", "", "still there?")))
 	slacktest.WaitFor(t, "the ops app to answer after hr's revocation", 60*time.Second, func() bool {
 		return postsBy(c, slacktest.BotUserID, "echo: still there?") == 1
