@@ -93,7 +93,7 @@ func TestTheOverviewShowsEachAccount(t *testing.T) {
 	if got, want := accountRow(body, "slack", "hr"), "slack hr down (token refused: token_revoked) Socket Mode"; !strings.HasPrefix(got, want) {
 		t.Errorf("the row of slack/hr is %q, want it to start %q", got, want)
 	}
-	if !strings.Contains(body, `<span class="health bad">down (token refused: token_revoked)</span>`) {
+	if !strings.Contains(body, `<span class="health bad">down</span> (token refused: token_revoked)`) {
 		t.Errorf("the down account is not marked bad:\n%s", body)
 	}
 }

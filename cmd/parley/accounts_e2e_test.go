@@ -292,7 +292,7 @@ func TestTwoSlackAppsOnTwoReplicas(t *testing.T) {
 		}
 		return false
 	})
-	hrRow := regexp.MustCompile(`(?s)<tr class="account">\s*<td>slack</td><td><code>hr</code></td>\s*<td><span class="health bad">down \(([^<]*)\)</span></td>\s*<td>webhooks at /slack/events/hr, /slack/commands/hr, /slack/interactions/hr</td>`)
+	hrRow := regexp.MustCompile(`(?s)<tr class="account">\s*<td>slack</td><td><code>hr</code></td>\s*<td><span class="health bad">down</span> \(([^<]*)\)</td>\s*<td>webhooks at /slack/events/hr, /slack/commands/hr, /slack/interactions/hr</td>`)
 	if m := hrRow.FindStringSubmatch(overview); m == nil || !strings.Contains(m[1], "token_revoked") {
 		t.Errorf("the console's overview does not show slack/hr down with why:\n%s", overview)
 	}
