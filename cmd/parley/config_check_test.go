@@ -196,8 +196,8 @@ policies:
 // TestConfigCheckListsAccounts: after the effective configuration,
 // `parley config check` lists every platform's accounts as comments: how
 // each is reached (its routes, its connection), the policy level naming
-// it and the profile its messages get, and the level that chose it; no
-// credential. (That the listing reads back, as comments, is
+// it, the profile its messages get with the level that chose it, and
+// the triggers that post as it; no credential. (That the listing reads back, as comments, is
 // TestAccountsRoundTripAndExplain's.)
 func TestConfigCheckListsAccounts(t *testing.T) {
 	const secret = "acct-s3cret-that-must-not-show"
@@ -229,6 +229,24 @@ policies:
           profile: hr
           tools:
             allow: []
+triggers:
+  schedules:
+    digest:
+      cron: "0 9 * * 1-5"
+      answer: post
+      text: the weekly digest
+      to: {platform: slack, workspace: T1, chat: C1}
+    reminder:
+      cron: "0 9 1 * *"
+      answer: post
+      text: timesheets are due
+      to: {platform: slack, account: hr, workspace: T1, chat: C2}
+  webhooks:
+    deploys:
+      kind: json
+      token: deploys-` + secret + `
+      text: "{{.service}} deployed"
+      to: {platform: feishu, account: hr, workspace: tenant1, chat: oc_1}
 `
 	env := mapEnv(map[string]string{"OPENAI_API_KEY": "sk-test", "PARLEY_HOME": t.TempDir(), "PARLEY_WORKSPACE": t.TempDir()})
 	check := func(path string) string {
@@ -248,10 +266,10 @@ policies:
 		t.Fatalf("config check lists no accounts:\n%s", out)
 	}
 	want := []string{
-		"#   feishu/default (the section's own keys):\n#     reached by: long connection\n#     policy levels: none\n#     profile: none (the default system prompt)\n",
-		"#   feishu/hr:\n#     reached by: webhooks at /feishu/events/hr\n#     policy levels: none\n",
-		"#   slack/default (the section's own keys):\n#     reached by: webhooks at /slack/events, /slack/commands, /slack/interactions\n#     policy levels: none\n#     profile: ops, chosen at policies.platforms.slack\n",
-		"#   slack/hr:\n#     reached by: Socket Mode\n#     policy levels: policies.platforms.slack.accounts.hr\n#     profile: hr (HR Helper), chosen at policies.platforms.slack.accounts.hr\n",
+		"#   feishu/default (the section's own keys):\n#     reached by: long connection\n#     policy levels: none\n#     profile: none (the default system prompt)\n#     triggers posting as it: none\n",
+		"#   feishu/hr:\n#     reached by: webhooks at /feishu/events/hr\n#     policy levels: none\n#     profile: none (the default system prompt)\n#     triggers posting as it: triggers.webhooks.deploys\n",
+		"#   slack/default (the section's own keys):\n#     reached by: webhooks at /slack/events, /slack/commands, /slack/interactions\n#     policy levels: none\n#     profile: ops, chosen at policies.platforms.slack\n#     triggers posting as it: triggers.schedules.digest\n",
+		"#   slack/hr:\n#     reached by: Socket Mode\n#     policy levels: policies.platforms.slack.accounts.hr\n#     profile: hr (HR Helper), chosen at policies.platforms.slack.accounts.hr\n#     triggers posting as it: triggers.schedules.reminder\n",
 	}
 	for _, w := range want {
 		if !strings.Contains(listing, w) {

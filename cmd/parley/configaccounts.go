@@ -3,11 +3,14 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/triggers"
+	triggersection "github.com/parleyhq/parley/triggers/section"
 )
 
 // accountNamer is a platform's section that configures accounts (apps
@@ -18,15 +21,16 @@ type accountNamer interface {
 
 // printAccounts writes, after the effective configuration of `parley
 // config check`, every platform's accounts as YAML comments: how each is
-// reached (its routes, its connection), the policy levels that name it
-// and the profile its messages get unless a workspace or chat chooses
-// another. It names no platform: any section reporting AccountNames is
+// reached (its routes, its connection), the policy levels that name it,
+// the profile its messages get unless a workspace or chat chooses
+// another, and the triggers that post as it. It names no platform: any section reporting AccountNames is
 // listed, with its transports when it reports them
 // (channels.AccountTransports). It prints no credential. A
 // configuration without accounts prints nothing more.
 func printAccounts(w io.Writer, cfg config.Config) {
 	tree := policy.FromConfig(cfg)
 	resolver := policy.NewFromConfig(cfg)
+	destinations := triggersection.Destinations(cfg)
 	header := false
 	for _, p := range config.Platforms() {
 		sec, ok := cfg.Platforms[p.Name].(accountNamer)
@@ -39,7 +43,7 @@ func printAccounts(w io.Writer, cfg config.Config) {
 		}
 		for _, name := range sec.AccountNames() {
 			if !header {
-				fmt.Fprintln(w, "# accounts, how each is reached, the policy levels that name it, and its profile (unless a workspace or chat chooses another):")
+				fmt.Fprintln(w, "# accounts, how each is reached, the policy levels that name it, its profile (unless a workspace or chat chooses another) and the triggers posting as it:")
 				header = true
 			}
 			label := channels.AdapterKey(p.Name, name)
@@ -52,6 +56,7 @@ func printAccounts(w io.Writer, cfg config.Config) {
 			}
 			fmt.Fprintf(w, "#     policy levels: %s\n", orNone(accountLevels(tree, p.Name, name)))
 			fmt.Fprintf(w, "#     profile: %s\n", accountProfile(resolver, p.Name, name))
+			fmt.Fprintf(w, "#     triggers posting as it: %s\n", orNone(postingAs(destinations, p.Name, name)))
 		}
 	}
 }
@@ -81,6 +86,24 @@ func accountProfile(r *policy.Resolver, platform, account string) string {
 		name += " (" + p.DisplayName + ")"
 	}
 	return fmt.Sprintf("%s, chosen at %s", name, p.Level)
+}
+
+// postingAs lists, sorted, the keys of the triggers' destinations that
+// post as an account: those naming it in to.account, and for the default
+// account those naming none.
+func postingAs(destinations map[string]triggers.Destination, platform, account string) []string {
+	var keys []string
+	for key, d := range destinations {
+		named := d.Account
+		if named == "" {
+			named = channels.DefaultAccount
+		}
+		if d.Platform == platform && named == account {
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 func orNone(keys []string) string {
