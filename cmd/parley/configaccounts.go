@@ -23,14 +23,12 @@ type accountNamer interface {
 // config check`, every platform's accounts as YAML comments: how each is
 // reached (its routes, its connection), the policy levels that name it,
 // the profile its messages get unless a workspace or chat chooses
-// another, and the triggers that post as it. It names no platform: any section reporting AccountNames is
-// listed, with its transports when it reports them
-// (channels.AccountTransports). It prints no credential. A
+// another, and the triggers that post as it. It names no platform: any
+// section reporting AccountNames is listed, with its transports when it
+// reports them (channels.AccountTransports). It prints no credential. A
 // configuration without accounts prints nothing more.
 func printAccounts(w io.Writer, cfg config.Config) {
-	tree := policy.FromConfig(cfg)
-	resolver := policy.NewFromConfig(cfg)
-	destinations := triggersection.Destinations(cfg)
+	uses := accountUses{tree: policy.FromConfig(cfg), resolver: policy.NewFromConfig(cfg), destinations: triggersection.Destinations(cfg)}
 	header := false
 	for _, p := range config.Platforms() {
 		sec, ok := cfg.Platforms[p.Name].(accountNamer)
@@ -46,19 +44,33 @@ func printAccounts(w io.Writer, cfg config.Config) {
 				fmt.Fprintln(w, "# accounts, how each is reached, the policy levels that name it, its profile (unless a workspace or chat chooses another) and the triggers posting as it:")
 				header = true
 			}
-			label := channels.AdapterKey(p.Name, name)
-			if name == channels.DefaultAccount {
-				label = p.Name + "/" + name + " (the section's own keys)"
-			}
-			fmt.Fprintf(w, "#   %s:\n", label)
-			if t, ok := transports[name]; ok {
-				fmt.Fprintf(w, "#     reached by: %s\n", t)
-			}
-			fmt.Fprintf(w, "#     policy levels: %s\n", orNone(accountLevels(tree, p.Name, name)))
-			fmt.Fprintf(w, "#     profile: %s\n", accountProfile(resolver, p.Name, name))
-			fmt.Fprintf(w, "#     triggers posting as it: %s\n", orNone(postingAs(destinations, p.Name, name)))
+			t, known := transports[name]
+			uses.print(w, p.Name, name, t, known)
 		}
 	}
+}
+
+// accountUses is what may use an account: the policy tree, its profiles
+// and the triggers' destinations.
+type accountUses struct {
+	tree         *policy.Config
+	resolver     *policy.Resolver
+	destinations map[string]triggers.Destination
+}
+
+// print writes one account's entry; its transport when known.
+func (u accountUses) print(w io.Writer, platform, name string, t channels.Transport, known bool) {
+	label := channels.AdapterKey(platform, name)
+	if name == channels.DefaultAccount {
+		label = platform + "/" + name + " (the section's own keys)"
+	}
+	fmt.Fprintf(w, "#   %s:\n", label)
+	if known {
+		fmt.Fprintf(w, "#     reached by: %s\n", t)
+	}
+	fmt.Fprintf(w, "#     policy levels: %s\n", orNone(accountLevels(u.tree, platform, name)))
+	fmt.Fprintf(w, "#     profile: %s\n", accountProfile(u.resolver, platform, name))
+	fmt.Fprintf(w, "#     triggers posting as it: %s\n", orNone(postingAs(u.destinations, platform, name)))
 }
 
 // accountLevels lists the keys of the policy levels that apply to an
