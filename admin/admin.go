@@ -106,6 +106,9 @@ type Config struct {
 	// Triggers lists the schedules and webhooks (nil: the Triggers page
 	// says there are none).
 	Triggers Triggers
+	// Accounts lists this replica's accounts and their state, for the
+	// overview (nil: it shows none).
+	Accounts Accounts
 
 	// Replica is this replica's heartbeat ID, marked on the overview.
 	Replica string

@@ -17,6 +17,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/parleyhq/parley/admin"
 )
 
 // These tests drive the console in a real headless Chromium (Debian's
@@ -163,7 +165,11 @@ func TestConsoleInABrowser(t *testing.T) {
 	t.Parallel()
 	b := newBrowser(t)
 	w := newWorld(t)
-	a := w.replica(t, "a", options{})
+	// Replica a serves two Slack apps, hr's down: the overview shows it.
+	accounts := &fixedAccounts{}
+	accounts.set(admin.AccountState{Platform: "slack", Account: "default", Up: true, Reached: "webhooks at /slack/events, /slack/commands, /slack/interactions"},
+		admin.AccountState{Platform: "slack", Account: "hr", Error: "token refused: token_revoked (check the app's bot token)", Reached: "webhooks at /slack/events/hr, /slack/commands/hr, /slack/interactions/hr; Socket Mode"})
+	a := w.replica(t, "a", options{accounts: accounts})
 	second := w.replica(t, "b", options{})
 	conv := w.converse(t, a, "C1", "release-notes")
 
@@ -185,7 +191,7 @@ func TestConsoleInABrowser(t *testing.T) {
 
 	// Every page, screenshot at 1280×800.
 	for _, p := range []struct{ name, path, wait string }{
-		{"overview", "/admin/", "#replicas"},
+		{"overview", "/admin/", "#accounts"},
 		{"skills", "/admin/skills", "#skill-release-notes"},
 		{"skill", "/admin/skills?skill=deploy-check&file=references/checklist.md", "#detail"},
 		{"policies", "/admin/policies?scope=slack:T1:C1", ".explain"},
@@ -197,6 +203,19 @@ func TestConsoleInABrowser(t *testing.T) {
 		b.do("open "+p.path, chromedp.Navigate(a.srv.URL+p.path), chromedp.WaitVisible(chromedp.CSS(p.wait)))
 		b.screenshot(p.name, 1280)
 		b.checkPage(p.name)
+	}
+
+	// A down account looks down: its state in the colour of what is bad,
+	// not of what is well.
+	b.do("open the overview", chromedp.Navigate(a.srv.URL+"/admin/"), chromedp.WaitVisible(chromedp.ID("accounts")))
+	if got := b.text("#accounts + .scroll"); !strings.Contains(got, "down (token refused: token_revoked") || !strings.Contains(got, "Socket Mode") {
+		t.Errorf("the accounts table: %q", got)
+	}
+	if !b.eval(`(() => { const rows = [...document.querySelectorAll('tr.account')];
+		const state = code => rows.find(r => r.querySelector('code').textContent === code).querySelector('.health');
+		return getComputedStyle(state('hr')).color === getComputedStyle(document.querySelector('.health.bad')).color &&
+			getComputedStyle(state('hr')).color !== getComputedStyle(state('default')).color; })()`) {
+		t.Error("the down account does not look different from the one that is up")
 	}
 
 	// The Triggers page shows a webhook's refused request beside the
@@ -224,7 +243,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 
 	// Phone width.
-	b.do("phone width", chromedp.EmulateViewport(390, 844), chromedp.Navigate(a.srv.URL+"/admin/"), chromedp.WaitVisible(chromedp.ID("replicas")))
+	b.do("phone width", chromedp.EmulateViewport(390, 844), chromedp.Navigate(a.srv.URL+"/admin/"), chromedp.WaitVisible(chromedp.ID("accounts")))
 	b.screenshot("overview-phone", 390)
 	b.checkPage("overview on a phone")
 	b.do("phone skills", chromedp.Navigate(a.srv.URL+"/admin/skills"), chromedp.WaitVisible(chromedp.ID("skill-release-notes")))

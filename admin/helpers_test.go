@@ -94,6 +94,10 @@ type options struct {
 	admin func(*config.Admin)
 	// listen wraps the console's listener (a TLS server, say).
 	tls bool
+	// accounts are the replica's accounts as the console reads them, and
+	// channels the adapters its heartbeat reports (nil: one slack, ready).
+	accounts admin.Accounts
+	channels []admin.ChannelHealth
 }
 
 type clock struct {
@@ -168,6 +172,7 @@ func (w *world) replica(t *testing.T, id string, opts options) *replica {
 		Tools:         registryTools{reg},
 		Conversations: r.gw,
 		Triggers:      triggerLister(t, w),
+		Accounts:      opts.accounts,
 		Replica:       id,
 		Log:           log,
 		Now:           r.clock.now,
@@ -182,10 +187,14 @@ func (w *world) replica(t *testing.T, id string, opts options) *replica {
 	}
 	t.Cleanup(r.srv.Close)
 
+	beat := opts.channels
+	if beat == nil {
+		beat = []admin.ChannelHealth{{Name: "slack", Ready: true}}
+	}
 	hb := &admin.Heartbeat{Client: w.redis.Client, Prefix: w.redis.Prefix, Every: time.Second, Gatherer: r.metrics.Registry, Log: log,
 		Info: func() admin.ReplicaInfo {
 			return admin.ReplicaInfo{ID: id, Host: "host-" + id, Version: "test", Started: time.Now().Add(-time.Minute),
-				Channels: []admin.ChannelHealth{{Name: "slack", Ready: true}}, Console: r.srv.URL}
+				Channels: beat, Console: r.srv.URL}
 		}}
 	hbReady := make(chan struct{})
 	bg.Go(func() { hb.Run(ctx, hbReady) })

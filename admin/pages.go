@@ -57,6 +57,7 @@ func doneURL(page, code, target string, extra ...string) string {
 type overviewData struct {
 	Replicas    []replicaView
 	ReplicaErr  string
+	Accounts    []accountView
 	Redis       redisView
 	Inventory   sessions.Inventory
 	InvErr      string
@@ -96,6 +97,9 @@ func (s *Server) overview(r *http.Request, id identity, v *view) (string, error)
 		d.ModelErrors += rep.ModelErrors
 		d.Replicas = append(d.Replicas, replicaView{ReplicaInfo: rep, This: rep.ID == s.cfg.Replica,
 			Up: roundDuration(now.Sub(rep.Started)), Age: roundDuration(now.Sub(rep.Seen))})
+	}
+	if s.cfg.Accounts != nil {
+		d.Accounts = accountViews(s.cfg.Accounts.AccountStates(), reps, s.cfg.Replica)
 	}
 	d.Redis = s.redisState(ctx)
 	if inv, err := s.cfg.Store.Inventory(ctx, 0); err != nil {

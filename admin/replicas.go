@@ -28,6 +28,9 @@ type ChannelHealth struct {
 	Name  string `json:"name"`
 	Ready bool   `json:"ready"`
 	Error string `json:"error,omitempty"`
+	// Account is the app of the platform the adapter serves ("default"
+	// or empty for the section's own).
+	Account string `json:"account,omitempty"`
 }
 
 // ReplicaInfo is what one replica reports in its heartbeat.

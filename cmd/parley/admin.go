@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/admin"
+	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/policy"
 )
 
@@ -62,8 +63,10 @@ func (a *app) serveAdmin(id string) (string, error) {
 		// The gateway resets and compacts as /reset and /compact do.
 		Conversations: a.gateway,
 		Audit:         a.ledger,
-		Replica:       id,
-		Log:           a.log,
+		// Each account's state on this replica, as /readyz reads it.
+		Accounts: adminAccounts{a},
+		Replica:  id,
+		Log:      a.log,
 	})
 	if err != nil {
 		return "", err
@@ -94,7 +97,7 @@ func (a *app) serveAdmin(id string) (string, error) {
 func (a *app) channelHealth() []admin.ChannelHealth {
 	out := []admin.ChannelHealth{}
 	for _, c := range a.channels {
-		h := admin.ChannelHealth{Name: c.Channel.Name(), Ready: true}
+		h := admin.ChannelHealth{Name: c.Channel.Name(), Ready: true, Account: adapterAccount(c.Channel)}
 		if hc := c.Health; hc != nil {
 			if err := hc.Ready(); err != nil {
 				h.Ready, h.Error = false, err.Error()
@@ -138,4 +141,38 @@ func hostname() string {
 		return "parley"
 	}
 	return h
+}
+
+// adminAccounts lists this replica's accounts for the console's overview:
+// each adapter's readiness (as /readyz reads it) and how its platform
+// reaches it (as config check lists it).
+type adminAccounts struct{ a *app }
+
+func (x adminAccounts) AccountStates() []admin.AccountState {
+	out := make([]admin.AccountState, 0, len(x.a.channels))
+	for _, c := range x.a.channels {
+		platform, account := c.Channel.Name(), adapterAccount(c.Channel)
+		st := admin.AccountState{Platform: platform, Account: account, Up: true}
+		if hc := c.Health; hc != nil {
+			if err := hc.Ready(); err != nil {
+				st.Up, st.Error = false, err.Error()
+			}
+		}
+		if t, ok := x.a.cfg.Platforms[platform].(channels.AccountTransports); ok {
+			if tr, ok := t.Transports()[account]; ok {
+				st.Reached = tr.String()
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// adapterAccount is the account an adapter serves: channels.DefaultAccount
+// for the section's own app, or an adapter that serves only that.
+func adapterAccount(ch channels.Channel) string {
+	if a, ok := ch.(channels.Accounted); ok && a.Account() != "" {
+		return a.Account()
+	}
+	return channels.DefaultAccount
 }

@@ -192,3 +192,92 @@ policies:
 		t.Errorf("the default app's explain names hr's level:\n%s", ops)
 	}
 }
+
+// TestConfigCheckListsAccounts: after the effective configuration,
+// `parley config check` lists every platform's accounts as comments: how
+// each is reached (its routes, its connection), the policy level naming
+// it, the profile its messages get with the level that chose it, and
+// the triggers that post as it; no credential. (That the listing reads back, as comments, is
+// TestAccountsRoundTripAndExplain's.)
+func TestConfigCheckListsAccounts(t *testing.T) {
+	const secret = "acct-s3cret-that-must-not-show"
+	file := `slack:
+  bot_token: xoxb-ops-` + secret + `
+  signing_secret: ops-` + secret + `
+  accounts:
+    hr:
+      bot_token: xoxb-hr-` + secret + `
+      app_token: xapp-hr-` + secret + `
+feishu:
+  app_id: cli_ops
+  app_secret: ops-` + secret + `
+  accounts:
+    hr:
+      app_id: cli_hr
+      app_secret: hr-` + secret + `
+      mode: webhook
+      encrypt_key: hr-` + secret + `
+profiles:
+  ops: {system_prompt: "You are the on-call assistant."}
+  hr: {system_prompt_append: "Be polite.", display_name: HR Helper}
+policies:
+  platforms:
+    slack:
+      profile: ops
+      accounts:
+        hr:
+          profile: hr
+          tools:
+            allow: []
+triggers:
+  schedules:
+    digest:
+      cron: "0 9 * * 1-5"
+      answer: post
+      text: the weekly digest
+      to: {platform: slack, workspace: T1, chat: C1}
+    reminder:
+      cron: "0 9 1 * *"
+      answer: post
+      text: timesheets are due
+      to: {platform: slack, account: hr, workspace: T1, chat: C2}
+  webhooks:
+    deploys:
+      kind: json
+      token: deploys-` + secret + `
+      text: "{{.service}} deployed"
+      to: {platform: feishu, account: hr, workspace: tenant1, chat: oc_1}
+`
+	env := mapEnv(map[string]string{"OPENAI_API_KEY": "sk-test", "PARLEY_HOME": t.TempDir(), "PARLEY_WORKSPACE": t.TempDir()})
+	check := func(path string) string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), []string{"config", "check", "--config", path}, nil, &stdout, &stderr, env); code != 0 {
+			t.Fatalf("exit %d:\n%s", code, stderr.String())
+		}
+		if out := stdout.String() + stderr.String(); strings.Contains(out, secret) {
+			t.Fatalf("config check shows a credential:\n%s", out)
+		}
+		return stdout.String()
+	}
+	out := check(writeConfig(t, file))
+	_, listing, ok := strings.Cut(out, "# accounts, how each is reached")
+	if !ok {
+		t.Fatalf("config check lists no accounts:\n%s", out)
+	}
+	want := []string{
+		"#   feishu/default (the section's own keys):\n#     reached by: long connection\n#     policy levels: none\n#     profile: none (the default system prompt)\n#     triggers posting as it: none\n",
+		"#   feishu/hr:\n#     reached by: webhooks at /feishu/events/hr\n#     policy levels: none\n#     profile: none (the default system prompt)\n#     triggers posting as it: triggers.webhooks.deploys\n",
+		"#   slack/default (the section's own keys):\n#     reached by: webhooks at /slack/events, /slack/commands, /slack/interactions\n#     policy levels: none\n#     profile: ops, chosen at policies.platforms.slack\n#     triggers posting as it: triggers.schedules.digest\n",
+		"#   slack/hr:\n#     reached by: Socket Mode\n#     policy levels: policies.platforms.slack.accounts.hr\n#     profile: hr (HR Helper), chosen at policies.platforms.slack.accounts.hr\n#     triggers posting as it: triggers.schedules.reminder\n",
+	}
+	for _, w := range want {
+		if !strings.Contains(listing, w) {
+			t.Errorf("the accounts' listing lacks\n%s\nin\n%s", w, listing)
+		}
+	}
+	// A configuration without accounts lists none.
+	if out := check(writeConfig(t, "")); strings.Contains(out, "# accounts") {
+		t.Errorf("config check without an app lists accounts:\n%s", out)
+	}
+}

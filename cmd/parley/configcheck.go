@@ -65,6 +65,7 @@ func (e *environment) config(args []string) error {
 	}
 	e.stdout.Write(out)
 	printProfiles(e.stdout, cfg)
+	printAccounts(e.stdout, cfg)
 	for _, w := range warnings {
 		fmt.Fprintf(e.stderr, "warning: %s\n", w)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parleyhq/parley/agent"
 	"github.com/parleyhq/parley/channels/feishu/feishutest"
 )
 
@@ -15,7 +16,8 @@ import (
 // feishu.accounts.hr) in the same group. Feishu delivers each group
 // message to both apps (each sealed with its app's key, at its app's
 // route); each app answers its own @mention once, from its own bot, and
-// neither answers the other's.
+// neither answers the other's. HR Helper's account level gives it its
+// profile and no tools, which Ops Bot keeps.
 func TestTwoFeishuAppsInOneGroup(t *testing.T) {
 	t.Parallel() // its own Redis prefix, fakes, port and home
 	const hrKey, hrToken = "hr-encrypt-me", "hr-verify-me"
@@ -29,6 +31,17 @@ func TestTwoFeishuAppsInOneGroup(t *testing.T) {
       app_secret: hr-app-secret
       verification_token: `+hrToken+`
       encrypt_key: `+hrKey+`
+profiles:
+  hr:
+    display_name: HR Helper
+    system_prompt_append: `+hrPrompt+`
+policies:
+  platforms:
+    feishu:
+      accounts:
+        hr:
+          profile: hr
+          tools: {allow: []}
 `, nil)
 	deliver := func(path, token, key string, m feishutest.Message) int {
 		t.Helper()
@@ -92,6 +105,22 @@ func TestTwoFeishuAppsInOneGroup(t *testing.T) {
 	}
 	if n := answered(hr.BotOpenID, "deploy status") + answered(feishutest.BotOpenID, "holiday policy"); n != 0 {
 		t.Errorf("an app answered the other's mention %d times", n)
+	}
+	// HR Helper's turns run with its account level's profile and no
+	// tools; Ops Bot's with the default prompt and its tools.
+	hrSystem := sameSystemMessage(t, s.model, "holiday policy", "hr marker")
+	if got := systemContent(t, hrSystem); !strings.Contains(got, agent.DefaultSystemPrompt+"\n\n"+hrPrompt) {
+		t.Errorf("HR Helper's system prompt is not the default with hr's lines appended:\n%s", got)
+	}
+	if got := systemContent(t, sameSystemMessage(t, s.model, "deploy status", "ops marker")); strings.Contains(got, hrPrompt) {
+		t.Errorf("Ops Bot's system prompt has hr's lines:\n%s", got)
+	}
+	for _, req := range s.model.Requests() {
+		last := req.Messages[len(req.Messages)-1].Content
+		hrTurn := strings.Contains(last, "holiday policy") || strings.Contains(last, "hr marker")
+		if tools := offeredTools(req); hrTurn != (len(tools) == 0) {
+			t.Errorf("a turn of %q was offered %v", last, tools)
+		}
 	}
 	if strings.Contains(s.stderr.String(), "hr-app-secret") || strings.Contains(s.stderr.String(), hrKey) {
 		t.Error("the hr app's credentials reached the log")
