@@ -1,0 +1,173 @@
+package officialaccount
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/channels/wechat/wechattest"
+	"github.com/parleyhq/parley/internal/redistest"
+	"github.com/parleyhq/parley/metrics"
+)
+
+// A second Official Account ("HR"), in safe mode with its own token and key.
+const (
+	hrAppID  = "wx-hr-account"
+	hrSecret = "hr-app-secret"
+	hrToken  = "hrCallbackToken"
+	hrAESKey = "ZYXWVUTSRQPONMLKJIHGFEDCBA9876543210zyxwvut"
+)
+
+// TestOfficialAccountsConfig: wechat_oa.accounts.NAME holds one Official
+// Account's keys beside the section's own (the account named default),
+// takes what it leaves out from the section, and is refused with its key
+// when it is another account's app, shares the token or key that signs
+// and seals callbacks, or cannot be a route.
+func TestOfficialAccountsConfig(t *testing.T) {
+	c := DefaultConfig()
+	c.AppID, c.AppSecret, c.Token, c.EncodingAESKey = testAppID, testSecret, testToken, testAESKey
+	c.BaseURL = "https://oa-proxy.example"
+	c.Accounts = map[string]*AccountConfig{"hr": {AppID: hrAppID, AppSecret: hrSecret, Token: hrToken, EncodingAESKey: hrAESKey}}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.AccountNames(); !slices.Equal(got, []string{"default", "hr"}) {
+		t.Errorf("accounts = %v", got)
+	}
+	if hr := c.accounts()["hr"]; hr.AppID != hrAppID || hr.BaseURL != "https://oa-proxy.example" || hr.Accounts != nil {
+		t.Errorf("hr = %+v", hr)
+	}
+	hr := func(edit func(*AccountConfig)) map[string]*AccountConfig {
+		a := &AccountConfig{AppID: hrAppID, AppSecret: hrSecret, Token: hrToken, EncodingAESKey: hrAESKey}
+		edit(a)
+		return map[string]*AccountConfig{"hr": a}
+	}
+	for _, tt := range []struct {
+		name string
+		acc  map[string]*AccountConfig
+		want string
+	}{
+		{"same app id", hr(func(a *AccountConfig) { a.AppID = testAppID }), "accounts.hr.app_id: the same app_id as account default"},
+		{"same token", hr(func(a *AccountConfig) { a.Token = testToken }), "accounts.hr.token: the same token as account default"},
+		{"same key", hr(func(a *AccountConfig) { a.EncodingAESKey = testAESKey }), "accounts.hr.encoding_aes_key: the same encoding_aes_key as account default"},
+		{"named default", map[string]*AccountConfig{"default": hr(func(*AccountConfig) {})["hr"]}, "accounts.default: the section's own keys"},
+		{"no route", map[string]*AccountConfig{"hr/x": hr(func(*AccountConfig) {})["hr"]}, "accounts.hr/x: an account's name is part of its routes (/wechat/oa/NAME)"},
+		{"no token", hr(func(a *AccountConfig) { a.Token = "" }), "accounts.hr.token: required"},
+		{"bad key", hr(func(a *AccountConfig) { a.EncodingAESKey = "short" }), "accounts.hr.encoding_aes_key: not an EncodingAESKey"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			bad := *c
+			bad.Accounts = tt.acc
+			err := bad.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want %q", err, tt.want)
+			}
+			for _, secret := range []string{testSecret, testToken, testAESKey, hrSecret, hrToken, hrAESKey} {
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("error shows %q: %v", secret, err)
+				}
+			}
+		})
+	}
+	// Accounts alone, without the section's own keys, turn it on.
+	only := DefaultConfig()
+	only.Accounts = c.Accounts
+	if err := only.Validate(); err != nil || !only.Enabled() || !slices.Equal(only.AccountNames(), []string{"hr"}) {
+		t.Errorf("accounts alone: %v, enabled %v, names %v", err, only.Enabled(), only.AccountNames())
+	}
+}
+
+// byAccount hands each message to the gateway of its account.
+type byAccount map[string]*gateway
+
+func (g byAccount) Submit(ctx context.Context, m channels.Message) error {
+	return g[m.Account].Submit(ctx, m)
+}
+
+// TestTwoOfficialAccountsEachAnswerTheirOwn: two Official Accounts, the
+// section's own at /wechat/oa and wechat_oa.accounts.hr at /wechat/oa/hr,
+// each verify their callbacks with their own token and key and answer
+// from their own account, in a conversation of their own. A callback
+// signed and sealed for one account, posted to the other's route, is
+// refused there and nothing of it is queued.
+func TestTwoOfficialAccountsEachAnswerTheirOwn(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	opsFake := wechattest.NewOfficialAccount(t, testAppID, testSecret)
+	hrFake := wechattest.NewOfficialAccount(t, hrAppID, hrSecret)
+	ops := wechattest.NewPlatform(t, testToken, testAESKey, testAppID)
+	hr := wechattest.NewPlatform(t, hrToken, hrAESKey, hrAppID)
+	section := DefaultConfig()
+	section.AppID, section.AppSecret, section.Token, section.EncodingAESKey, section.BaseURL = testAppID, testSecret, testToken, testAESKey, opsFake.URL()
+	section.Accounts = map[string]*AccountConfig{"hr": {AppID: hrAppID, AppSecret: hrSecret, Token: hrToken, EncodingAESKey: hrAESKey, BaseURL: hrFake.URL()}}
+	if err := section.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	gws := byAccount{"": newGateway(r), "hr": newGateway(r)}
+	m := metrics.New()
+	chs, err := section.OpenAccounts(t.Context(), channels.Deps{Handler: gws, Redis: r.Client, Prefix: r.Prefix, Metrics: m, Log: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chs) != 2 {
+		t.Fatalf("%d adapters", len(chs))
+	}
+	mux := http.NewServeMux()
+	ctx, cancel := context.WithCancel(context.Background())
+	var runs sync.WaitGroup
+	for _, ch := range chs {
+		a := ch.(*Adapter)
+		gws[a.Account()].turnOn = func() *Adapter { return a }
+		a.Mount(mux)
+		runs.Go(func() { _ = a.Run(ctx, gws) })
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		srv.Close()
+		for _, gw := range gws {
+			gw.turns.Wait()
+		}
+		cancel()
+		runs.Wait()
+	})
+	routes := map[string]*wechattest.Platform{srv.URL + Path: ops, srv.URL + Path + "/hr": hr}
+	for route, p := range routes {
+		answer := wechattest.Post(t, route, p.Encrypted(t, inbound("o-alice", "hello "+p.Crypter.ReceiveID(), "7"), true))
+		reply, ok := p.Reply(t, answer)
+		if !ok || reply.Content != "echo: hello "+p.Crypter.ReceiveID() {
+			t.Fatalf("%s: passive reply %+v (%v)", route, reply, ok)
+		}
+	}
+	for account, want := range map[string]string{"": "wechat_oa:" + testAppID + ":o-alice:", "hr": "wechat_oa/hr:" + hrAppID + ":o-alice:"} {
+		got := gws[account].messages()
+		if len(got) != 1 || got[0].Account != account || got[0].ConversationKey() != want {
+			t.Fatalf("account %q got %+v, want one in %s", account, got, want)
+		}
+	}
+	// Signed and sealed for the other account: refused, nothing queued.
+	before := rejected(m, "bad_signature")
+	for route, p := range map[string]*wechattest.Platform{srv.URL + Path: hr, srv.URL + Path + "/hr": ops} {
+		if a := wechattest.Post(t, route, p.Encrypted(t, inbound("o-mallory", "transfer", "8"), true)); a.Status != http.StatusForbidden {
+			t.Errorf("%s took the other account's callback: %d %q", route, a.Status, a.Body)
+		}
+		if a := wechattest.Get(t, route, p.OAURLCheck("echo-x")); a.Status != http.StatusForbidden || strings.Contains(string(a.Body), "echo-x") {
+			t.Errorf("%s verified the other account's URL check: %d %q", route, a.Status, a.Body)
+		}
+	}
+	if n := rejected(m, "bad_signature") - before; n < 2 {
+		t.Errorf("rejected{bad_signature} rose by %v, want the two callbacks (and URL checks)", n)
+	}
+	for account, gw := range gws {
+		if n := len(gw.messages()); n != 1 {
+			t.Errorf("account %q queued %d messages, want only its own one", account, n)
+		}
+	}
+	if n := len(opsFake.CustomMessages()) + len(hrFake.CustomMessages()); n != 0 {
+		t.Errorf("%d customer-service messages besides the passive replies", n)
+	}
+}
