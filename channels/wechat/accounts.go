@@ -60,10 +60,15 @@ func (c *Config) AccountNames() []string {
 	return append([]string{channels.DefaultAccount}, slices.Sorted(maps.Keys(c.Accounts))...)
 }
 
-// HasAccount reports whether name is an account of the section (default
-// included): where `parley wechat login --account` may store a login.
-func (c *Config) HasAccount(name string) bool {
-	return name == "" || name == channels.DefaultAccount || c.Accounts[name] != nil
+// ForAccount is the configuration of the account named name ("" or
+// default: the section's own), and whether the section configures it:
+// `parley wechat login --account` logs a bot in with it.
+func (c *Config) ForAccount(name string) (Config, bool) {
+	if name == "" {
+		name = channels.DefaultAccount
+	}
+	cfg, ok := c.accounts()[name]
+	return cfg, ok
 }
 
 // accounts returns every configured account's configuration by name.
