@@ -86,6 +86,18 @@ func (a *Adapter) Account() string { return a.opts.Account }
 // accountLabel is the account label value of the adapter's metrics.
 func (a *Adapter) accountLabel() string { return channels.AccountLabel(a.opts.Account) }
 
+// showUp sets parley_account_up from the outcome of the last access-token
+// try: 1 while the account holds a token, 0 while WeChat refuses it (a
+// wrong secret, a replica's address not on the IP allowlist). Passive
+// replies need no token, so a refusal does not make the replica unready.
+func (a *Adapter) showUp(tokenErr error) {
+	v := 0.0
+	if tokenErr == nil {
+		v = 1
+	}
+	a.m.AccountUp.WithLabelValues(Name, a.accountLabel()).Set(v)
+}
+
 // route is path for the default account and path/NAME for another.
 func (a *Adapter) route(path string) string {
 	if a.opts.Account == "" {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/wechat/wechattest"
 	"github.com/parleyhq/parley/internal/redistest"
@@ -94,7 +96,9 @@ func (g byAccount) Submit(ctx context.Context, m channels.Message) error {
 // each verify their callbacks with their own token and key and answer
 // from their own account, in a conversation of their own. A callback
 // signed and sealed for one account, posted to the other's route, is
-// refused there and nothing of it is queued.
+// refused there and nothing of it is queued. A third account whose
+// secret WeChat refuses shows down in parley_account_up while the two
+// serve.
 func TestTwoOfficialAccountsEachAnswerTheirOwn(t *testing.T) {
 	t.Parallel()
 	r := redistest.New(t)
@@ -104,17 +108,21 @@ func TestTwoOfficialAccountsEachAnswerTheirOwn(t *testing.T) {
 	hr := wechattest.NewPlatform(t, hrToken, hrAESKey, hrAppID)
 	section := DefaultConfig()
 	section.AppID, section.AppSecret, section.Token, section.EncodingAESKey, section.BaseURL = testAppID, testSecret, testToken, testAESKey, opsFake.URL()
-	section.Accounts = map[string]*AccountConfig{"hr": {AppID: hrAppID, AppSecret: hrSecret, Token: hrToken, EncodingAESKey: hrAESKey, BaseURL: hrFake.URL()}}
+	goneFake := wechattest.NewOfficialAccount(t, "wx-gone", "rotated-secret")
+	section.Accounts = map[string]*AccountConfig{
+		"hr":   {AppID: hrAppID, AppSecret: hrSecret, Token: hrToken, EncodingAESKey: hrAESKey, BaseURL: hrFake.URL()},
+		"gone": {AppID: "wx-gone", AppSecret: "old-secret", Token: "goneToken", BaseURL: goneFake.URL()},
+	}
 	if err := section.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	gws := byAccount{"": newGateway(r), "hr": newGateway(r)}
+	gws := byAccount{"": newGateway(r), "hr": newGateway(r), "gone": newGateway(r)}
 	m := metrics.New()
 	chs, err := section.OpenAccounts(t.Context(), channels.Deps{Handler: gws, Redis: r.Client, Prefix: r.Prefix, Metrics: m, Log: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(chs) != 2 {
+	if len(chs) != 3 {
 		t.Fatalf("%d adapters", len(chs))
 	}
 	mux := http.NewServeMux()
@@ -134,6 +142,10 @@ func TestTwoOfficialAccountsEachAnswerTheirOwn(t *testing.T) {
 		}
 		cancel()
 		runs.Wait()
+	})
+	waitFor(t, "parley_account_up of each account", func() bool {
+		return testutil.ToFloat64(m.AccountUp.WithLabelValues(Name, "default")) == 1 && testutil.ToFloat64(m.AccountUp.WithLabelValues(Name, "hr")) == 1 &&
+			testutil.ToFloat64(m.AccountUp.WithLabelValues(Name, "gone")) == 0 && len(goneFake.TokenCalls()) > 0
 	})
 	routes := map[string]*wechattest.Platform{srv.URL + Path: ops, srv.URL + Path + "/hr": hr}
 	for route, p := range routes {
@@ -162,8 +174,8 @@ func TestTwoOfficialAccountsEachAnswerTheirOwn(t *testing.T) {
 	if n := rejected(m, "bad_signature") - before; n < 2 {
 		t.Errorf("rejected{bad_signature} rose by %v, want the two callbacks (and URL checks)", n)
 	}
-	for account, gw := range gws {
-		if n := len(gw.messages()); n != 1 {
+	for _, account := range []string{"", "hr"} {
+		if n := len(gws[account].messages()); n != 1 {
 			t.Errorf("account %q queued %d messages, want only its own one", account, n)
 		}
 	}

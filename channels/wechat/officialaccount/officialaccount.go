@@ -214,6 +214,8 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 			return url.Values{"grant_type": {"client_credential"}, "appid": {cfg.AppID}, "secret": {cfg.AppSecret.Reveal()}}
 		},
 	}, opts.API, opts.Redis, opts.Prefix, m, log)
+	a.api.Tokens.Observe = a.showUp
+	a.m.AccountUp.WithLabelValues(Name, a.accountLabel()).Set(0) // until it holds a token
 	a.typing = a.api.Retrier.WithAttempts(1)
 	a.passive = &passive{client: opts.Redis, prefix: opts.Prefix + Name + ":reply:{" + cfg.AppID + ":",
 		wait: opts.PassiveWait, ttl: opts.StateTTL, polling: pollEvery}
