@@ -118,10 +118,9 @@ func (a *Adapter) accountLabel() string { return channels.AccountLabel(a.opts.Ac
 
 // OpenAccounts implements channels.AccountsOpener: one adapter per
 // account, each with its own WeCom long connection, iLink logins and
-// leases. With the default account alone it is Open. An account with
-// neither a WeCom bot nor a login is not opened (as the default is not);
-// an account WeCom refuses is opened down and keeps trying, beside the
-// others.
+// leases. With the default account alone it is Open (see open for when
+// each is opened). An account WeCom refuses is opened down and keeps
+// trying, beside the others.
 func (c *Config) OpenAccounts(ctx context.Context, deps channels.Deps) ([]channels.Channel, error) {
 	var out []channels.Channel
 	accs := c.accounts()

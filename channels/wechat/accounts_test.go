@@ -256,17 +256,13 @@ func TestASingleWeChatSectionKeepsItsKeys(t *testing.T) {
 }
 
 // TestAnAccountsILinkLoginsAreItsOwn: an account's iLink logins live under
-// its own keys (or files), so the default account does not poll them,
-// and its messages carry the account.
+// its own keys (or files), so the default account does not poll them; an
+// account the file names watches for them from the start, and its
+// messages carry the account.
 func TestAnAccountsILinkLoginsAreItsOwn(t *testing.T) {
 	t.Parallel()
 	r := redistest.New(t)
 	il := wechattest.NewILink(t)
-	deps := channels.Deps{Redis: r.Client, Shared: true, Prefix: r.Prefix}
-	loggedIn(t, OpenState(deps, "family"), il)
-	if got, _ := OpenState(deps, "").Accounts(t.Context()); len(got) != 0 {
-		t.Fatalf("the default account sees the family account's login: %v", got)
-	}
 	home := t.TempDir()
 	if NewAccountFileState(home, "family").Path() == NewAccountFileState(home, "").Path() {
 		t.Error("an account's login file is the default's")
@@ -278,6 +274,12 @@ func TestAnAccountsILinkLoginsAreItsOwn(t *testing.T) {
 	if len(gw.adapters) != 1 || gw.adapters["family"] == nil {
 		t.Fatalf("adapters %v, want the family account's alone (the default has no login)", gw.adapters)
 	}
+	// Logged in while it runs: the account picks the login up.
+	deps := channels.Deps{Redis: r.Client, Shared: true, Prefix: r.Prefix}
+	loggedIn(t, OpenState(deps, "family"), il)
+	if got, _ := OpenState(deps, "").Accounts(t.Context()); len(got) != 0 {
+		t.Fatalf("the default account sees the family account's login: %v", got)
+	}
 	il.Add(wechattest.Message{ID: 2, From: "wxid_mum", Text: "dinner?", ContextToken: "ctx-m"})
 	waitFor(t, "the message", func() bool { return len(gw.messages()) == 1 })
 	if k := gw.messages()[0].ConversationKey(); k != "wechat/family:"+il.BotID+":wxid_mum:" {
@@ -286,5 +288,46 @@ func TestAnAccountsILinkLoginsAreItsOwn(t *testing.T) {
 	waitFor(t, "the answer", func() bool { return len(sendsTo(il, "wxid_mum")) == 1 })
 	if n, err := r.Client.Exists(t.Context(), r.Prefix+"account:family:wechat:lease:{ilink:"+il.BotID+"}").Result(); err != nil || n != 1 {
 		t.Errorf("the family account's lease: %d %v", n, err)
+	}
+}
+
+// TestWeComAccountsOnTwoReplicas: two replicas of one deployment hold each
+// account's WeCom connection once between them (each account's lease is
+// its own), both show every account up (one holds it, the other answers
+// through it), and a message to the hr bot is answered once.
+func TestWeComAccountsOnTwoReplicas(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	ops := wechattest.NewWeCom(t, "bot_ops", "s-ops")
+	hr := wechattest.NewWeCom(t, "bot_hr", "s-hr")
+	host := wechattest.NewWeComHost(t, ops, hr)
+	section := DefaultConfig()
+	section.WeComBotID, section.WeComSecret, section.WeComWSURL = ops.BotID, config.Secret(ops.Secret), host.URL()
+	section.Retry = retry.Config{MaxAttempts: 2, Base: 20 * time.Millisecond, Max: 200 * time.Millisecond}
+	section.Accounts = map[string]*AccountConfig{"hr": {WeComBotID: hr.BotID, WeComSecret: config.Secret(hr.Secret)}}
+	ma, mb := metrics.New(), metrics.New()
+	a, b := openAccounts(t, r, section, ma), openAccounts(t, r, section, mb)
+	waitFor(t, "every account up on both replicas", func() bool {
+		for _, m := range []*metrics.Metrics{ma, mb} {
+			if accountUp(m, "default") != 1 || accountUp(m, "hr") != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, f := range []*wechattest.WeCom{ops, hr} {
+		if f.Subscribes() != 1 || f.MaxLive() != 1 {
+			t.Errorf("%s: %d subscriptions, %d live at once; want one connection between the replicas", f.BotID, f.Subscribes(), f.MaxLive())
+		}
+	}
+	if err := hr.SendCallback(wechattest.Callback{ReqID: "req-hr", MsgID: "m1", User: "alice", Text: "holidays?"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the answer", func() bool { return answered(hr, "req-hr") != "" })
+	if got := answered(hr, "req-hr"); got != "echo: holidays?" {
+		t.Errorf("hr answered %q", got)
+	}
+	if n := len(a.messages()) + len(b.messages()); n != 1 {
+		t.Errorf("the replicas accepted %d messages, want 1", n)
 	}
 }

@@ -191,7 +191,10 @@ func OpenState(deps channels.Deps, account string) State {
 }
 
 // open builds the adapter of one account (c holds its keys; account is ""
-// for the default), or none when it has neither a login nor a WeCom bot.
+// for the default). The default is opened when it has a login or a WeCom
+// bot (else none); another account always, watching for its iLink logins,
+// since the file naming it says it is wanted: a `parley wechat login
+// --account` is picked up without a restart.
 func (c *Config) open(ctx context.Context, deps channels.Deps, account string) (*Adapter, error) {
 	state := OpenState(deps, account)
 	ctx, cancel := context.WithTimeout(ctx, stateTimeout)
@@ -200,7 +203,7 @@ func (c *Config) open(ctx context.Context, deps channels.Deps, account string) (
 	if err != nil {
 		return nil, fmt.Errorf("wechat: %w", err)
 	}
-	if len(accounts) == 0 && !c.wecomEnabled() {
+	if len(accounts) == 0 && !c.wecomEnabled() && account == "" {
 		return nil, nil
 	}
 	r := c.Retry.Or(defaultRetry)
@@ -212,7 +215,7 @@ func (c *Config) open(ctx context.Context, deps channels.Deps, account string) (
 		Prefix:  StatePrefix(deps.Prefix, account),
 		Account: account,
 	}
-	if len(accounts) > 0 {
+	if len(accounts) > 0 || account != "" {
 		opts.State = state
 	}
 	a, err := New(*c, opts, deps.Metrics, deps.Log)
