@@ -270,14 +270,15 @@ func TestAnAccountsILinkLoginsAreItsOwn(t *testing.T) {
 	section := DefaultConfig()
 	section.Retry = retry.Config{MaxAttempts: 2, Base: 20 * time.Millisecond, Max: 200 * time.Millisecond}
 	section.Accounts = map[string]*AccountConfig{"family": {}}
-	gw := openAccounts(t, r, section, metrics.New())
+	m := metrics.New()
+	gw := openAccounts(t, r, section, m)
 	if len(gw.adapters) != 1 || gw.adapters["family"] == nil {
 		t.Fatalf("adapters %v, want the family account's alone (the default has no login)", gw.adapters)
 	}
 	// Logged in while it runs: the account picks the login up.
 	deps := channels.Deps{Redis: r.Client, Shared: true, Prefix: r.Prefix}
-	loggedIn(t, OpenState(deps, "family"), il)
-	if got, _ := OpenState(deps, "").Accounts(t.Context()); len(got) != 0 {
+	loggedIn(t, openState(deps, "family"), il)
+	if got, _ := openState(deps, "").Accounts(t.Context()); len(got) != 0 {
 		t.Fatalf("the default account sees the family account's login: %v", got)
 	}
 	il.Add(wechattest.Message{ID: 2, From: "wxid_mum", Text: "dinner?", ContextToken: "ctx-m"})
@@ -288,6 +289,16 @@ func TestAnAccountsILinkLoginsAreItsOwn(t *testing.T) {
 	waitFor(t, "the answer", func() bool { return len(sendsTo(il, "wxid_mum")) == 1 })
 	if n, err := r.Client.Exists(t.Context(), r.Prefix+"account:family:wechat:lease:{ilink:"+il.BotID+"}").Result(); err != nil || n != 1 {
 		t.Errorf("the family account's lease: %d %v", n, err)
+	}
+	if v := accountUp(m, "family"); v != 1 {
+		t.Errorf("parley_account_up{account=family} = %v while polling", v)
+	}
+	// Its session ends: the account is down, and Ready says how to log
+	// that account's bot in again.
+	il.Expire()
+	waitFor(t, "the expiry", func() bool { return gw.adapters["family"].Ready() != nil && accountUp(m, "family") == 0 })
+	if err := gw.adapters["family"].Ready(); !strings.Contains(err.Error(), "parley wechat login --account family") {
+		t.Errorf("Ready = %v", err)
 	}
 }
 

@@ -210,7 +210,7 @@ func (a *Adapter) Run(ctx context.Context, h channels.Handler) error {
 	}
 	wg.Wait()
 	a.showConnected(false)
-	a.showUp()
+	a.m.AccountUp.WithLabelValues(Name, a.accountLabel()).Set(0)
 	return nil
 }
 

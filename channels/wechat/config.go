@@ -181,9 +181,9 @@ func (c *Config) Open(ctx context.Context, deps channels.Deps) (channels.Channel
 	return a, nil
 }
 
-// OpenState is where an account's iLink logins are kept ("" or default:
+// openState is where an account's iLink logins are kept ("" or default:
 // the section's own): Redis when it is shared, else a file under home.
-func OpenState(deps channels.Deps, account string) State {
+func openState(deps channels.Deps, account string) State {
 	if deps.Shared {
 		return NewRedisState(deps.Redis, StatePrefix(deps.Prefix, account))
 	}
@@ -196,7 +196,7 @@ func OpenState(deps channels.Deps, account string) State {
 // since the file naming it says it is wanted: a `parley wechat login
 // --account` is picked up without a restart.
 func (c *Config) open(ctx context.Context, deps channels.Deps, account string) (*Adapter, error) {
-	state := OpenState(deps, account)
+	state := openState(deps, account)
 	ctx, cancel := context.WithTimeout(ctx, stateTimeout)
 	defer cancel()
 	accounts, err := state.Accounts(ctx)
