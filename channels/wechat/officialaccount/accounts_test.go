@@ -1,9 +1,11 @@
 package officialaccount
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/wechat/wechattest"
+	"github.com/parleyhq/parley/channels/wechat/wxcrypto"
 	"github.com/parleyhq/parley/internal/redistest"
 	"github.com/parleyhq/parley/metrics"
 )
@@ -174,12 +177,73 @@ func TestTwoOfficialAccountsEachAnswerTheirOwn(t *testing.T) {
 	if n := rejected(m, "bad_signature") - before; n < 2 {
 		t.Errorf("rejected{bad_signature} rose by %v, want the two callbacks (and URL checks)", n)
 	}
-	for _, account := range []string{"", "hr"} {
-		if n := len(gws[account].messages()); n != 1 {
-			t.Errorf("account %q queued %d messages, want only its own one", account, n)
+	// At an account's route: unsigned, replayed with another body,
+	// oversized, or at a route no account has — each refused, none queued.
+	signed := hr.Encrypted(t, inbound("o-alice", "again", "9"), true)
+	if a := wechattest.Post(t, srv.URL+Path+"/hr", signed); a.Status != http.StatusOK {
+		t.Fatalf("hr's own callback: %d", a.Status)
+	}
+	replayed := signed
+	replayed.Body = hr.Encrypted(t, inbound("o-alice", "changed", "10"), true).Body
+	unsigned := hr.Encrypted(t, inbound("o-alice", "x", "11"), true)
+	unsigned.Query = url.Values{}
+	for name, tt := range map[string]struct {
+		route string
+		req   wechattest.Request
+		want  int
+	}{
+		"replayed":      {Path + "/hr", replayed, http.StatusForbidden},
+		"unsigned":      {Path + "/hr", unsigned, http.StatusForbidden},
+		"oversized":     {Path + "/hr", wechattest.Request{Query: signed.Query, Body: bytes.Repeat([]byte("x"), wxcrypto.MaxBody+1)}, http.StatusRequestEntityTooLarge},
+		"no such route": {Path + "/nope", hr.Encrypted(t, inbound("o-alice", "y", "12"), true), http.StatusNotFound},
+	} {
+		if a := wechattest.Post(t, srv.URL+tt.route, tt.req); a.Status != tt.want || strings.Contains(string(a.Body), hrAppID) {
+			t.Errorf("%s: answered %d %q, want %d", name, a.Status, a.Body, tt.want)
 		}
+	}
+	if n := len(gws["hr"].messages()); n != 2 {
+		t.Errorf("hr queued %d messages, want its two own", n)
+	}
+	if n := len(gws[""].messages()); n != 1 {
+		t.Errorf("the default account queued %d messages, want its own one", n)
 	}
 	if n := len(opsFake.CustomMessages()) + len(hrFake.CustomMessages()); n != 0 {
 		t.Errorf("%d customer-service messages besides the passive replies", n)
+	}
+}
+
+// TestASingleOfficialAccountKeepsItsRouteAndKeys: a section without
+// accounts opens one adapter, of the default account, at the plain route,
+// whose followers keep the conversation keys they had before accounts.
+func TestASingleOfficialAccountKeepsItsRouteAndKeys(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	fake := wechattest.NewOfficialAccount(t, testAppID, testSecret)
+	section := testConfig(fake, testAESKey)
+	section.Retry = DefaultConfig().Retry
+	gw := newGateway(r)
+	chs, err := section.OpenAccounts(t.Context(), channels.Deps{Handler: gw, Redis: r.Client, Prefix: r.Prefix, Metrics: metrics.New(), Log: quietLog()})
+	if err != nil || len(chs) != 1 {
+		t.Fatalf("%d adapters, %v", len(chs), err)
+	}
+	a := chs[0].(*Adapter)
+	if a.Account() != "" || !slices.Equal(section.AccountNames(), []string{"default"}) {
+		t.Fatalf("account %q, names %v", a.Account(), section.AccountNames())
+	}
+	gw.turnOn = func() *Adapter { return a }
+	mux := http.NewServeMux()
+	a.Mount(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() { srv.Close(); gw.turns.Wait() })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Run(ctx, gw) }()
+	t.Cleanup(func() { cancel(); <-done })
+	p := wechattest.NewPlatform(t, testToken, testAESKey, testAppID)
+	if reply, ok := p.Reply(t, wechattest.Post(t, srv.URL+Path, p.Encrypted(t, inbound("o-bob", "hi", "1"), true))); !ok || reply.Content != "echo: hi" {
+		t.Fatalf("passive reply %+v (%v)", reply, ok)
+	}
+	if got := gw.messages(); len(got) != 1 || got[0].ConversationKey() != "wechat_oa:"+testAppID+":o-bob:" || got[0].Account != "" {
+		t.Fatalf("messages %+v", got)
 	}
 }
