@@ -120,3 +120,78 @@ policies:
 		t.Error("an account's secret reached the log")
 	}
 }
+
+// TestTwoOfficialAccountsThroughServe: one `parley serve` serves two
+// Official Accounts, the section's own at /wechat/oa and
+// wechat_oa.accounts.shop at /wechat/oa/shop (its secrets read from
+// "${…}"): each answers its own follower passively, in its own
+// conversation; a callback signed for one account and posted to the
+// other's route is refused, and the model never sees it.
+func TestTwoOfficialAccountsThroughServe(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
+	const (
+		opsID, opsSecret, opsToken, opsKey     = "wx-ops", "ops-oa-secret", "opsOAToken", "opsOAAESKey0123456789abcdefghijklmnopqrstuv"
+		shopID, shopSecret, shopToken, shopKey = "wx-shop", "shop-oa-secret", "shopOAToken", "shopOAAESKey0123456789abcdefghijklmnopqrstu"
+	)
+	r := redistest.New(t)
+	model := openaitest.New(t)
+	opsFake := wechattest.NewOfficialAccount(t, opsID, opsSecret)
+	shopFake := wechattest.NewOfficialAccount(t, shopID, shopSecret)
+	cfg := writeConfig(t, fmt.Sprintf(`redis:
+  prefix: %q
+wechat_oa:
+  app_id: %s
+  app_secret: %q
+  token: %q
+  encoding_aes_key: %q
+  base_url: %q
+  accounts:
+    shop:
+      app_id: %s
+      app_secret: "${SHOP_OA_SECRET}"
+      token: "${SHOP_OA_TOKEN}"
+      encoding_aes_key: %q
+      base_url: %q
+`, r.Prefix, opsID, opsSecret, opsToken, opsKey, opsFake.URL(), shopID, shopKey, shopFake.URL()))
+	env := map[string]string{"PARLEY_CONFIG": cfg, "REDIS_URL": r.URL, "OPENAI_BASE_URL": model.URL(), "OPENAI_API_KEY": "sk-test",
+		"PARLEY_HOME": t.TempDir(), "SHOP_OA_SECRET": shopSecret, "SHOP_OA_TOKEN": shopToken}
+	s := startWeChatServe(t, env)
+	ops := wechattest.NewPlatform(t, opsToken, opsKey, opsID)
+	shop := wechattest.NewPlatform(t, shopToken, shopKey, shopID)
+	in := func(text, id string) wechattest.Inbound {
+		return wechattest.Inbound{To: "gh_account", From: "o-carol", Content: text, MsgID: id}
+	}
+	for route, tt := range map[string]struct {
+		p    *wechattest.Platform
+		text string
+	}{"/wechat/oa": {ops, "deploy status"}, "/wechat/oa/shop": {shop, "order status"}} {
+		reply, ok := tt.p.Reply(t, wechattest.Post(t, s.base+route, tt.p.Encrypted(t, in(tt.text, "1"), true)))
+		if !ok || reply.Content != "echo: "+tt.text {
+			t.Errorf("%s: passive reply %+v (%v)", route, reply, ok)
+		}
+	}
+	for route, p := range map[string]*wechattest.Platform{"/wechat/oa": shop, "/wechat/oa/shop": ops} {
+		if a := wechattest.Post(t, s.base+route, p.Encrypted(t, in("forged", "2"), true)); a.Status != http.StatusForbidden {
+			t.Errorf("%s took the other account's callback: %d %q", route, a.Status, a.Body)
+		}
+	}
+	if n := model.RequestCount(); n != 2 {
+		t.Errorf("the model answered %d requests, want the two accounts' own", n)
+	}
+	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix})
+	for key, want := range map[string]string{"wechat_oa:" + opsID + ":o-carol:": "deploy status", "wechat_oa/shop:" + shopID + ":o-carol:": "order status"} {
+		h, err := store.History(t.Context(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(h) == 0 || h[0].Content != want {
+			t.Errorf("history %s = %+v, want it to start with %q", key, h, want)
+		}
+	}
+	wechatEventually(t, "parley_account_up of both accounts", func() bool {
+		return metricLine(s.base, `parley_account_up{account="default",channel="wechat_oa"} 1`) && metricLine(s.base, `parley_account_up{account="shop",channel="wechat_oa"} 1`)
+	}, s.stderr)
+	if strings.Contains(s.stderr.String(), shopSecret) || strings.Contains(s.stderr.String(), shopToken) {
+		t.Error("the shop account's secrets reached the log")
+	}
+}
