@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -193,5 +194,43 @@ wechat_oa:
 	}, s.stderr)
 	if strings.Contains(s.stderr.String(), shopSecret) || strings.Contains(s.stderr.String(), shopToken) {
 		t.Error("the shop account's secrets reached the log")
+	}
+}
+
+// TestAnILinkAccountThroughServe: a personal-WeChat bot logged in with
+// `parley wechat login --account family` is polled by serve as that
+// account's: its answer goes out through the outbox from the family
+// adapter, its conversation names the account, and `parley wechat status`
+// lists it under the account.
+func TestAnILinkAccountThroughServe(t *testing.T) {
+	t.Parallel() // its own Redis prefix, fakes, ports and home
+	r := redistest.New(t)
+	model := openaitest.New(t)
+	ilink := wechattest.NewILink(t)
+	cfg := writeConfig(t, fmt.Sprintf("redis:\n  prefix: %q\nwechat:\n  accounts:\n    family:\n      ilink_base_url: %s\n", r.Prefix, ilink.URL()))
+	env := map[string]string{"PARLEY_CONFIG": cfg, "REDIS_URL": r.URL, "OPENAI_BASE_URL": model.URL(), "OPENAI_API_KEY": "sk-test", "PARLEY_HOME": t.TempDir()}
+	if out := wechatLogin(t, env, "--account", "family"); !strings.Contains(out, "for account family") || !strings.Contains(out, "account:family:") {
+		t.Fatalf("login output:\n%s", out)
+	}
+	s := startWeChatServe(t, env)
+	ilink.Add(wechattest.Message{ID: 7, From: "mum@im.wechat", Text: "dinner at six?", ContextToken: "ctx-mum"})
+	wechatEventually(t, "the answer", func() bool { return len(ilink.Sends()) == 1 }, s.stderr)
+	if sent := ilink.Sends()[0]; sent.To != "mum@im.wechat" || sent.Text != "echo: dinner at six?" || sent.ContextToken != "ctx-mum" {
+		t.Errorf("answer %+v", sent)
+	}
+	store := sessions.NewRedis(r.Client, sessions.Options{Prefix: r.Prefix})
+	h, err := store.History(t.Context(), "wechat/family:"+ilink.BotID+":mum@im.wechat:")
+	if err != nil || len(h) == 0 || h[0].Content != "dinner at six?" {
+		t.Errorf("the family account's history: %+v %v", h, err)
+	}
+	if !metricLine(s.base, `parley_account_up{account="family",channel="wechat"} 1`) {
+		t.Error("parley_account_up does not show the family account up")
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(t.Context(), []string{"wechat", "status"}, nil, &stdout, &stderr, mapEnv(env)); code != 0 {
+		t.Fatalf("status exited %d: %s", code, stderr.String())
+	}
+	if _, fam, ok := strings.Cut(stdout.String(), "Account family:"); !ok || !strings.Contains(fam, "bot "+ilink.BotID) || !strings.Contains(fam, "context token: newest") {
+		t.Errorf("status:\n%s", stdout.String())
 	}
 }
