@@ -77,9 +77,10 @@ func (c *Config) accounts() map[string]Config {
 	own.Accounts = nil
 	out := map[string]Config{channels.DefaultAccount: own}
 	for name, acc := range c.Accounts {
-		if acc != nil {
-			out[name] = acc.config(*c)
+		if acc == nil {
+			acc = &AccountConfig{} // "name:" with nothing under it
 		}
+		out[name] = acc.config(*c)
 	}
 	return out
 }

@@ -26,7 +26,7 @@ func TestWeChatAccountsConfig(t *testing.T) {
 	c := DefaultConfig()
 	c.WeComBotID, c.WeComSecret, c.ChunkChars = "bot_ops", "s1", 300
 	c.WeComWSURL = "wss://wecom.example"
-	c.Accounts = map[string]*AccountConfig{"hr": {WeComBotID: "bot_hr", WeComSecret: "s2"}, "family": {}}
+	c.Accounts = map[string]*AccountConfig{"hr": {WeComBotID: "bot_hr", WeComSecret: "s2"}, "family": nil}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestWeChatAccountsConfig(t *testing.T) {
 	if hr := c.accounts()["hr"]; hr.WeComBotID != "bot_hr" || hr.WeComWSURL != "wss://wecom.example" || hr.ChunkChars != 300 || hr.Accounts != nil {
 		t.Errorf("hr = %+v", hr)
 	}
-	if fam := c.accounts()["family"]; fam.wecomEnabled() || fam.ILinkBaseURL != DefaultILinkBaseURL {
+	if fam, ok := c.accounts()["family"]; !ok || fam.wecomEnabled() || fam.ILinkBaseURL != DefaultILinkBaseURL {
 		t.Errorf("an account of iLink bots alone = %+v", fam)
 	}
 	for _, tt := range []struct {

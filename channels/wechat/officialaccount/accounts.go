@@ -2,6 +2,7 @@ package officialaccount
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -58,9 +59,10 @@ func (c *Config) accounts() map[string]Config {
 		out[channels.DefaultAccount] = own
 	}
 	for name, acc := range c.Accounts {
-		if acc != nil {
-			out[name] = acc.config(*c)
+		if acc == nil {
+			acc = &AccountConfig{} // "name:" with nothing under it
 		}
+		out[name] = acc.config(*c)
 	}
 	return out
 }
@@ -72,7 +74,12 @@ func (c *Config) validateAccounts() error {
 	_, declared := c.Accounts[channels.DefaultAccount]
 	return channels.ValidateAccounts(channels.Accounts[Config]{
 		ByName: c.accounts(), DeclaredDefault: declared, Route: Path,
-		Validate: func(acc Config) error { return acc.validateOwn() },
+		Validate: func(acc Config) error {
+			if !acc.defaultEnabled() {
+				return errors.New("app_id: required: an account is an Official Account of its own (app_id, app_secret, token)")
+			}
+			return acc.validateOwn()
+		},
 		Credentials: func(acc Config) []channels.Credential {
 			return []channels.Credential{{Key: "app_id", Value: acc.AppID}, {Key: "app_secret", Value: acc.AppSecret.Reveal()}, {Key: "token", Value: acc.Token.Reveal()}, {Key: "encoding_aes_key", Value: acc.EncodingAESKey.Reveal()}}
 		},

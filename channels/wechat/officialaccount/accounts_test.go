@@ -63,6 +63,8 @@ func TestOfficialAccountsConfig(t *testing.T) {
 		{"named default", map[string]*AccountConfig{"default": hr(func(*AccountConfig) {})["hr"]}, "accounts.default: the section's own keys"},
 		{"no route", map[string]*AccountConfig{"hr/x": hr(func(*AccountConfig) {})["hr"]}, "accounts.hr/x: an account's name is part of its routes (/wechat/oa/NAME)"},
 		{"no token", hr(func(a *AccountConfig) { a.Token = "" }), "accounts.hr.token: required"},
+		{"empty", map[string]*AccountConfig{"hr": {}}, "accounts.hr.app_id: required"},
+		{"null", map[string]*AccountConfig{"hr": nil}, "accounts.hr.app_id: required"},
 		{"bad key", hr(func(a *AccountConfig) { a.EncodingAESKey = "short" }), "accounts.hr.encoding_aes_key: not an EncodingAESKey"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
