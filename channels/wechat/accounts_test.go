@@ -342,3 +342,35 @@ func TestWeComAccountsOnTwoReplicas(t *testing.T) {
 		t.Errorf("the replicas accepted %d messages, want 1", n)
 	}
 }
+
+// TestARefusedWeComAccountIsDownOnEveryReplica: WeCom refuses one
+// account's subscription on the replica holding its lease; the other
+// replica, which never dials it, shows that account down too (Ready,
+// parley_account_up), from the holder's record in Redis, while the
+// default account is up on both.
+func TestARefusedWeComAccountIsDownOnEveryReplica(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	ops := wechattest.NewWeCom(t, "bot_ops", "s-ops")
+	revoked := wechattest.NewWeCom(t, "bot_gone", "s-new")
+	host := wechattest.NewWeComHost(t, ops, revoked)
+	section := DefaultConfig()
+	section.WeComBotID, section.WeComSecret, section.WeComWSURL = ops.BotID, config.Secret(ops.Secret), host.URL()
+	section.Retry = retry.Config{MaxAttempts: 2, Base: 20 * time.Millisecond, Max: 200 * time.Millisecond}
+	section.Accounts = map[string]*AccountConfig{"gone": {WeComBotID: revoked.BotID, WeComSecret: "s-old"}}
+	ma, mb := metrics.New(), metrics.New()
+	a, b := openAccounts(t, r, section, ma), openAccounts(t, r, section, mb)
+	waitFor(t, "the refused account down on both replicas", func() bool {
+		for _, m := range []*metrics.Metrics{ma, mb} {
+			if accountUp(m, "default") != 1 || accountUp(m, "gone") != 0 {
+				return false
+			}
+		}
+		return a.adapters["gone"].Ready() != nil && b.adapters["gone"].Ready() != nil
+	})
+	for _, gw := range []*accountsGateway{a, b} {
+		if err := gw.adapters["gone"].Ready(); !strings.Contains(err.Error(), "refused") || strings.Contains(err.Error(), "s-old") {
+			t.Errorf("Ready = %v", err)
+		}
+	}
+}

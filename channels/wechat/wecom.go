@@ -114,6 +114,9 @@ type wecomSide struct {
 	// refused is WeCom's refusal of the last subscription (wrong bot id
 	// or secret), until one succeeds.
 	refused error
+	// peerRefused is the refusal the replica holding the lease recorded
+	// in Redis, as read at the last try of the lease ("" when none).
+	peerRefused string
 
 	reqMu    sync.Mutex
 	reqLocks map[string]*reqState
@@ -153,15 +156,29 @@ func (s *wecomSide) setHolding(v bool) {
 	s.mu.Unlock()
 }
 
-// setElsewhere records whether another replica holds the lease.
+// setElsewhere records whether another replica holds the lease and, when
+// one does, whether WeCom refuses its subscription: every replica then
+// shows the account down, not only the holder.
 func (s *wecomSide) setElsewhere(v bool) {
+	peer := ""
+	if v {
+		ctx, cancel := context.WithTimeout(context.Background(), s.adapter.opts.LeaseTTL/3)
+		peer, _ = s.adapter.opts.Client.Get(ctx, s.refusedKey()).Result() // unreadable: as none
+		cancel()
+	}
 	s.mu.Lock()
-	changed := s.elsewhere != v
-	s.elsewhere = v
+	changed := s.elsewhere != v || s.peerRefused != peer
+	s.elsewhere, s.peerRefused = v, peer
 	s.mu.Unlock()
 	if changed {
 		s.adapter.showUp()
 	}
+}
+
+// refusedKey holds the holder's record of WeCom's refusal, for the
+// other replicas.
+func (s *wecomSide) refusedKey() string {
+	return s.adapter.opts.Prefix + "wechat:wecom:{" + s.bot + "}:refused"
 }
 
 // heldElsewhere reports whether another replica held the lease at the
@@ -174,11 +191,27 @@ func (s *wecomSide) heldElsewhere() bool {
 }
 
 // setRefused records WeCom's refusal of a subscription (nil: one
-// succeeded).
+// succeeded), here and in Redis for the replicas without the lease; the
+// record outlives the holder's retries (at most RetryMax apart) and
+// expires when it stops.
 func (s *wecomSide) setRefused(err error) {
 	s.mu.Lock()
+	was := s.refused
 	s.refused = err
 	s.mu.Unlock()
+	if err != nil || was != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		var rerr error
+		if err != nil {
+			rerr = s.adapter.opts.Client.Set(ctx, s.refusedKey(), err.Error(), 3*max(s.adapter.opts.LeaseTTL, s.adapter.opts.RetryMax)).Err()
+		} else {
+			rerr = s.adapter.opts.Client.Del(ctx, s.refusedKey()).Err()
+		}
+		cancel()
+		if rerr != nil {
+			s.log.Warn("record the WeCom refusal for the other replicas", "err", rerr)
+		}
+	}
 	s.adapter.showUp()
 }
 
@@ -205,6 +238,9 @@ func (s *wecomSide) ready() error {
 	defer s.mu.Unlock()
 	if s.holding && s.conn == nil && s.refused != nil {
 		return fmt.Errorf("WeCom bot %s: long connection refused (%w)", s.bot, s.refused)
+	}
+	if !s.holding && s.elsewhere && s.peerRefused != "" {
+		return fmt.Errorf("WeCom bot %s: long connection refused on the replica holding it (%s)", s.bot, s.peerRefused)
 	}
 	if s.holding && s.conn == nil && time.Since(s.since) > s.adapter.opts.RetryMin*3 {
 		return fmt.Errorf("WeCom bot %s: long connection down since %s (reconnecting)", s.bot, s.since.Format(time.RFC3339))
