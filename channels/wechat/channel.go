@@ -48,7 +48,10 @@ type Options struct {
 	// Client holds leases, context tokens and the WeCom reply queue: the
 	// shared Redis, or the embedded one of a single replica. Required.
 	Client redis.UniversalClient
-	Prefix string // Redis key prefix
+	Prefix string // Redis key prefix (the account's: StatePrefix)
+	// Account is the account (wechat.accounts.NAME) the adapter serves,
+	// "" for the section's own; its messages carry it (Message.Account).
+	Account string
 	// State holds iLink accounts and cursors; nil turns iLink off.
 	State State
 	// HTTP makes the iLink calls; default a plain client.
@@ -174,13 +177,18 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &Adapter{cfg: cfg, opts: opts, log: log.With("component", Name), m: m, up: map[string]bool{}}
+	log = log.With("component", Name)
+	if opts.Account != "" {
+		log = log.With("account", opts.Account)
+	}
+	a := &Adapter{cfg: cfg, opts: opts, log: log, m: m, up: map[string]bool{}}
 	if opts.State != nil {
 		a.ilink = newILinkSide(a)
 	}
 	if cfg.WeComBotID != "" {
 		a.wecom = newWeComSide(a)
 	}
+	a.m.AccountUp.WithLabelValues(Name, a.accountLabel()).Set(0) // until a poll or connection is up
 	return a, nil
 }
 
@@ -201,7 +209,8 @@ func (a *Adapter) Run(ctx context.Context, h channels.Handler) error {
 		wg.Go(func() { a.wecom.run(ctx, h) })
 	}
 	wg.Wait()
-	a.m.ChannelConnected.WithLabelValues(Name).Set(0)
+	a.showConnected(false)
+	a.m.AccountUp.WithLabelValues(Name, a.accountLabel()).Set(0)
 	return nil
 }
 
@@ -242,7 +251,7 @@ func (a *Adapter) Ready() error {
 	var problems []string
 	if a.ilink != nil {
 		for _, bot := range a.ilink.expiredBots() {
-			problems = append(problems, fmt.Sprintf("iLink bot %s: session expired (errcode -14); run `parley wechat login` again", bot))
+			problems = append(problems, fmt.Sprintf("iLink bot %s: session expired (errcode -14); run `%s` again", bot, a.loginCommand()))
 		}
 	}
 	if a.wecom != nil {
@@ -256,6 +265,15 @@ func (a *Adapter) Ready() error {
 	return nil
 }
 
+// loginCommand is the command that logs one of the account's iLink bots
+// in.
+func (a *Adapter) loginCommand() string {
+	if a.opts.Account != "" {
+		return "parley wechat login --account " + a.opts.Account
+	}
+	return "parley wechat login"
+}
+
 // runContext is the context of Run (nil before Run): background work of a
 // turn, such as a typing indicator, ends with it too.
 func (a *Adapter) runContext() context.Context {
@@ -265,7 +283,8 @@ func (a *Adapter) runContext() context.Context {
 }
 
 // setUp records whether one poll or connection is live on this replica and
-// updates parley_channel_connected{channel="wechat"}: 1 while any is.
+// updates parley_channel_connected{channel="wechat"} (the default
+// account's: 1 while any is) and parley_account_up.
 func (a *Adapter) setUp(key string, up bool) {
 	a.mu.Lock()
 	if up {
@@ -275,11 +294,47 @@ func (a *Adapter) setUp(key string, up bool) {
 	}
 	n := len(a.up)
 	a.mu.Unlock()
+	a.showConnected(n > 0)
+	a.showUp()
+}
+
+// showConnected sets parley_channel_connected, which stays the default
+// account's (as Slack's does): another account shows in
+// parley_account_up.
+func (a *Adapter) showConnected(up bool) {
+	if a.opts.Account != "" {
+		return
+	}
 	v := 0.0
-	if n > 0 {
+	if up {
 		v = 1
 	}
 	a.m.ChannelConnected.WithLabelValues(Name).Set(v)
+}
+
+// showUp sets parley_account_up{channel="wechat",account}: 1 while the
+// account serves from this replica (a live WeCom connection or iLink
+// poll here, or a lease another replica holds) and nothing of it is
+// refused or expired (Ready would say what).
+func (a *Adapter) showUp() {
+	a.mu.Lock()
+	live := len(a.up) > 0
+	a.mu.Unlock()
+	up := live
+	if a.wecom != nil {
+		up = up || a.wecom.heldElsewhere()
+	}
+	if a.ilink != nil {
+		up = up || a.ilink.heldElsewhere()
+	}
+	if a.Ready() != nil {
+		up = false
+	}
+	v := 0.0
+	if up {
+		v = 1
+	}
+	a.m.AccountUp.WithLabelValues(Name, a.accountLabel()).Set(v)
 }
 
 func (a *Adapter) reject(reason string) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/parleyhq/parley/channels"
@@ -39,6 +41,11 @@ type Config struct {
 	// backoff after a failed poll or a dropped WeCom connection, which
 	// iLink sends wait on too (base, max).
 	Retry retry.Config `yaml:"retry"`
+	// Accounts are further WeChat apps served beside the section's own
+	// (wechat.accounts.NAME), each with its own WeCom AI bot, iLink
+	// logins and leases. The section's own keys are the account named
+	// default.
+	Accounts map[string]*AccountConfig `yaml:"accounts,omitempty"`
 }
 
 // defaultRetry is the retry: section's defaults.
@@ -104,22 +111,40 @@ func (c Config) withDefaults() Config {
 }
 
 // Enabled implements config.PlatformConfig: the WeCom AI bot's id or
-// secret. (Open also starts the channel for logged-in iLink bots.)
-func (c *Config) Enabled() bool { return c.WeComBotID != "" || c.WeComSecret.IsSet() }
+// secret, or an account. (Open also starts the channel for logged-in
+// iLink bots.)
+func (c *Config) Enabled() bool { return c.wecomEnabled() || len(c.Accounts) > 0 }
+
+// wecomEnabled reports whether the keys configure a WeCom AI bot.
+func (c *Config) wecomEnabled() bool { return c.WeComBotID != "" || c.WeComSecret.IsSet() }
 
 // Env implements config.PlatformConfig.
+// An account's secret has no variable of its own: it may be written
+// "${NAME}" (config.EnvRefs).
 func (c *Config) Env() []config.EnvVar {
-	return []config.EnvVar{
+	vars := []config.EnvVar{
 		config.Env("WECHAT_ILINK_BASE_URL", &c.ILinkBaseURL),
 		config.Env("WECHAT_ILINK_CDN_URL", &c.ILinkCDNURL),
 		config.Env("WECOM_BOT_ID", &c.WeComBotID),
 		config.Env("WECOM_BOT_SECRET", &c.WeComSecret),
 		config.Env("WECOM_WS_URL", &c.WeComWSURL),
 	}
+	for _, name := range slices.Sorted(maps.Keys(c.Accounts)) {
+		if acc := c.Accounts[name]; acc != nil {
+			vars = append(vars, config.EnvRefs(&acc.WeComSecret)...)
+		}
+	}
+	return vars
 }
 
-// Validate implements config.PlatformConfig.
+// Validate implements config.PlatformConfig: the section's own keys, and
+// each account's (see validateAccounts).
 func (c *Config) Validate() error {
+	return errors.Join(config.FlattenProblems(c.validateOwn(), c.validateAccounts())...)
+}
+
+// validateOwn checks one app's keys.
+func (c *Config) validateOwn() error {
 	var errs []error
 	if c.ChunkChars <= 0 {
 		errs = append(errs, fmt.Errorf("chunk_chars: must be greater than 0, got %d", c.ChunkChars))
@@ -132,7 +157,10 @@ func (c *Config) Validate() error {
 	if err := c.Retry.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.Enabled() && (c.WeComBotID == "" || !c.WeComSecret.IsSet()) {
+	if err := config.UnresolvedEnvRef(c.WeComSecret); err != nil {
+		errs = append(errs, fmt.Errorf("wecom_bot_secret: %w", err))
+	}
+	if c.wecomEnabled() && (c.WeComBotID == "" || !c.WeComSecret.IsSet()) {
 		errs = append(errs, errors.New("wecom_bot_id: set both WECOM_BOT_ID and WECOM_BOT_SECRET (or neither)"))
 	}
 	return errors.Join(errs...)
@@ -146,17 +174,36 @@ const stateTimeout = 10 * time.Second
 // iLink logins and cursors live in Redis when it is shared, else in
 // $PARLEY_HOME/wechat.json.
 func (c *Config) Open(ctx context.Context, deps channels.Deps) (channels.Channel, error) {
-	var state State = NewFileState(deps.Home)
-	if deps.Shared {
-		state = NewRedisState(deps.Redis, deps.Prefix)
+	a, err := c.open(ctx, deps, "")
+	if a == nil || err != nil {
+		return nil, err
 	}
+	return a, nil
+}
+
+// openState is where an account's iLink logins are kept ("" or default:
+// the section's own): Redis when it is shared, else a file under home.
+func openState(deps channels.Deps, account string) State {
+	if deps.Shared {
+		return NewRedisState(deps.Redis, StatePrefix(deps.Prefix, account))
+	}
+	return NewAccountFileState(deps.Home, account)
+}
+
+// open builds the adapter of one account (c holds its keys; account is ""
+// for the default). The default is opened when it has a login or a WeCom
+// bot (else none); another account always, watching for its iLink logins,
+// since the file naming it says it is wanted: a `parley wechat login
+// --account` is picked up without a restart.
+func (c *Config) open(ctx context.Context, deps channels.Deps, account string) (*Adapter, error) {
+	state := openState(deps, account)
 	ctx, cancel := context.WithTimeout(ctx, stateTimeout)
 	defer cancel()
 	accounts, err := state.Accounts(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("wechat: %w", err)
 	}
-	if len(accounts) == 0 && !c.Enabled() {
+	if len(accounts) == 0 && !c.wecomEnabled() && account == "" {
 		return nil, nil
 	}
 	r := c.Retry.Or(defaultRetry)
@@ -164,10 +211,11 @@ func (c *Config) Open(ctx context.Context, deps channels.Deps) (channels.Channel
 		SendAttempts: r.MaxAttempts, RetryMin: r.Base, RetryMax: r.Max,
 		// Leases, context tokens and the WeCom reply queue: the shared
 		// Redis, or the embedded one of a single in-memory replica.
-		Client: deps.Redis,
-		Prefix: deps.Prefix,
+		Client:  deps.Redis,
+		Prefix:  StatePrefix(deps.Prefix, account),
+		Account: account,
 	}
-	if len(accounts) > 0 {
+	if len(accounts) > 0 || account != "" {
 		opts.State = state
 	}
 	a, err := New(*c, opts, deps.Metrics, deps.Log)
@@ -176,7 +224,7 @@ func (c *Config) Open(ctx context.Context, deps channels.Deps) (channels.Channel
 	}
 	for _, acct := range accounts {
 		if acct.Expired {
-			a.log.Warn("the iLink session of this bot expired; run `parley wechat login` to log in again", "bot", acct.BotID)
+			a.log.Warn("the iLink session of this bot expired; run `"+a.loginCommand()+"` to log in again", "bot", acct.BotID)
 		}
 	}
 	return a, nil

@@ -24,19 +24,21 @@ type ilinkSide struct {
 	sends   *retry.Retrier // sendmessage
 	tokens  *contextTokens
 
-	mu      sync.Mutex
-	running map[string]bool // bots with a lease holder loop here
-	expired map[string]bool // bots whose session is expired, as last seen
+	mu        sync.Mutex
+	running   map[string]bool // bots with a lease holder loop here
+	expired   map[string]bool // bots whose session is expired, as last seen
+	elsewhere map[string]bool // bots whose lease another replica held at the last try
 }
 
 func newILinkSide(a *Adapter) *ilinkSide {
 	return &ilinkSide{
-		adapter: a,
-		log:     a.log.With("via", ViaILink),
-		sends:   retry.New(Name, retry.Policy{Attempts: a.opts.SendAttempts, MinWait: a.opts.RetryMin, MaxWait: a.opts.RetryMax}, a.m, a.log.With("via", ViaILink)),
-		tokens:  &contextTokens{client: a.opts.Client, prefix: a.opts.Prefix},
-		running: map[string]bool{},
-		expired: map[string]bool{},
+		adapter:   a,
+		log:       a.log.With("via", ViaILink),
+		sends:     retry.New(Name, retry.Policy{Attempts: a.opts.SendAttempts, MinWait: a.opts.RetryMin, MaxWait: a.opts.RetryMax}, a.m, a.log.With("via", ViaILink)),
+		tokens:    &contextTokens{client: a.opts.Client, prefix: a.opts.Prefix},
+		running:   map[string]bool{},
+		expired:   map[string]bool{},
+		elsewhere: map[string]bool{},
 	}
 }
 
@@ -61,7 +63,8 @@ func (s *ilinkSide) run(ctx context.Context, h channels.Handler) {
 			s.mu.Unlock()
 			if start {
 				bot := a.BotID
-				l := &lease{client: s.adapter.opts.Client, key: leaseKey(s.adapter.opts.Prefix, ViaILink, bot), ttl: s.adapter.opts.LeaseTTL, log: s.adapter.log}
+				l := &lease{client: s.adapter.opts.Client, key: leaseKey(s.adapter.opts.Prefix, ViaILink, bot), ttl: s.adapter.opts.LeaseTTL, log: s.adapter.log,
+					elsewhere: func(v bool) { s.setElsewhere(bot, v) }}
 				wg.Go(func() {
 					l.hold(ctx, func(lctx context.Context) { s.poll(lctx, bot, h) })
 				})
@@ -77,12 +80,39 @@ func (s *ilinkSide) run(ctx context.Context, h channels.Handler) {
 
 func (s *ilinkSide) setExpired(bot string, expired bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	changed := s.expired[bot] != expired
 	if expired {
 		s.expired[bot] = true
 	} else {
 		delete(s.expired, bot)
 	}
+	s.mu.Unlock()
+	if changed {
+		s.adapter.showUp()
+	}
+}
+
+// setElsewhere records whether another replica holds bot's lease.
+func (s *ilinkSide) setElsewhere(bot string, v bool) {
+	s.mu.Lock()
+	changed := s.elsewhere[bot] != v
+	s.elsewhere[bot] = v
+	s.mu.Unlock()
+	if changed {
+		s.adapter.showUp()
+	}
+}
+
+// heldElsewhere reports whether another replica polls one of the bots.
+func (s *ilinkSide) heldElsewhere() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, v := range s.elsewhere {
+		if v {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *ilinkSide) expiredBots() []string {
@@ -211,7 +241,7 @@ func (s *ilinkSide) expire(ctx context.Context, a Account) {
 	if err := s.adapter.opts.State.MarkExpired(context.WithoutCancel(ctx), a.BotID, a.Token); err != nil {
 		s.log.Warn("record the expired iLink session", "bot", a.BotID, "err", err)
 	}
-	s.log.Error("the iLink session of this bot expired (errcode -14); polling is paused — run `parley wechat login` to log in again",
+	s.log.Error("the iLink session of this bot expired (errcode -14); polling is paused — run `"+s.adapter.loginCommand()+"` to log in again",
 		"bot", a.BotID)
 	s.setExpired(a.BotID, true)
 }
@@ -251,6 +281,7 @@ func (s *ilinkSide) handleBatch(ctx context.Context, a Account, msgs []json.RawM
 		msg := channels.Message{
 			ID:        ViaILink + ":" + a.BotID + ":" + id,
 			Channel:   Name,
+			Account:   s.adapter.opts.Account,
 			Workspace: a.BotID,
 			Chat:      chat,
 			User:      m.FromUserID,

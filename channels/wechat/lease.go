@@ -41,6 +41,9 @@ type lease struct {
 	key    string
 	ttl    time.Duration
 	log    *slog.Logger
+	// elsewhere, when set, hears after each try whether another replica
+	// holds the lease (true) or this one took it (false).
+	elsewhere func(bool)
 }
 
 func randomToken() string {
@@ -61,6 +64,9 @@ func (l *lease) hold(ctx context.Context, work func(ctx context.Context)) {
 		ok, err := l.client.SetNX(ctx, l.key, token, l.ttl).Result()
 		if err != nil && ctx.Err() == nil {
 			l.log.Warn("lease: redis error; retrying", "key", l.key, "err", err)
+		}
+		if err == nil && l.elsewhere != nil {
+			l.elsewhere(!ok)
 		}
 		if err != nil || !ok {
 			if !retry.Sleep(ctx, retry.Jitter(every)) {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/parleyhq/parley/channels"
 )
 
 // Account is one personal-WeChat bot logged in over iLink.
@@ -180,6 +182,16 @@ const CursorFileName = "wechat-state.json"
 // NewFileState returns the file state store under home.
 func NewFileState(home string) *FileState {
 	return &FileState{path: filepath.Join(home, StateFileName), statePath: filepath.Join(home, CursorFileName)}
+}
+
+// NewAccountFileState returns the file state store of an account's iLink
+// logins under home: the section's own files for the default account ("" or
+// default), wechat.NAME.json and wechat-state.NAME.json for another.
+func NewAccountFileState(home, account string) *FileState {
+	if account == "" || account == channels.DefaultAccount {
+		return NewFileState(home)
+	}
+	return &FileState{path: filepath.Join(home, "wechat."+account+".json"), statePath: filepath.Join(home, "wechat-state."+account+".json")}
 }
 
 // Path is the login file.

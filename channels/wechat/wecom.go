@@ -109,6 +109,14 @@ type wecomSide struct {
 	conn    *wecomConn // live, subscribed connection; nil otherwise
 	holding bool       // this replica holds the lease
 	since   time.Time  // when the connection was lost while holding
+	// elsewhere: another replica held the lease at the last try.
+	elsewhere bool
+	// refused is WeCom's refusal of the last subscription (wrong bot id
+	// or secret), until one succeeds.
+	refused error
+	// peerRefused is the refusal the replica holding the lease recorded
+	// in Redis, as read at the last try of the lease ("" when none).
+	peerRefused string
 
 	reqMu    sync.Mutex
 	reqLocks map[string]*reqState
@@ -132,7 +140,8 @@ func newWeComSide(a *Adapter) *wecomSide {
 }
 
 func (s *wecomSide) run(ctx context.Context, h channels.Handler) {
-	l := &lease{client: s.adapter.opts.Client, key: leaseKey(s.adapter.opts.Prefix, ViaWeCom, s.bot), ttl: s.adapter.opts.LeaseTTL, log: s.adapter.log}
+	l := &lease{client: s.adapter.opts.Client, key: leaseKey(s.adapter.opts.Prefix, ViaWeCom, s.bot), ttl: s.adapter.opts.LeaseTTL, log: s.adapter.log,
+		elsewhere: s.setElsewhere}
 	l.hold(ctx, func(lctx context.Context) {
 		s.setHolding(true)
 		defer s.setHolding(false)
@@ -145,6 +154,65 @@ func (s *wecomSide) setHolding(v bool) {
 	s.holding = v
 	s.since = time.Now()
 	s.mu.Unlock()
+}
+
+// setElsewhere records whether another replica holds the lease and, when
+// one does, whether WeCom refuses its subscription: every replica then
+// shows the account down, not only the holder.
+func (s *wecomSide) setElsewhere(v bool) {
+	peer := ""
+	if v {
+		ctx, cancel := context.WithTimeout(context.Background(), s.adapter.opts.LeaseTTL/3)
+		peer, _ = s.adapter.opts.Client.Get(ctx, s.refusedKey()).Result() // unreadable: as none
+		cancel()
+	}
+	s.mu.Lock()
+	changed := s.elsewhere != v || s.peerRefused != peer
+	s.elsewhere, s.peerRefused = v, peer
+	s.mu.Unlock()
+	if changed {
+		s.adapter.showUp()
+	}
+}
+
+// refusedKey holds the holder's record of WeCom's refusal, for the
+// other replicas.
+func (s *wecomSide) refusedKey() string {
+	return s.adapter.opts.Prefix + "wechat:wecom:{" + s.bot + "}:refused"
+}
+
+// heldElsewhere reports whether another replica held the lease at the
+// last try: that one holds the connection, and this one answers through
+// the reply queue.
+func (s *wecomSide) heldElsewhere() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.elsewhere
+}
+
+// setRefused records WeCom's refusal of a subscription (nil: one
+// succeeded), here and in Redis for the replicas without the lease; the
+// record outlives the holder's retries (at most RetryMax apart) and
+// expires when it stops.
+func (s *wecomSide) setRefused(err error) {
+	s.mu.Lock()
+	was := s.refused
+	s.refused = err
+	s.mu.Unlock()
+	if err != nil || was != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		var rerr error
+		if err != nil {
+			rerr = s.adapter.opts.Client.Set(ctx, s.refusedKey(), err.Error(), 3*max(s.adapter.opts.LeaseTTL, s.adapter.opts.RetryMax)).Err()
+		} else {
+			rerr = s.adapter.opts.Client.Del(ctx, s.refusedKey()).Err()
+		}
+		cancel()
+		if rerr != nil {
+			s.log.Warn("record the WeCom refusal for the other replicas", "err", rerr)
+		}
+	}
+	s.adapter.showUp()
 }
 
 func (s *wecomSide) setConn(c *wecomConn) {
@@ -168,6 +236,12 @@ func (s *wecomSide) current() *wecomConn {
 func (s *wecomSide) ready() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.holding && s.conn == nil && s.refused != nil {
+		return fmt.Errorf("WeCom bot %s: long connection refused (%w)", s.bot, s.refused)
+	}
+	if !s.holding && s.elsewhere && s.peerRefused != "" {
+		return fmt.Errorf("WeCom bot %s: long connection refused on the replica holding it (%s)", s.bot, s.peerRefused)
+	}
 	if s.holding && s.conn == nil && time.Since(s.since) > s.adapter.opts.RetryMin*3 {
 		return fmt.Errorf("WeCom bot %s: long connection down since %s (reconnecting)", s.bot, s.since.Format(time.RFC3339))
 	}
@@ -215,9 +289,12 @@ func (s *wecomSide) session(ctx context.Context, h channels.Handler) (connected 
 	}
 	if ack.ErrCode != 0 {
 		s.adapter.apiError(wecomCode(ack.ErrCode))
-		return false, fmt.Errorf("%w (check WECOM_BOT_ID and WECOM_BOT_SECRET): subscribe: errcode %d %s", retry.ErrRefused, ack.ErrCode, ack.ErrMsg)
+		err := fmt.Errorf("%w (check %s): subscribe: errcode %d %s", retry.ErrRefused, s.credentialKeys(), ack.ErrCode, ack.ErrMsg)
+		s.setRefused(fmt.Errorf("errcode %d; check %s", ack.ErrCode, s.credentialKeys()))
+		return false, err
 	}
 	s.log.Info("WeCom long connection subscribed on this replica")
+	s.setRefused(nil)
 	s.setConn(conn)
 	wg.Go(func() { conn.heartbeat(sctx) })
 	wg.Go(func() { s.drainOutbox(sctx, conn) })
@@ -227,6 +304,15 @@ func (s *wecomSide) session(ctx context.Context, h channels.Handler) (connected 
 		err = ctx.Err()
 	}
 	return true, err
+}
+
+// credentialKeys names where the bot's credentials are set, for an
+// operator whose subscription WeCom refused.
+func (s *wecomSide) credentialKeys() string {
+	if a := s.adapter.opts.Account; a != "" {
+		return "wechat.accounts." + a + ".wecom_bot_id and wecom_bot_secret"
+	}
+	return "WECOM_BOT_ID and WECOM_BOT_SECRET"
 }
 
 // errConnClosed means a frame could not go out (or its answer could not
@@ -307,6 +393,7 @@ func (s *wecomSide) onMessage(ctx context.Context, c *wecomConn, f wsFrame) {
 	m := channels.Message{
 		ID:        ViaWeCom + ":" + b.MsgID,
 		Channel:   Name,
+		Account:   s.adapter.opts.Account,
 		Workspace: bot,
 		Chat:      chat,
 		User:      b.From.UserID,

@@ -5,15 +5,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/wechat"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/sessions"
 	"github.com/redis/go-redis/v9"
 )
 
-const wechatUsage = "parley wechat login [--config FILE] [--codes N] | status [--config FILE]"
+const wechatUsage = "parley wechat login [--config FILE] [--account NAME] [--codes N] | status [--config FILE]"
 
 // wechat runs `parley wechat login|status`.
 func (e *environment) wechat(args []string) error {
@@ -30,35 +32,46 @@ func (e *environment) wechat(args []string) error {
 	}
 }
 
-// wechatStore opens the state store of iLink logins; close releases it.
-// where describes it for the operator.
-func (e *environment) wechatStore(cfg config.Config) (state wechat.State, client redis.UniversalClient, where string, close func(), err error) {
+// wechatStore opens the state store of the iLink logins of one account
+// ("" for the section's own); close releases it. where describes it for
+// the operator.
+func (e *environment) wechatStore(cfg config.Config, account string) (state wechat.State, client redis.UniversalClient, where string, close func(), err error) {
 	if cfg.Redis.URL == "" {
-		fs := wechat.NewFileState(cfg.Home)
+		fs := wechat.NewAccountFileState(cfg.Home, account)
 		return fs, nil, fs.Path() + " (mode 0600; REDIS_URL is not set)", func() {}, nil
 	}
 	client, err = sessions.OpenRedis(e.ctx, cfg.Redis.URL.Reveal(), 0)
 	if err != nil {
 		return nil, nil, "", nil, err
 	}
-	return wechat.NewRedisState(client, cfg.Redis.Prefix), client, fmt.Sprintf("Redis (key prefix %q)", cfg.Redis.Prefix), func() { client.Close() }, nil
+	prefix := wechat.StatePrefix(cfg.Redis.Prefix, account)
+	return wechat.NewRedisState(client, prefix), client, fmt.Sprintf("Redis (key prefix %q)", prefix), func() { client.Close() }, nil
 }
 
 func (e *environment) wechatLogin(args []string) error {
 	fs := newFlagSet("wechat login", e.stderr)
 	path := configFlag(fs)
 	codes := fs.Int("codes", 3, "how many QR codes to show before giving up (each lives about 5 minutes)")
+	account := fs.String("account", "", "the account (wechat.accounts.NAME) the bot answers as; default: the section's own")
 	cfg, err := e.parseAndLoad(fs, path, args)
 	if err != nil {
 		return err
 	}
-	state, _, where, closeStore, err := e.wechatStore(cfg)
+	section := wechat.FromConfig(cfg)
+	acc, ok := section.ForAccount(*account)
+	if !ok {
+		return fmt.Errorf("%w: --account %s: unknown account (the wechat section configures %s)", errUsage, *account, strings.Join(section.AccountNames(), ", "))
+	}
+	if *account == channels.DefaultAccount {
+		*account = ""
+	}
+	state, _, where, closeStore, err := e.wechatStore(cfg, *account)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
 	acct, err := wechat.Login(e.ctx, wechat.LoginOptions{
-		BaseURL:  wechat.FromConfig(cfg).ILinkBaseURL,
+		BaseURL:  acc.ILinkBaseURL,
 		HTTP:     &http.Client{},
 		Out:      e.stdout,
 		In:       e.stdin,
@@ -70,7 +83,11 @@ func (e *environment) wechatLogin(args []string) error {
 	if err := state.SaveAccount(e.ctx, acct); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "Saved the login of bot %s in %s.\n", acct.BotID, where)
+	if *account != "" {
+		fmt.Fprintf(e.stdout, "Saved the login of bot %s for account %s in %s.\n", acct.BotID, *account, where)
+	} else {
+		fmt.Fprintf(e.stdout, "Saved the login of bot %s in %s.\n", acct.BotID, where)
+	}
 	fmt.Fprintln(e.stdout, "`parley serve` answers its messages from now on: a serve that already polls WeChat picks the login up within seconds; start or restart any other.")
 	return nil
 }
@@ -82,7 +99,26 @@ func (e *environment) wechatStatus(args []string) error {
 	if err != nil {
 		return err
 	}
-	state, client, where, closeStore, err := e.wechatStore(cfg)
+	section := wechat.FromConfig(cfg)
+	for _, name := range section.AccountNames() {
+		account := name
+		if name == channels.DefaultAccount {
+			account = ""
+		}
+		if len(section.Accounts) > 0 {
+			fmt.Fprintf(e.stdout, "Account %s:\n", name)
+		}
+		acc, _ := section.ForAccount(name)
+		if err := e.wechatAccountStatus(cfg, acc, account); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// wechatAccountStatus prints one account's iLink bots and WeCom AI bot.
+func (e *environment) wechatAccountStatus(cfg config.Config, w wechat.Config, account string) error {
+	state, client, where, closeStore, err := e.wechatStore(cfg, account)
 	if err != nil {
 		return err
 	}
@@ -92,29 +128,39 @@ func (e *environment) wechatStatus(args []string) error {
 		return err
 	}
 	out := e.stdout
+	login := "parley wechat login"
+	if account != "" {
+		login += " --account " + account
+	}
 	if len(accounts) == 0 {
-		fmt.Fprintf(out, "Personal WeChat (iLink): no bot is logged in (state in %s). Run `parley wechat login`.\n", where)
+		fmt.Fprintf(out, "Personal WeChat (iLink): no bot is logged in (state in %s). Run `%s`.\n", where, login)
 	} else {
 		fmt.Fprintf(out, "Personal WeChat (iLink) bots, state in %s:\n", where)
 	}
 	now := time.Now()
 	for _, a := range accounts {
-		printAccount(e.ctx, out, client, cfg.Redis.Prefix, a, state, now)
+		printAccount(e.ctx, out, client, wechat.StatePrefix(cfg.Redis.Prefix, account), a, state, now, login)
 	}
-	if w := wechat.FromConfig(cfg); w.WeComBotID != "" {
+	switch {
+	case w.WeComBotID != "" && account != "":
+		fmt.Fprintf(out, "WeCom AI bot: %s over %s (secret %s); its connection shows in /readyz and parley_account_up{channel=\"wechat\",account=%q}.\n",
+			w.WeComBotID, w.WeComWSURL, map[bool]string{true: "set", false: "MISSING: set wechat.accounts." + account + ".wecom_bot_secret"}[w.WeComSecret.IsSet()], account)
+	case w.WeComBotID != "":
 		fmt.Fprintf(out, "WeCom AI bot: %s over %s (secret %s); its connection shows in /readyz and parley_channel_connected{channel=\"wechat\"}.\n",
 			w.WeComBotID, w.WeComWSURL, map[bool]string{true: "set", false: "MISSING: set WECOM_BOT_SECRET"}[w.WeComSecret.IsSet()])
-	} else {
+	case account != "":
+		fmt.Fprintf(out, "WeCom AI bot: not configured (wechat.accounts.%s.wecom_bot_id, wecom_bot_secret).\n", account)
+	default:
 		fmt.Fprintln(out, "WeCom AI bot: not configured (WECOM_BOT_ID, WECOM_BOT_SECRET).")
 	}
 	return nil
 }
 
-func printAccount(ctx context.Context, out io.Writer, client redis.UniversalClient, prefix string, a wechat.Account, state wechat.State, now time.Time) {
+func printAccount(ctx context.Context, out io.Writer, client redis.UniversalClient, prefix string, a wechat.Account, state wechat.State, now time.Time, login string) {
 	fmt.Fprintf(out, "\nbot %s\n", a.BotID)
 	session := "active"
 	if a.Expired {
-		session = "EXPIRED (iLink answered errcode -14): run `parley wechat login` again"
+		session = "EXPIRED (iLink answered errcode -14): run `" + login + "` again"
 	}
 	fmt.Fprintf(out, "  session:     %s\n", session)
 	if !a.LoggedIn.IsZero() {

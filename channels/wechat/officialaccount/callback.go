@@ -36,10 +36,11 @@ const unsupportedNote = "Sorry, I can only read text, images (and voice messages
 // errUnencrypted is a callback in the wrong message mode.
 var errUnencrypted = errors.New("wechat_oa: callback not in the configured message mode")
 
-// Mount implements channels.HTTPChannel: GET and POST /wechat/oa.
+// Mount implements channels.HTTPChannel: GET and POST /wechat/oa (the
+// default account's), /wechat/oa/NAME (another's).
 func (a *Adapter) Mount(mux *http.ServeMux) {
-	mux.HandleFunc("GET "+Path, a.verifyURL)
-	mux.HandleFunc("POST "+Path, a.callback)
+	mux.HandleFunc("GET "+a.route(Path), a.verifyURL)
+	mux.HandleFunc("POST "+a.route(Path), a.callback)
 }
 
 // refuse answers a failed check, the same way whatever failed, and counts
@@ -212,6 +213,7 @@ func (a *Adapter) message(msg wxcrypto.Message, text string) channels.Message {
 	return channels.Message{
 		ID:        a.cfg.AppID + ":" + msg.MsgID,
 		Channel:   Name,
+		Account:   a.opts.Account,
 		Workspace: a.cfg.AppID,
 		Chat:      msg.FromUserName,
 		User:      msg.FromUserName,

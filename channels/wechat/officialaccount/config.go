@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/wechat"
@@ -32,6 +34,11 @@ type Config struct {
 	// Retry shapes the retries of one API call: tries, first wait,
 	// longest wait.
 	Retry retry.Config `yaml:"retry"`
+	// Accounts are further Official Accounts served beside the section's
+	// own (wechat_oa.accounts.NAME), each at its own route
+	// (/wechat/oa/NAME) with its own credentials. The section's own keys
+	// are the account named default.
+	Accounts map[string]*AccountConfig `yaml:"accounts,omitempty"`
 }
 
 func init() {
@@ -53,22 +60,43 @@ var (
 func DefaultConfig() *Config { return &Config{Retry: wxapi.DefaultRetry, BaseURL: DefaultBaseURL} }
 
 // Enabled implements config.PlatformConfig: any of the account's
-// credentials turns it on (and Validate asks for the rest).
-func (c *Config) Enabled() bool { return c.AppID != "" || c.AppSecret.IsSet() || c.Token.IsSet() }
+// credentials, or a further account, turns it on (and Validate asks for
+// the rest).
+func (c *Config) Enabled() bool { return c.defaultEnabled() || len(c.Accounts) > 0 }
+
+// defaultEnabled reports whether the section's own keys configure an
+// Official Account.
+func (c *Config) defaultEnabled() bool {
+	return c.AppID != "" || c.AppSecret.IsSet() || c.Token.IsSet()
+}
 
 // Env implements config.PlatformConfig.
+// An account's secrets have no variables of their own: they may be
+// written "${NAME}" (config.EnvRefs).
 func (c *Config) Env() []config.EnvVar {
-	return append([]config.EnvVar{
+	vars := append([]config.EnvVar{
 		config.Env("WECHAT_OA_APP_ID", &c.AppID),
 		config.Env("WECHAT_OA_APP_SECRET", &c.AppSecret),
 		config.Env("WECHAT_OA_TOKEN", &c.Token),
 		config.Env("WECHAT_OA_ENCODING_AES_KEY", &c.EncodingAESKey),
 		config.Env("WECHAT_OA_BASE_URL", &c.BaseURL),
 	}, config.EnvRefs(&c.AppSecret, &c.Token, &c.EncodingAESKey)...)
+	for _, name := range slices.Sorted(maps.Keys(c.Accounts)) {
+		if acc := c.Accounts[name]; acc != nil {
+			vars = append(vars, config.EnvRefs(&acc.AppSecret, &acc.Token, &acc.EncodingAESKey)...)
+		}
+	}
+	return vars
 }
 
-// Validate implements config.PlatformConfig.
+// Validate implements config.PlatformConfig: the section's own keys, and
+// each account's (see validateAccounts).
 func (c *Config) Validate() error {
+	return errors.Join(config.FlattenProblems(c.validateOwn(), c.validateAccounts())...)
+}
+
+// validateOwn checks one Official Account's keys.
+func (c *Config) validateOwn() error {
 	var errs []error
 	if err := c.Retry.Validate(); err != nil {
 		errs = append(errs, err)
@@ -78,7 +106,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("base_url: %w (WECHAT_OA_BASE_URL)", err))
 		}
 	}
-	if !c.Enabled() {
+	if !c.defaultEnabled() {
 		return errors.Join(errs...)
 	}
 	if c.AppID == "" {
@@ -111,12 +139,18 @@ func (c *Config) Validate() error {
 // Open implements channels.Opener: the adapter, when the account is
 // configured.
 func (c *Config) Open(_ context.Context, deps channels.Deps) (channels.Channel, error) {
-	if !c.Enabled() {
+	if !c.defaultEnabled() {
 		return nil, nil
 	}
-	a, err := New(*c, Options{Handler: deps.Handler, Redis: deps.Redis, Prefix: deps.Prefix, API: wxapi.ClientOptions{}.WithRetry(c.Retry)}, deps.Metrics, deps.Log)
+	a, err := c.open(deps, "")
 	if err != nil {
 		return nil, err
 	}
 	return a, nil
+}
+
+// open builds the adapter of one account (c holds its keys; account is
+// "" for the default).
+func (c *Config) open(deps channels.Deps, account string) (*Adapter, error) {
+	return New(*c, Options{Handler: deps.Handler, Redis: deps.Redis, Prefix: deps.Prefix, Account: account, API: wxapi.ClientOptions{}.WithRetry(c.Retry)}, deps.Metrics, deps.Log)
 }

@@ -54,6 +54,10 @@ type Options struct {
 	// answers held for a closed window; keys start with Prefix.
 	Redis  redis.UniversalClient
 	Prefix string
+	// Account is the account (wechat_oa.accounts.NAME) the adapter
+	// serves, "" for the section's own: its route is Path/NAME and its
+	// messages carry it (Message.Account). Its Redis keys are its app id's.
+	Account string
 	// Now is the clock of the timestamp check and of the messages
 	// (default time.Now).
 	Now func() time.Time
@@ -177,7 +181,7 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("wechat_oa: %w", err)
 	}
-	if !cfg.Enabled() {
+	if !cfg.defaultEnabled() {
 		return nil, errors.New("wechat_oa: app_id, app_secret and token are required")
 	}
 	if opts.Redis == nil {
@@ -194,6 +198,9 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("component", Name)
+	if opts.Account != "" {
+		log = log.With("account", opts.Account)
+	}
 	crypter, err := wxcrypto.New(cfg.Token.Reveal(), cfg.EncodingAESKey.Reveal(), cfg.AppID)
 	if err != nil {
 		return nil, fmt.Errorf("wechat_oa: %w", err)
@@ -207,6 +214,8 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 			return url.Values{"grant_type": {"client_credential"}, "appid": {cfg.AppID}, "secret": {cfg.AppSecret.Reveal()}}
 		},
 	}, opts.API, opts.Redis, opts.Prefix, m, log)
+	a.api.Tokens.Observe = a.showUp
+	a.m.AccountUp.WithLabelValues(Name, a.accountLabel()).Set(0) // until it holds a token
 	a.typing = a.api.Retrier.WithAttempts(1)
 	a.passive = &passive{client: opts.Redis, prefix: opts.Prefix + Name + ":reply:{" + cfg.AppID + ":",
 		wait: opts.PassiveWait, ttl: opts.StateTTL, polling: pollEvery}

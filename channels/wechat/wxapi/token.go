@@ -97,6 +97,10 @@ type Tokens struct {
 	// keep spaces Keep's tries after a failed refresh. Its failures are
 	// counted in a registry of its own: the fetch counts its own.
 	keep *retry.Retrier
+	// Observe, when set before Keep runs, hears the outcome of each of
+	// Keep's tries (nil: the account holds a token), e.g. to show the
+	// account up or down.
+	Observe func(err error)
 }
 
 // NewTokens returns the token of account (e.g. "wechat_oa:wx123" — never a
@@ -231,6 +235,9 @@ func (t *Tokens) Keep(ctx context.Context) {
 		err := retry.RetryUntil(ctx, t.keep, "get the access token (replies fail until it works)", func(ctx context.Context) error {
 			_, err := t.Get(ctx)
 			failed = failed || err != nil
+			if t.Observe != nil && ctx.Err() == nil {
+				t.Observe(err)
+			}
 			return err
 		})
 		if err != nil {
