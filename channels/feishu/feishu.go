@@ -194,6 +194,9 @@ type Adapter struct {
 	running bool  // Run is active
 	wsUp    bool  // the long connection is open
 	wsErr   error // why it is not
+	// identityErr is why the bot's identity is not known yet (nil once
+	// it is, or before the first try).
+	identityErr error
 }
 
 var (
@@ -295,11 +298,16 @@ func (a *Adapter) longConnection() bool { return a.cfg.Mode != "webhook" }
 // Ready implements channels.Health: with the long connection enabled, it is
 // an error while the connection is not open.
 func (a *Adapter) Ready() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.botID == "" && a.identityErr != nil {
+		// The app cannot learn who its bot is (a revoked secret, the bot
+		// capability off): it cannot tell its mentions in a group.
+		return fmt.Errorf("bot identity unknown: %w", a.identityErr)
+	}
 	if !a.longConnection() {
 		return nil
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	if !a.running {
 		return errors.New("long connection not started")
 	}
@@ -365,6 +373,9 @@ func (a *Adapter) learnBotID(ctx context.Context) {
 	_ = retry.RetryUntil(ctx, retry.New(Name, retry.Policy{MinWait: a.opts.ReconnectMin, MaxWait: a.opts.ReconnectMax}, a.m, a.log),
 		"bot_info", func(ctx context.Context) error {
 			_, err := a.botOpenID(ctx, identity)
+			a.mu.Lock()
+			a.identityErr = err
+			a.mu.Unlock()
 			return err
 		})
 }

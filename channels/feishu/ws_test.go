@@ -176,3 +176,32 @@ func TestWebhookModeOpensNoConnection(t *testing.T) {
 		t.Fatal("webhook mode asked for a long-connection endpoint")
 	}
 }
+
+// TestAWebhookAppThatCannotLearnItsBotIsNotReady: an app served by
+// webhooks whose bot identity is refused (a revoked secret) cannot tell
+// its mentions in a group, so its readiness names it down, revealing no
+// secret, until Feishu answers again.
+func TestAWebhookAppThatCannotLearnItsBotIsNotReady(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil) // webhook mode
+	var fails []feishutest.Failure
+	for range 1000 {
+		fails = append(fails, feishutest.Failure{Status: 400, Code: 99991663})
+	}
+	f.api.Fail("bot_info", fails...)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.ch.Run(ctx, f.rec) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	waitUntil(t, "the refusal in readiness", func() bool { return f.ch.Ready() != nil })
+	if msg := f.ch.Ready().Error(); strings.Contains(msg, "secret") || strings.Contains(msg, f.ch.cfg.AppSecret.Reveal()) {
+		t.Errorf("readiness %q shows the credential", msg)
+	}
+	f.api.Heal("bot_info")
+	waitUntil(t, "readiness once the bot is known", func() bool { return f.ch.Ready() == nil })
+}
