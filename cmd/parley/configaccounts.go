@@ -25,15 +25,16 @@ type accountNamer interface {
 // the profile its messages get unless a workspace or chat chooses
 // another, and the triggers that post as it. It names no platform: any
 // section reporting AccountNames is listed, with its transports when it
-// reports them (channels.AccountTransports). It prints no credential. A
-// configuration without accounts prints nothing more.
+// reports them (channels.AccountTransports), when its configuration
+// turns it on. It prints no credential. A configuration without accounts
+// prints nothing more.
 func printAccounts(w io.Writer, cfg config.Config) {
 	uses := accountUses{tree: policy.FromConfig(cfg), resolver: policy.NewFromConfig(cfg), destinations: triggersection.Destinations(cfg)}
 	header := false
 	for _, p := range config.Platforms() {
 		sec, ok := cfg.Platforms[p.Name].(accountNamer)
-		if !ok {
-			continue
+		if !ok || !cfg.Platforms[p.Name].Enabled() {
+			continue // a platform the configuration leaves off has no apps to list
 		}
 		var transports map[string]channels.Transport
 		if t, ok := sec.(channels.AccountTransports); ok {
