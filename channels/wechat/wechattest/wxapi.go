@@ -37,6 +37,7 @@ type api struct {
 	media       map[string]mediaFile // temporary media by media_id (media.go)
 	mediaCalls  int
 	mediaServed int64
+	up          uploadStore // media uploads, media messages, dropped answers (upload.go)
 }
 
 // Call is one request a fake received.
@@ -49,6 +50,10 @@ type Call struct {
 	// HTTP status when a failure scripted one.
 	Code   int
 	Status int
+	// Duplicate marks a message the platform's duplicate check dropped,
+	// Answer what the fake answered besides errcode and errmsg (upload.go).
+	Duplicate bool
+	Answer    map[string]any
 }
 
 // Failure is a scripted answer to one call: an HTTP status, or errcode
@@ -156,6 +161,13 @@ func (a *api) Delivered(path string) []Call {
 }
 
 func (a *api) handle(w http.ResponseWriter, r *http.Request) {
+	if a.dropAnswer(w, r) { // upload.go
+		return
+	}
+	if r.URL.Path == MediaUploadPath { // upload.go
+		a.serveUpload(w, r)
+		return
+	}
 	if r.URL.Path == a.tokenPath {
 		a.serveToken(w, r)
 		return
@@ -201,7 +213,11 @@ func (a *api) handle(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, http.StatusText(c.Status), c.Status)
 		return
 	}
-	writeJSON(w, map[string]any{"errcode": code, "errmsg": msg})
+	out := map[string]any{"errcode": code, "errmsg": msg}
+	for k, v := range c.Answer { // upload.go
+		out[k] = v
+	}
+	writeJSON(w, out)
 }
 
 func (a *api) serveToken(w http.ResponseWriter, r *http.Request) {
