@@ -156,6 +156,9 @@ func (a *api) serveUpload(w http.ResponseWriter, r *http.Request) {
 	if fs := a.failures[c.Path]; len(fs) > 0 {
 		f, a.failures[c.Path] = &fs[0], fs[1:]
 	}
+	if f != nil && f.Pass {
+		f = nil
+	}
 	valid := a.token != "" && c.Token == a.token
 	a.mu.Unlock()
 	kind := r.URL.Query().Get("type")

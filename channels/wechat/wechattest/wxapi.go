@@ -62,6 +62,9 @@ type Failure struct {
 	Status int
 	Code   int
 	Msg    string
+	// Pass lets the call through, so that a failure can be scripted
+	// after some successes.
+	Pass bool
 }
 
 func newAPI(t testing.TB, tokenPath, idParam, secretParam, id, secret string) *api {
@@ -188,6 +191,9 @@ func (a *api) handle(w http.ResponseWriter, r *http.Request) {
 	var f *Failure
 	if fs := a.failures[c.Path]; len(fs) > 0 {
 		f, a.failures[c.Path] = &fs[0], fs[1:]
+	}
+	if f != nil && f.Pass {
+		f = nil
 	}
 	valid := a.token != "" && c.Token == a.token
 	a.mu.Unlock()

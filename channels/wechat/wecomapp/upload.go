@@ -2,13 +2,8 @@ package wecomapp
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/wechat/wxapi"
@@ -67,18 +62,18 @@ func (a *Adapter) Upload(ctx context.Context, m channels.Message, f channels.Fil
 	if !ok {
 		return "", &channels.PostError{Err: fmt.Errorf("wecom_app: no app %q is configured", m.Workspace)}
 	}
-	steps := a.uploadSteps(ap, key)
+	steps := wxapi.NewSteps(a.opts.Redis, a.opts.Prefix+Name+":{"+ap.cfg.Name+"}:upload:", key, uploadTTL)
 	kind := "file"
 	if f.Type == "image/png" || f.Type == "image/jpeg" {
 		kind = "image"
 	}
-	mediaID, err := steps.remembered(ctx, "media", func() (string, error) {
+	mediaID, err := steps.Do(ctx, "media", func() (string, error) {
 		return ap.api.UploadMedia(ctx, kind, f.Name, f.Type, f.Data)
 	})
 	if err != nil {
 		return "", wxapi.SendError(ctx, fmt.Errorf("wecom_app: %w", err))
 	}
-	msgID, err := steps.remembered(ctx, "message", func() (string, error) {
+	msgID, err := steps.Do(ctx, "message", func() (string, error) {
 		return a.sendMessage(ctx, ap, m, kind, map[string]string{"media_id": mediaID})
 	})
 	if err != nil {
@@ -89,7 +84,7 @@ func (a *Adapter) Upload(ctx context.Context, m channels.Message, f channels.Fil
 		if ap.cfg.Format == FormatText {
 			text = channels.PlainText(text)
 		}
-		_, err := steps.remembered(ctx, "caption", func() (string, error) {
+		_, err := steps.Do(ctx, "caption", func() (string, error) {
 			_, err := a.sendMessage(ctx, ap, m, ap.cfg.Format, map[string]string{"content": channels.Split(text, MessageLimit)[0]})
 			return "sent", err
 		})
@@ -142,44 +137,4 @@ type mediaMessage struct {
 	Markdown          map[string]string `json:"markdown,omitempty"`
 	DuplicateCheck    int               `json:"enable_duplicate_check,omitempty"`
 	DuplicateInterval int               `json:"duplicate_check_interval,omitempty"`
-}
-
-// uploadSteps are the steps of one delivery key done so far, in Redis.
-type uploadSteps struct {
-	r   redis.UniversalClient
-	key string // the hash holding them
-}
-
-func (a *Adapter) uploadSteps(ap *app, key string) uploadSteps {
-	sum := sha256.Sum256([]byte(key))
-	return uploadSteps{r: a.opts.Redis, key: a.opts.Prefix + Name + ":{" + ap.cfg.Name + "}:upload:" + hex.EncodeToString(sum[:16])}
-}
-
-// remembered is the result of step: the one an earlier try (of any
-// replica) recorded, or do's, recorded unless another try recorded one
-// first (then that one is taken, so every try goes on with the same
-// media). A Redis failure fails the step: going on blind could send the
-// file twice.
-func (s uploadSteps) remembered(ctx context.Context, step string, do func() (string, error)) (string, error) {
-	v, err := s.r.HGet(ctx, s.key, step).Result()
-	if err == nil {
-		return v, nil
-	}
-	if !errors.Is(err, redis.Nil) {
-		return "", &channels.PostError{Retry: true, Err: fmt.Errorf("wecom_app: read the steps of a file: %w", err)}
-	}
-	v, err = do()
-	if err != nil {
-		return "", err
-	}
-	pipe := s.r.TxPipeline()
-	pipe.HSetNX(ctx, s.key, step, v)
-	pipe.Expire(ctx, s.key, uploadTTL)
-	get := pipe.HGet(ctx, s.key, step)
-	if _, err := pipe.Exec(ctx); err != nil {
-		// Done on the platform but not recorded: a later try does the step
-		// again, and only the duplicate check stands between it and a copy.
-		return v, nil
-	}
-	return get.Val(), nil
 }
