@@ -43,10 +43,13 @@ import (
 // a missing image rather than two. Each message's client_id is made from
 // the delivery key.
 //
-// A WeCom AI bot has no way: its images ride only in the finish frame of
-// the stream that answers the question (msg_item), which the answer's text
-// owns and has closed by the time a file is sent, and its proactive
-// aibot_send_msg takes no image. FileLimits there is zero.
+// A WeCom AI bot sends nothing here yet: FileLimits there is zero, and the
+// gateway says so in text. Its images could ride in the finish frame of
+// the stream that answers the question (msg_item), but that frame is the
+// answer's text's, closed by the time a file is sent; WeCom's newer
+// documentation describes proactive image and file messages after a
+// chunked temporary-media upload over the long connection, which this
+// adapter does not speak yet.
 
 var _ channels.Uploader = (*Adapter)(nil)
 
@@ -62,7 +65,7 @@ const (
 )
 
 // FileLimits implements channels.Uploader: images over iLink, nothing
-// over a WeCom AI bot (see above).
+// over a WeCom AI bot yet (see above).
 func (a *Adapter) FileLimits(m channels.Message) channels.FileLimits {
 	if m.Meta["via"] == ViaILink {
 		return channels.FileLimits{MaxImage: MaxILinkImage}
@@ -75,7 +78,7 @@ func (a *Adapter) FileLimits(m channels.Message) channels.FileLimits {
 func (a *Adapter) Upload(ctx context.Context, m channels.Message, f channels.File, key string, _ bool) (string, error) {
 	switch {
 	case m.Meta["via"] != ViaILink:
-		return "", &channels.PostError{Err: errors.New("wechat: a WeCom AI bot cannot send files")}
+		return "", &channels.PostError{Err: errors.New("wechat: files are not sent over a WeCom AI bot")}
 	case !f.Image():
 		return "", &channels.PostError{Err: errors.New("wechat: iLink sends images only")}
 	case a.ilink == nil:
