@@ -43,13 +43,8 @@ import (
 // a missing image rather than two. Each message's client_id is made from
 // the delivery key.
 //
-// A WeCom AI bot sends nothing here yet: FileLimits there is zero, and the
-// gateway says so in text. Its images could ride in the finish frame of
-// the stream that answers the question (msg_item), but that frame is the
-// answer's text's, closed by the time a file is sent; WeCom's newer
-// documentation describes proactive image and file messages after a
-// chunked temporary-media upload over the long connection, which this
-// adapter does not speak yet.
+// A WeCom AI bot sends images and files over its long connection
+// (wecom_upload.go).
 
 var _ channels.Uploader = (*Adapter)(nil)
 
@@ -64,21 +59,27 @@ const (
 	ilinkMediaImage  = 1 // getuploadurl's media_type of an image
 )
 
-// FileLimits implements channels.Uploader: images over iLink, nothing
-// over a WeCom AI bot yet (see above).
+// FileLimits implements channels.Uploader: images over iLink; images and
+// files over a WeCom AI bot, WeCom's temporary media limits.
 func (a *Adapter) FileLimits(m channels.Message) channels.FileLimits {
-	if m.Meta["via"] == ViaILink {
+	switch {
+	case m.Meta["via"] == ViaILink:
 		return channels.FileLimits{MaxImage: MaxILinkImage}
+	case m.Meta["via"] == ViaWeCom && a.wecom != nil:
+		return channels.FileLimits{MaxImage: MaxWeComImage, MaxFile: MaxWeComFile}
 	}
 	return channels.FileLimits{}
 }
 
-// Upload implements channels.Uploader for iLink: one try at the steps not
-// yet done for key. It returns the client_id of the image message.
+// Upload implements channels.Uploader: one try at the steps not yet done
+// for key, by the transport m came by. Over iLink it returns the
+// client_id of the image message; a WeCom message has no id.
 func (a *Adapter) Upload(ctx context.Context, m channels.Message, f channels.File, key string, _ bool) (string, error) {
 	switch {
+	case m.Meta["via"] == ViaWeCom && a.wecom != nil:
+		return a.wecom.upload(ctx, m, f, key)
 	case m.Meta["via"] != ViaILink:
-		return "", &channels.PostError{Err: errors.New("wechat: files are not sent over a WeCom AI bot")}
+		return "", &channels.PostError{Err: fmt.Errorf("wechat: no transport here sends files of a message via %q", m.Meta["via"])}
 	case !f.Image():
 		return "", &channels.PostError{Err: errors.New("wechat: iLink sends images only")}
 	case a.ilink == nil:
