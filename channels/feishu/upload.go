@@ -71,7 +71,7 @@ func (a *Adapter) Upload(ctx context.Context, m channels.Message, f channels.Fil
 	if err != nil {
 		return "", uploadError(ctx, err)
 	}
-	if f.Caption != "" && msgType == "file" {
+	if strings.TrimSpace(f.Caption) != "" && msgType == "file" {
 		text, _ := json.Marshal(map[string]string{"text": f.Caption})
 		if _, err := a.postWith(ctx, once, m, "text", string(text), uploadUUID(m, key, "caption")); err != nil {
 			return "", uploadError(ctx, err)
@@ -111,7 +111,7 @@ func (a *Adapter) uploadContent(ctx context.Context, f channels.File) (msgType, 
 	if !isResourceKey(out.Data.ImageKey) {
 		return "", "", missingField("image_upload", "image_key")
 	}
-	if f.Caption == "" {
+	if strings.TrimSpace(f.Caption) == "" {
 		b, _ := json.Marshal(map[string]string{"image_key": out.Data.ImageKey})
 		return "image", string(b), nil
 	}

@@ -193,3 +193,19 @@ func TestUploadRefusalsAreFinal(t *testing.T) {
 		t.Errorf("FileLimits = %+v; want Feishu's 10 and 30 MiB", lim)
 	}
 }
+
+// TestUploadWithABlankCaptionSendsTheFileAlone: a caption of blanks is no
+// caption: an image message, a file without a text after it.
+func TestUploadWithABlankCaptionSendsTheFileAlone(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	for i, file := range []channels.File{chartFile(), reportFile()} {
+		file.Caption = " \n "
+		if _, err := f.ch.Upload(t.Context(), groupMsg(), file, "d"+string(rune('0'+i)), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sent := f.api.Sent(); len(sent) != 2 || sent[0].MsgType != "image" || sent[1].MsgType != "file" {
+		t.Errorf("sent %+v; want an image message and a file message, no caption", sent)
+	}
+}

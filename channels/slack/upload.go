@@ -116,10 +116,10 @@ func (a *Adapter) upload(ctx context.Context, m channels.Message, f channels.Fil
 	if ts := m.Meta[MetaThreadTS]; ts != "" {
 		form.Set("thread_ts", ts)
 	}
-	if f.Caption != "" {
-		// The caption is the share's text: mrkdwn, mentions as Parts
-		// renders them, and one message long.
-		form.Set("initial_comment", channels.Split(ToMrkdwn(f.Caption, a.cfg.AllowMentions), MaxMessageBytes)[0])
+	// The caption is the share's text: mrkdwn, mentions as Parts renders
+	// them, and one message long.
+	if parts := channels.Split(ToMrkdwn(f.Caption, a.cfg.AllowMentions), MaxMessageBytes); len(parts) > 0 {
+		form.Set("initial_comment", parts[0])
 	}
 	var done completedUpload
 	if err := a.postForm(ctx, "files.completeUploadExternal", form, &done); err != nil {

@@ -244,3 +244,18 @@ func TestUploadLookRefusedStillSends(t *testing.T) {
 	}
 	onlyUpload(t, f.slack, chartFile())
 }
+
+// TestUploadWithABlankCaptionSharesTheFileAlone: a caption of blanks is
+// no caption (and no crash).
+func TestUploadWithABlankCaptionSharesTheFileAlone(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	file := chartFile()
+	file.Caption = " \n\t "
+	if _, err := f.a.Upload(t.Context(), threadMsg(), file, "d1.file0", false); err != nil {
+		t.Fatal(err)
+	}
+	if u := onlyUpload(t, f.slack, file); u.Comment != "" {
+		t.Errorf("initial_comment %q; want none", u.Comment)
+	}
+}

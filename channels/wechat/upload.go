@@ -113,8 +113,8 @@ func (s *ilinkSide) upload(ctx context.Context, m channels.Message, f channels.F
 	}); err != nil {
 		return "", s.uploadError(ctx, acct, err)
 	}
-	if f.Caption != "" {
-		text := map[string]any{"type": ilinkItemText, "text_item": map[string]string{"text": channels.PlainText(f.Caption)}}
+	if caption := strings.TrimSpace(channels.PlainText(f.Caption)); caption != "" {
+		text := map[string]any{"type": ilinkItemText, "text_item": map[string]string{"text": caption}}
 		captionID := fileClientID(key, "caption")
 		if _, err := steps.Do(ctx, "caption", func() (string, error) {
 			return captionID, s.sendItem(ctx, cl, acct, m, captionID, text)

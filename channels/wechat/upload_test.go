@@ -205,3 +205,18 @@ func TestUploadLimitsByTransport(t *testing.T) {
 		t.Errorf("Upload rate limited = %v; want a failure to retry", err)
 	}
 }
+
+// TestUploadOverILinkWithABlankCaptionSendsTheImageAlone: a caption of
+// blanks is no caption.
+func TestUploadOverILinkWithABlankCaptionSendsTheImageAlone(t *testing.T) {
+	t.Parallel()
+	u := newILinkUploads(t)
+	file := chartFile()
+	file.Caption = "  \t"
+	if _, err := u.adapter(t, "a").Upload(t.Context(), u.msg(), file, "d1.file0", false); err != nil {
+		t.Fatal(err)
+	}
+	if images, texts := u.delivered(t); len(images) != 1 || len(texts) != 0 {
+		t.Errorf("delivered %d images and texts %q; want the image alone", len(images), texts)
+	}
+}

@@ -61,8 +61,8 @@ func (s *wecomSide) upload(ctx context.Context, m channels.Message, f channels.F
 	if _, err := steps.Do(ctx, "message", func() (string, error) { return "sent", s.sendFrame(ctx, c, body) }); err != nil {
 		return "", s.mediaError(ctx, err, false)
 	}
-	if f.Caption != "" {
-		caption := map[string]any{"chatid": chat, "msgtype": "markdown", "markdown": map[string]string{"content": channels.Split(f.Caption, pushLimit)[0]}}
+	if parts := channels.Split(f.Caption, pushLimit); len(parts) > 0 {
+		caption := map[string]any{"chatid": chat, "msgtype": "markdown", "markdown": map[string]string{"content": parts[0]}}
 		if _, err := steps.Do(ctx, "caption", func() (string, error) { return "sent", s.sendFrame(ctx, c, caption) }); err != nil {
 			return "", s.mediaError(ctx, err, false)
 		}

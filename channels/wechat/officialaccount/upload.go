@@ -64,9 +64,8 @@ func (a *Adapter) Upload(ctx context.Context, m channels.Message, f channels.Fil
 	if _, err := steps.Do(ctx, "message", func() (string, error) { return "sent", a.sendOnce(ctx, image) }); err != nil {
 		return "", a.customError(ctx, err)
 	}
-	if f.Caption != "" {
-		text := channels.Split(channels.PlainText(f.Caption), MessageLimit)[0]
-		caption := map[string]any{"touser": m.Chat, "msgtype": "text", "text": map[string]string{"content": text}}
+	if parts := channels.Split(channels.PlainText(f.Caption), MessageLimit); len(parts) > 0 {
+		caption := map[string]any{"touser": m.Chat, "msgtype": "text", "text": map[string]string{"content": parts[0]}}
 		if _, err := steps.Do(ctx, "caption", func() (string, error) { return "sent", a.sendOnce(ctx, caption) }); err != nil {
 			return "", a.customError(ctx, err)
 		}

@@ -141,3 +141,19 @@ func TestUploadIntoAClosedWindowIsFinal(t *testing.T) {
 		t.Errorf("%d images delivered", n)
 	}
 }
+
+// TestUploadWithABlankCaptionSendsTheImageAlone: a caption of blanks is
+// no caption (and no crash).
+func TestUploadWithABlankCaptionSendsTheImageAlone(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	fake := wechattest.NewOfficialAccount(t, testAppID, testSecret)
+	file := chartFile()
+	file.Caption = "\t "
+	if _, err := oaUploader(t, r, fake, "a").Upload(t.Context(), userMsg(), file, "d1.file0", false); err != nil {
+		t.Fatal(err)
+	}
+	if n, texts := len(fake.MediaMessages()), len(fake.CustomMessages())-len(fake.MediaMessages()); n != 1 || texts != 0 {
+		t.Errorf("delivered %d images and %d texts; want the image alone", n, texts)
+	}
+}

@@ -99,7 +99,7 @@ func checkContent(m AppMessage) (int, string) {
 func (f *WeComApp) Messages() []AppMessage {
 	var out []AppMessage
 	for _, c := range f.Calls("") {
-		if c.Code != 0 || c.Status != 0 || c.Duplicate {
+		if c.Code != 0 || c.Status != 0 || c.Duplicate || c.Path == MediaUploadPath {
 			continue
 		}
 		m := decode[AppMessage](c.Body)

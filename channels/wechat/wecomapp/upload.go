@@ -79,13 +79,13 @@ func (a *Adapter) Upload(ctx context.Context, m channels.Message, f channels.Fil
 	if err != nil {
 		return "", wxapi.SendError(ctx, fmt.Errorf("wecom_app: %w", err))
 	}
-	if f.Caption != "" {
-		text := f.Caption
-		if ap.cfg.Format == FormatText {
-			text = channels.PlainText(text)
-		}
+	text := f.Caption
+	if ap.cfg.Format == FormatText {
+		text = channels.PlainText(text)
+	}
+	if parts := channels.Split(text, MessageLimit); len(parts) > 0 {
 		_, err := steps.Do(ctx, "caption", func() (string, error) {
-			_, err := a.sendMessage(ctx, ap, m, ap.cfg.Format, map[string]string{"content": channels.Split(text, MessageLimit)[0]})
+			_, err := a.sendMessage(ctx, ap, m, ap.cfg.Format, map[string]string{"content": parts[0]})
 			return "sent", err
 		})
 		if err != nil {

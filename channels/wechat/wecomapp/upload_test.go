@@ -191,3 +191,19 @@ func TestUploadRefusalsAreFinal(t *testing.T) {
 		t.Errorf("FileLimits = %+v", lim)
 	}
 }
+
+// TestUploadWithABlankCaptionSendsTheImageAlone: a caption of blanks is
+// no caption (and no crash).
+func TestUploadWithABlankCaptionSendsTheImageAlone(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	fake := wechattest.NewWeComApp(t, testCorp, testSecret, testAgent)
+	file := chartFile()
+	file.Caption = " \n "
+	if _, err := uploader(t, r, fake, "a").Upload(t.Context(), memberMsg(), file, "d1.file0", false); err != nil {
+		t.Fatal(err)
+	}
+	if n, texts := len(fake.MediaMessages()), len(fake.Messages())-len(fake.MediaMessages()); n != 1 || texts != 0 {
+		t.Errorf("delivered %d images and %d texts; want the image alone", n, texts)
+	}
+}
