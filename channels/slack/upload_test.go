@@ -118,10 +118,17 @@ func TestUploadThatTimedOutAfterSlackSharedItIsFoundNotSentTwice(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
 	f.slack.Fail("files.completeUploadExternal", slacktest.Failure{Written: true, Hang: true})
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
-	_, err := f.a.Upload(ctx, threadMsg(), chartFile(), "d1.file0", false)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.a.Upload(ctx, threadMsg(), chartFile(), "d1.file0", false)
+		done <- err
+	}()
+	// The caller gives up once Slack has shared the file: its answer is
+	// what was lost.
+	slacktest.WaitFor(t, "the share", 20*time.Second, func() bool { return len(f.slack.Uploads()) == 1 })
 	cancel()
-	if err == nil {
+	if err := <-done; err == nil {
 		t.Fatal("Upload whose answer never came succeeded")
 	}
 	id, err := f.a.Upload(t.Context(), threadMsg(), chartFile(), "d1.file0", true)
