@@ -207,3 +207,24 @@ func TestUploadWithABlankCaptionSendsTheImageAlone(t *testing.T) {
 		t.Errorf("delivered %d images and %d texts; want the image alone", n, texts)
 	}
 }
+
+// TestUploadToTheAppChat: an app whose answers go to its appchat sends
+// its files there too.
+func TestUploadToTheAppChat(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	fake := wechattest.NewWeComApp(t, testCorp, testSecret, testAgent)
+	app := testApp(fake)
+	app.AppChat = "ops-room"
+	a, err := New(Config{Apps: []App{app}}, testOptions(r, "a"), metrics.New(), quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Upload(t.Context(), memberMsg(), chartFile(), "d1.file0", false); err != nil {
+		t.Fatal(err)
+	}
+	msgs := fake.MediaMessages()
+	if len(msgs) != 1 || msgs[0].ChatID != "ops-room" || msgs[0].ToUser != "" || msgs[0].Path != wechattest.WeComAppChatPath {
+		t.Errorf("delivered %+v; want the image in the appchat ops-room", msgs)
+	}
+}
