@@ -33,7 +33,7 @@ func TestContract(t *testing.T) {
 			}
 			return a
 		},
-		Capabilities: []channeltest.Capability{channeltest.Runner, channeltest.Typing, channeltest.HTTPChannel, channeltest.Health, channeltest.Streamer, channeltest.LiveAdopter, channeltest.Poster, channeltest.Prompter, channeltest.AttachmentFetcher, channeltest.PostCounter, channeltest.RoomReader, channeltest.Editor, channeltest.Addresser},
+		Capabilities: []channeltest.Capability{channeltest.Runner, channeltest.Typing, channeltest.HTTPChannel, channeltest.Health, channeltest.Streamer, channeltest.LiveAdopter, channeltest.Poster, channeltest.Prompter, channeltest.AttachmentFetcher, channeltest.PostCounter, channeltest.RoomReader, channeltest.Editor, channeltest.Addresser, channeltest.Uploader},
 		Secrets:      []string{appSecret, testToken, testKey},
 		Message:      channels.Message{Channel: Name, Chat: "oc_dm", DM: true, Meta: map[string]string{MetaMessageID: "om_contract"}},
 		FailSends: func(n int) {

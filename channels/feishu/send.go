@@ -27,6 +27,9 @@ type APIError struct {
 	Code   int
 	Msg    string
 	LogID  string
+	// Reset is the wait a rate limit asked for (x-ogw-ratelimit-reset),
+	// or 0.
+	Reset time.Duration
 }
 
 func (e *APIError) Error() string {
@@ -170,7 +173,7 @@ func (a *Adapter) callOnce(ctx context.Context, op, method, path string, params 
 		logID = res.Error.LogID
 	}
 	if res.Code != 0 || resp.StatusCode >= 300 {
-		return &APIError{Op: op, Status: resp.StatusCode, Code: res.Code, Msg: res.Msg, LogID: logID}
+		return &APIError{Op: op, Status: resp.StatusCode, Code: res.Code, Msg: res.Msg, LogID: logID, Reset: rateLimitReset(resp.Header)}
 	}
 	if out != nil {
 		if err := json.Unmarshal(resp.RawBody, out); err != nil {

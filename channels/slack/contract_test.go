@@ -28,7 +28,7 @@ func TestContract(t *testing.T) {
 			}
 			return a
 		},
-		Capabilities: []channeltest.Capability{channeltest.Runner, channeltest.Typing, channeltest.HTTPChannel, channeltest.Health, channeltest.Streamer, channeltest.LiveAdopter, channeltest.Poster, channeltest.KeyedPoster, channeltest.Prompter, channeltest.AttachmentFetcher, channeltest.RoomReader, channeltest.Editor, channeltest.Addresser},
+		Capabilities: []channeltest.Capability{channeltest.Runner, channeltest.Typing, channeltest.HTTPChannel, channeltest.Health, channeltest.Streamer, channeltest.LiveAdopter, channeltest.Poster, channeltest.KeyedPoster, channeltest.Prompter, channeltest.AttachmentFetcher, channeltest.RoomReader, channeltest.Editor, channeltest.Addresser, channeltest.Uploader},
 		Secrets:      []string{slacktest.BotToken, slacktest.Secret, slacktest.AppToken},
 		Message:      threadMsg(),
 		FailSends: func(n int) {

@@ -28,7 +28,8 @@ func TestContract(t *testing.T) {
 			wecom := wechattest.NewWeCom(t, "aibot-contract", wecomSecret)
 			st := NewRedisState(r.Client, r.Prefix)
 			loggedIn(t, st, ilink)
-			a, err := New(Config{WeComBotID: wecom.BotID, WeComSecret: config.Secret(wecom.Secret), WeComWSURL: wecom.URL()}, Options{
+			cdn := wechattest.NewMedia(t) // iLink's CDN, for Uploader
+			a, err := New(Config{WeComBotID: wecom.BotID, WeComSecret: config.Secret(wecom.Secret), WeComWSURL: wecom.URL(), ILinkCDNURL: cdn.CDNURL()}, Options{
 				Client: r.Client, Prefix: r.Prefix, State: st, HTTP: &http.Client{},
 				LeaseTTL: 900 * time.Millisecond, AccountRefresh: 100 * time.Millisecond,
 				RetryMin: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond,
@@ -39,7 +40,7 @@ func TestContract(t *testing.T) {
 			}
 			return a
 		},
-		Capabilities: []channeltest.Capability{channeltest.Runner, channeltest.Typing, channeltest.Health, channeltest.Streamer, channeltest.Poster, channeltest.PosterFor, channeltest.AttachmentFetcher, channeltest.PostCounter},
+		Capabilities: []channeltest.Capability{channeltest.Runner, channeltest.Typing, channeltest.Health, channeltest.Streamer, channeltest.Poster, channeltest.PosterFor, channeltest.AttachmentFetcher, channeltest.PostCounter, channeltest.Uploader},
 		Secrets:      []string{wecomSecret, botToken},
 		Message: channels.Message{Channel: Name, Workspace: "bot-1@im.bot", Chat: "u-contract",
 			Meta: map[string]string{"via": ViaILink, "context_token": "ctx-contract"}},

@@ -60,6 +60,9 @@ type Failure struct {
 	Status int // default 400
 	Code   int
 	Msg    string
+	// Reset is the x-ogw-ratelimit-reset header (seconds) a rate limit
+	// answers with, or "".
+	Reset string
 }
 
 // Server is the fake. Its zero value is not usable; call New.
@@ -97,6 +100,8 @@ type Server struct {
 
 	apps   []App             // apps besides the default (apps.go)
 	sentBy map[string]string // message id → the bot of the app that sent it
+
+	up uploads // images and files uploaded, answers dropped (upload.go)
 }
 
 type wsPeer struct {
@@ -255,6 +260,9 @@ func writeFailure(w http.ResponseWriter, f Failure) {
 	if f.Msg == "" {
 		f.Msg = "scripted failure"
 	}
+	if f.Reset != "" {
+		w.Header().Set("x-ogw-ratelimit-reset", f.Reset)
+	}
 	writeJSON(w, f.Status, map[string]any{"code": f.Code, "msg": f.Msg, "error": map[string]string{"log_id": "fake-failure-log"}})
 }
 
@@ -267,6 +275,9 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if s.dropAnswer(w, r) { // upload.go
+		return
+	}
 	path := r.URL.Path
 	body, _ := io.ReadAll(r.Body)
 	switch {
@@ -347,7 +358,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case path == "/ws":
 		s.acceptWS(w, r)
 	default:
-		if s.serveCardKit(w, r, body) || s.serveHistory(w, r) {
+		if s.serveCardKit(w, r, body) || s.serveHistory(w, r) || s.serveUpload(w, r, body) { // upload.go
 			return
 		}
 		writeJSON(w, 404, map[string]any{"code": 404, "msg": "not found: " + r.Method + " " + path})
@@ -385,6 +396,10 @@ func (s *Server) message(w http.ResponseWriter, r *http.Request, kind, replyTo s
 	defer s.mu.Unlock()
 	if s.refuseCards && req.MsgType == "interactive" {
 		writeJSON(w, 400, map[string]any{"code": 230099, "msg": "Failed to create card content"})
+		return
+	}
+	if !s.knownKey(req.MsgType, req.Content) { // upload.go
+		writeJSON(w, 400, map[string]any{"code": 230001, "msg": "invalid image_key or file_key"})
 		return
 	}
 	// Feishu keeps a uuid per app: two apps may answer one message.

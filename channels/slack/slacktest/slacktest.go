@@ -117,6 +117,7 @@ type Server struct {
 	apps      []App             // apps besides DefaultApp (apps.go)
 	revoked   map[string]bool   // bot tokens revoked (apps.go)
 	madeBy    map[string]string // ts → the bot user that made the message (apps.go)
+	uploads   uploadState       // files uploaded and shared (upload.go)
 }
 
 type wsConn struct {
@@ -134,6 +135,7 @@ func New(t testing.TB) *Server {
 	mux.HandleFunc("/response/", s.response)
 	mux.HandleFunc("/socket", s.socket)
 	mux.HandleFunc("/files/", s.serveFile)
+	mux.HandleFunc("/upload/v1/", s.serveUpload) // upload.go
 	s.srv = httptest.NewServer(mux)
 	t.Cleanup(s.Close)
 	return s
@@ -313,6 +315,9 @@ func (s *Server) answer(w http.ResponseWriter, method string, params url.Values)
 		return
 	}
 	if s.userInfo(w, method, params) { // history.go
+		return
+	}
+	if s.upload(w, method, params) { // upload.go
 		return
 	}
 	switch method {

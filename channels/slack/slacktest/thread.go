@@ -115,6 +115,9 @@ func (s *Server) thread(w http.ResponseWriter, method string, p url.Values) bool
 		if m.ThreadTS != "" {
 			msg["thread_ts"] = m.ThreadTS
 		}
+		if files := s.sharedFiles(m.TS); files != nil { // upload.go
+			msg["files"] = files
+		}
 		if l.Metadata && m.Metadata != "" {
 			msg["metadata"] = json.RawMessage(m.Metadata)
 		}

@@ -25,7 +25,7 @@ func TestContract(t *testing.T) {
 			}
 			return a
 		},
-		Capabilities: []channeltest.Capability{channeltest.Runner, channeltest.Typing, channeltest.HTTPChannel, channeltest.AttachmentFetcher, channeltest.PostCounter, channeltest.Unanswered},
+		Capabilities: []channeltest.Capability{channeltest.Runner, channeltest.Typing, channeltest.HTTPChannel, channeltest.AttachmentFetcher, channeltest.PostCounter, channeltest.Unanswered, channeltest.Uploader},
 		Secrets:      []string{testSecret, testToken, testAESKey},
 		// Not from a callback: the answer goes out as customer-service
 		// messages.

@@ -55,6 +55,9 @@ type ILink struct {
 	sendStatus []int // scripted HTTP statuses for sendmessage, consumed first
 	typing     []Typing
 	headers    []http.Header
+	// Media out (ilink_upload.go).
+	uploadReqs   []UploadRequest
+	forgedUpload string
 }
 
 // Message is one inbound message the fake serves.
@@ -97,6 +100,7 @@ type Sent struct {
 	Ret          int
 	Status       int // the HTTP status answered, when one was scripted
 	Replica      string
+	Images       []SentImage // its image items (ilink_upload.go)
 }
 
 // Typing is one sendtyping call.
@@ -306,6 +310,8 @@ func (f *ILink) handle(w http.ResponseWriter, r *http.Request) {
 		f.getUpdates(w, r, cursor, replica)
 	case "/ilink/bot/sendmessage":
 		f.sendMessage(w, body, replica)
+	case "/ilink/bot/getuploadurl": // ilink_upload.go
+		f.getUploadURL(w, body)
 	case "/ilink/bot/getconfig":
 		writeJSON(w, map[string]any{"ret": 0, "typing_ticket": "ticket-1"})
 	case "/ilink/bot/sendtyping":
@@ -348,6 +354,7 @@ func (f *ILink) sendMessage(w http.ResponseWriter, body map[string]json.RawMessa
 	for _, it := range req.Msg.Items {
 		s.Text += it.Text.Text
 	}
+	s.Images = sentImages(body) // ilink_upload.go
 	f.mu.Lock()
 	if len(f.sendStatus) > 0 {
 		s.Status, f.sendStatus = f.sendStatus[0], f.sendStatus[1:]

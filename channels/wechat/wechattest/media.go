@@ -33,6 +33,9 @@ type Media struct {
 	files    map[string]mediaFile // by path, or "cdn:" + encrypted_query_param
 	requests int
 	served   int64
+	// CDN uploads (ilink_upload.go).
+	uploads     int
+	uploadFails []int
 }
 
 type mediaFile struct {
@@ -115,6 +118,9 @@ func (m *Media) BytesServed() int64 {
 }
 
 func (m *Media) serve(w http.ResponseWriter, r *http.Request) {
+	if m.serveUpload(w, r) { // ilink_upload.go
+		return
+	}
 	key := r.URL.Path
 	if r.URL.Path == "/c2c/download" {
 		key = "cdn:" + r.URL.Query().Get("encrypted_query_param")

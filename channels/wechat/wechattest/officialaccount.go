@@ -64,6 +64,11 @@ func (f *OfficialAccount) custom(c *Call) (int, string) {
 	f.mu.Lock()
 	closed := f.closed[m.ToUser]
 	f.mu.Unlock()
+	if !closed && m.ToUser != "" {
+		if code, msg, ok := f.sendMedia(c); ok { // upload.go
+			return code, msg
+		}
+	}
 	switch {
 	case m.ToUser == "":
 		return 40003, "invalid openid"

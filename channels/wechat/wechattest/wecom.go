@@ -31,6 +31,7 @@ type WeCom struct {
 	respondErr map[string]int  // req_id → errcode for aibot_respond_msg
 	expired    map[string]bool // stream ids WeCom no longer lets be updated
 	finished   map[string]bool // stream ids finished
+	up         wecomUploads    // media uploads and messages (wecom_upload.go)
 }
 
 // Frame is one frame a client sent.
@@ -168,6 +169,8 @@ func (f *WeCom) answer(c *wsConn, fr Frame) (map[string]any, *wsConn) {
 		kick = f.subscribe(c, fr, ack)
 	case "aibot_respond_msg":
 		f.respond(fr, ack)
+	default:
+		f.uploadFrame(fr, ack) // wecom_upload.go
 	}
 	if code, _ := ack["errcode"].(int); code != 0 {
 		f.frames[len(f.frames)-1].ErrCode = code

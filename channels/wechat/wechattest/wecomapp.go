@@ -62,6 +62,12 @@ func (f *WeComApp) send(c *Call) (int, string) {
 	case m.ToUser == "":
 		return 40003, "invalid touser"
 	}
+	if code, msg, ok := f.sendMedia(c); ok { // upload.go
+		return code, msg
+	}
+	if f.duplicateText(c) { // upload.go
+		return 0, "ok"
+	}
 	return checkContent(m)
 }
 
@@ -69,6 +75,9 @@ func (f *WeComApp) appChat(c *Call) (int, string) {
 	m := decode[AppMessage](c.Body)
 	if m.ChatID == "" {
 		return 86003, "chat not exist"
+	}
+	if code, msg, ok := f.sendMedia(c); ok { // upload.go
+		return code, msg
 	}
 	return checkContent(m)
 }
@@ -90,7 +99,7 @@ func checkContent(m AppMessage) (int, string) {
 func (f *WeComApp) Messages() []AppMessage {
 	var out []AppMessage
 	for _, c := range f.Calls("") {
-		if c.Code != 0 || c.Status != 0 {
+		if c.Code != 0 || c.Status != 0 || c.Duplicate || c.Path == MediaUploadPath {
 			continue
 		}
 		m := decode[AppMessage](c.Body)

@@ -37,6 +37,7 @@ type api struct {
 	media       map[string]mediaFile // temporary media by media_id (media.go)
 	mediaCalls  int
 	mediaServed int64
+	up          uploadStore // media uploads, media messages, dropped answers (upload.go)
 }
 
 // Call is one request a fake received.
@@ -49,6 +50,10 @@ type Call struct {
 	// HTTP status when a failure scripted one.
 	Code   int
 	Status int
+	// Duplicate marks a message the platform's duplicate check dropped,
+	// Answer what the fake answered besides errcode and errmsg (upload.go).
+	Duplicate bool
+	Answer    map[string]any
 }
 
 // Failure is a scripted answer to one call: an HTTP status, or errcode
@@ -57,6 +62,9 @@ type Failure struct {
 	Status int
 	Code   int
 	Msg    string
+	// Pass lets the call through, so that a failure can be scripted
+	// after some successes.
+	Pass bool
 }
 
 func newAPI(t testing.TB, tokenPath, idParam, secretParam, id, secret string) *api {
@@ -156,6 +164,13 @@ func (a *api) Delivered(path string) []Call {
 }
 
 func (a *api) handle(w http.ResponseWriter, r *http.Request) {
+	if a.dropAnswer(w, r) { // upload.go
+		return
+	}
+	if r.URL.Path == MediaUploadPath { // upload.go
+		a.serveUpload(w, r)
+		return
+	}
 	if r.URL.Path == a.tokenPath {
 		a.serveToken(w, r)
 		return
@@ -176,6 +191,9 @@ func (a *api) handle(w http.ResponseWriter, r *http.Request) {
 	var f *Failure
 	if fs := a.failures[c.Path]; len(fs) > 0 {
 		f, a.failures[c.Path] = &fs[0], fs[1:]
+	}
+	if f != nil && f.Pass {
+		f = nil
 	}
 	valid := a.token != "" && c.Token == a.token
 	a.mu.Unlock()
@@ -201,7 +219,11 @@ func (a *api) handle(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, http.StatusText(c.Status), c.Status)
 		return
 	}
-	writeJSON(w, map[string]any{"errcode": code, "errmsg": msg})
+	out := map[string]any{"errcode": code, "errmsg": msg}
+	for k, v := range c.Answer { // upload.go
+		out[k] = v
+	}
+	writeJSON(w, out)
 }
 
 func (a *api) serveToken(w http.ResponseWriter, r *http.Request) {

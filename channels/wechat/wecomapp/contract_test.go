@@ -25,7 +25,7 @@ func TestContract(t *testing.T) {
 			}
 			return a
 		},
-		Capabilities: []channeltest.Capability{channeltest.Runner, channeltest.HTTPChannel, channeltest.AttachmentFetcher, channeltest.PostCounter},
+		Capabilities: []channeltest.Capability{channeltest.Runner, channeltest.HTTPChannel, channeltest.AttachmentFetcher, channeltest.PostCounter, channeltest.Uploader},
 		Secrets:      []string{testSecret, testToken, testAESKey},
 		Message:      channels.Message{Channel: Name, Workspace: testAppName, Chat: "zhangsan", User: "zhangsan", DM: true},
 		FailSends: func(n int) {
