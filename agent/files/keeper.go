@@ -14,6 +14,7 @@ import (
 type Store interface {
 	KeepAttachment(ctx context.Context, conv string, f *sessions.KeptFile) (string, error)
 	AttachmentInfo(ctx context.Context, conv, id string) (sessions.KeptFile, error)
+	Attachment(ctx context.Context, conv, id string) (sessions.KeptFile, error)
 }
 
 // Keeper checks and keeps the files of turns: agent.FileKeeper.
@@ -66,4 +67,9 @@ func (k *Keeper) Info(ctx context.Context, conv, id string) (agent.KeptFile, err
 		return agent.KeptFile{}, err
 	}
 	return agent.KeptFile{ID: f.ID, Type: f.Type, Source: f.Source, Size: f.Size}, nil
+}
+
+// Attachment reads file id of conv with its bytes, for its delivery.
+func (k *Keeper) Attachment(ctx context.Context, conv, id string) (sessions.KeptFile, error) {
+	return k.store.Attachment(ctx, conv, id)
 }
