@@ -319,6 +319,7 @@ func cloneLevel(l config.Level) config.Level {
 			MaxMessages: clonePtr(l.Context.MaxMessages),
 			MaxBytes:    clonePtr(l.Context.MaxBytes),
 		},
+		Files: config.FileRules{Send: cloneBool(l.Files.Send)},
 	}
 }
 
