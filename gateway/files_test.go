@@ -2,7 +2,10 @@ package gateway_test
 
 import (
 	"bytes"
+	"context"
 	"image"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	agentfiles "github.com/parleyhq/parley/agent/files"
 	"github.com/parleyhq/parley/agent/openaitest"
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/channels/console"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/internal/redistest"
 	"github.com/parleyhq/parley/metrics"
@@ -258,35 +262,45 @@ func TestAFileOverThePlatformsLimitIsNotedInText(t *testing.T) {
 // TestAPausedTurnResumedOnAnotherReplicaSendsItsFile: a turn keeps an
 // image, then pauses for approval of a write; its replica stops; the
 // approval is decided on another replica, which resumes the turn; the
-// model sends att_1 there, and the file goes out once.
+// model sends att_1 there (or had asked to before the pause), and the
+// file goes out once.
 func TestAPausedTurnResumedOnAnotherReplicaSendsItsFile(t *testing.T) {
 	t.Parallel()
-	r, model := redistest.New(t), openaitest.New(t)
-	fs := newFilesServer(t, 20<<20)
-	ch := newUploadChannel(slackLimits)
-	pol := policy.Config{Platforms: map[string]policy.PlatformPolicy{"slack": {Level: config.Level{
-		Tools: config.ToolRules{ApproveWrites: new(true)}, Admins: []string{"UADMIN"}}}}}
-	a := newFileReplica(t, r, fs, model, ch, fileRig{pol: pol})
-	model.Script(
-		openaitest.Tools(openaitest.Call("files__render_panel", `{}`)),
-		openaitest.Tools(openaitest.Call("files__append", `{}`)),
-		openaitest.Tools(openaitest.Call("send_file", `{"id":"att_1","caption":"before and after"}`)),
-		openaitest.Text("Logged, and here is the panel."),
-	)
-	submit(t, a.gw, msg("t1", "E1", "render, log, send"))
-	p := ch.waitFor(t, 0, "with an approval prompt", isPrompt)
-	code := ch.at(p).Approval.Code
-	a.stop()
-	b := newFileReplica(t, r, fs, model, ch, fileRig{pol: pol})
-	submit(t, b.gw, channels.Message{ID: "E2", Channel: "slack", Workspace: "T1", Chat: "C1", Thread: "t1", User: "UADMIN", Text: "/approve " + code})
-	ch.waitFor(t, p, "with the answer", textIs("Logged, and here is the panel."))
-	got := ch.waitUploads(t, 1)
-	if got[0].thread != "t1" || !bytes.Equal(got[0].file.Data, fs.panel) || got[0].file.Caption != "before and after" {
-		t.Errorf("uploaded %q in %q; want the panel in t1", got[0].file.Caption, got[0].thread)
-	}
-	waitMetric(t, func() float64 { return testutil.ToFloat64(b.metrics.FilesSent.WithLabelValues("slack", metrics.FileSent)) }, 1)
-	if n, appended := len(ch.uploads()), fs.appended.Load(); n != 1 || appended != 1 {
-		t.Errorf("%d uploads, %d appends; want one each", n, appended)
+	send := openaitest.Tools(openaitest.Call("send_file", `{"id":"att_1","caption":"before and after"}`))
+	appendCall := openaitest.Tools(openaitest.Call("files__append", `{}`))
+	for _, tt := range []struct {
+		name  string
+		steps []openaitest.Step
+	}{
+		{"sent after the pause", []openaitest.Step{appendCall, send}},
+		{"sent before the pause", []openaitest.Step{send, appendCall}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r, model := redistest.New(t), openaitest.New(t)
+			fs := newFilesServer(t, 20<<20)
+			ch := newUploadChannel(slackLimits)
+			pol := policy.Config{Platforms: map[string]policy.PlatformPolicy{"slack": {Level: config.Level{
+				Tools: config.ToolRules{ApproveWrites: new(true)}, Admins: []string{"UADMIN"}}}}}
+			a := newFileReplica(t, r, fs, model, ch, fileRig{pol: pol})
+			steps := append([]openaitest.Step{openaitest.Tools(openaitest.Call("files__render_panel", `{}`))}, tt.steps...)
+			model.Script(append(steps, openaitest.Text("Logged, and here is the panel."))...)
+			submit(t, a.gw, msg("t1", "E1", "render, log, send"))
+			p := ch.waitFor(t, 0, "with an approval prompt", isPrompt)
+			code := ch.at(p).Approval.Code
+			a.stop()
+			b := newFileReplica(t, r, fs, model, ch, fileRig{pol: pol})
+			submit(t, b.gw, channels.Message{ID: "E2", Channel: "slack", Workspace: "T1", Chat: "C1", Thread: "t1", User: "UADMIN", Text: "/approve " + code})
+			ch.waitFor(t, p, "with the answer", textIs("Logged, and here is the panel."))
+			got := ch.waitUploads(t, 1)
+			if got[0].thread != "t1" || !bytes.Equal(got[0].file.Data, fs.panel) || got[0].file.Caption != "before and after" {
+				t.Errorf("uploaded %q in %q; want the panel in t1", got[0].file.Caption, got[0].thread)
+			}
+			waitMetric(t, func() float64 { return testutil.ToFloat64(b.metrics.FilesSent.WithLabelValues("slack", metrics.FileSent)) }, 1)
+			if n, appended := len(ch.uploads()), fs.appended.Load(); n != 1 || appended != 1 {
+				t.Errorf("%d uploads, %d appends; want one each", n, appended)
+			}
+		})
 	}
 }
 
@@ -300,5 +314,42 @@ func waitMetric(t *testing.T, read func() float64, want float64) {
 			t.Fatalf("metric = %v; want %v", read(), want)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestTheConsoleWritesTheFileUnderItsHome: on the console (no outbox:
+// the upload is made by delivery itself) the file is written under
+// $PARLEY_HOME/files and its path printed, once, after the answer.
+func TestTheConsoleWritesTheFileUnderItsHome(t *testing.T) {
+	t.Parallel()
+	r, model := redistest.New(t), openaitest.New(t)
+	fs := newFilesServer(t, 20<<20)
+	dir := filepath.Join(t.TempDir(), "files")
+	var printed syncBuffer
+	ch := console.New("c1", "tester", console.Options{FilesDir: dir, FileOut: &printed})
+	rp := newFileReplica(t, r, fs, model, ch, fileRig{})
+	sendPanel(model)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	reply, err := ch.Ask(ctx, rp.gw, "show me the panel")
+	if err != nil || reply.Text != "Here is the panel." {
+		t.Fatalf("Ask = %q, %v", reply.Text, err)
+	}
+	var entries []os.DirEntry
+	deadline := time.Now().Add(10 * time.Second)
+	for len(entries) == 0 && time.Now().Before(deadline) {
+		entries, _ = os.ReadDir(dir)
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(entries) != 1 || !strings.HasPrefix(entries[0].Name(), "image-") || filepath.Ext(entries[0].Name()) != ".png" {
+		t.Fatalf("files under %s: %v; want one image-….png", dir, entries)
+	}
+	path := filepath.Join(dir, entries[0].Name())
+	if data, _ := os.ReadFile(path); !bytes.Equal(data, fs.panel) {
+		t.Errorf("%s holds %d bytes; want the panel", path, len(data))
+	}
+	waitMetric(t, func() float64 { return testutil.ToFloat64(rp.metrics.FilesSent.WithLabelValues("console", metrics.FileSent)) }, 1)
+	if got := printed.String(); !strings.Contains(got, "error rate, last hour\n[file: "+path+"]") {
+		t.Errorf("printed %q; want the caption and the path", got)
 	}
 }
