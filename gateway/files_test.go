@@ -82,7 +82,9 @@ func TestAnMCPImageIsSentOnceInTheAnswersThread(t *testing.T) {
 	if !slices.Contains(offered(model, 0), "send_file") {
 		t.Errorf("offered %v; want send_file", offered(model, 0))
 	}
-	waitMetric(t, func() float64 { return testutil.ToFloat64(rp.metrics.FilesSent.WithLabelValues("slack", metrics.FileSent)) }, 1)
+	waitMetric(t, func() float64 {
+		return testutil.ToFloat64(rp.metrics.FilesSent.WithLabelValues("slack", metrics.FileSent))
+	}, 1)
 	if n := testutil.ToFloat64(rp.metrics.FilesSentBytes.WithLabelValues("slack")); n != float64(len(fs.panel)) {
 		t.Errorf("bytes sent = %v; want %d", n, len(fs.panel))
 	}
@@ -109,7 +111,9 @@ func TestAFailedUploadIsSentOnceNotTwice(t *testing.T) {
 			sendPanel(model)
 			submit(t, rp.gw, msg("t1", "E1", "show me"))
 			ch.waitUploads(t, 1)
-			waitMetric(t, func() float64 { return testutil.ToFloat64(rp.metrics.FilesSent.WithLabelValues("slack", metrics.FileSent)) }, 1)
+			waitMetric(t, func() float64 {
+				return testutil.ToFloat64(rp.metrics.FilesSent.WithLabelValues("slack", metrics.FileSent))
+			}, 1)
 			tries := ch.tries()
 			if len(ch.uploads()) != 1 || len(tries) != 2 || tries[0] || !tries[1] {
 				t.Errorf("%d files held after tries (again flags) %v; want one file, two tries, the second with again", len(ch.uploads()), tries)
@@ -253,7 +257,9 @@ func TestAFileOverThePlatformsLimitIsNotedInText(t *testing.T) {
 		t.Errorf("uploaded %s of %d bytes; want the image scaled within %d", f.Type, len(f.Data), limits.MaxImage)
 	}
 	ch.waitFor(t, 0, "with the note", textHas("Q3\n(I made a file for you, q3report.pdf (application/pdf"))
-	waitMetric(t, func() float64 { return testutil.ToFloat64(rp.metrics.FilesSent.WithLabelValues("slack", metrics.FileRefused)) }, 1)
+	waitMetric(t, func() float64 {
+		return testutil.ToFloat64(rp.metrics.FilesSent.WithLabelValues("slack", metrics.FileRefused))
+	}, 1)
 	if n := len(ch.uploads()); n != 1 {
 		t.Errorf("%d uploads; want only the scaled image", n)
 	}
@@ -296,7 +302,9 @@ func TestAPausedTurnResumedOnAnotherReplicaSendsItsFile(t *testing.T) {
 			if got[0].thread != "t1" || !bytes.Equal(got[0].file.Data, fs.panel) || got[0].file.Caption != "before and after" {
 				t.Errorf("uploaded %q in %q; want the panel in t1", got[0].file.Caption, got[0].thread)
 			}
-			waitMetric(t, func() float64 { return testutil.ToFloat64(b.metrics.FilesSent.WithLabelValues("slack", metrics.FileSent)) }, 1)
+			waitMetric(t, func() float64 {
+				return testutil.ToFloat64(b.metrics.FilesSent.WithLabelValues("slack", metrics.FileSent))
+			}, 1)
 			if n, appended := len(ch.uploads()), fs.appended.Load(); n != 1 || appended != 1 {
 				t.Errorf("%d uploads, %d appends; want one each", n, appended)
 			}
@@ -348,7 +356,9 @@ func TestTheConsoleWritesTheFileUnderItsHome(t *testing.T) {
 	if data, _ := os.ReadFile(path); !bytes.Equal(data, fs.panel) {
 		t.Errorf("%s holds %d bytes; want the panel", path, len(data))
 	}
-	waitMetric(t, func() float64 { return testutil.ToFloat64(rp.metrics.FilesSent.WithLabelValues("console", metrics.FileSent)) }, 1)
+	waitMetric(t, func() float64 {
+		return testutil.ToFloat64(rp.metrics.FilesSent.WithLabelValues("console", metrics.FileSent))
+	}, 1)
 	if got := printed.String(); !strings.Contains(got, "error rate, last hour\n[file: "+path+"]") {
 		t.Errorf("printed %q; want the caption and the path", got)
 	}
