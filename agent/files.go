@@ -22,12 +22,8 @@ type File struct {
 	Name string
 	Type string
 	Data []byte
-	// Refused, when set, is why the tool could not even hand the bytes
-	// over (a resource larger than files.max_bytes, a link not fetched):
-	// the file is described as refused, and nothing is kept.
-	Refused string
-	// Size is what the tool says the file weighs when Data is empty
-	// (a refused one), for the description.
+	// Size is what the tool says the file weighs, when it says: a claim
+	// over files.max_bytes is refused even before the bytes are looked at.
 	Size int64
 }
 
@@ -83,9 +79,6 @@ func (tc *TurnContext) Files() FileKeeper {
 // the line that describes it (or its refusal) to the model.
 func (tc *TurnContext) KeepFile(ctx context.Context, source string, f File) (KeptFile, string) {
 	kind := fileKind(f.Type)
-	if f.Refused != "" {
-		return KeptFile{}, fmt.Sprintf("[%s refused: %s]", kind, f.Refused)
-	}
 	if tc.files == nil || tc.files.keeper == nil {
 		return KeptFile{}, fmt.Sprintf("[%s: %s, %s — not kept, this conversation sends no files]", kind, orUnknown(f.Type), ByteSize(int64(len(f.Data))))
 	}
