@@ -316,6 +316,9 @@ type TurnRequest struct {
 	// it, or when that fails too, the user is told to /compact or
 	// /reset (ContextTooLongReply).
 	Compact func(ctx context.Context) (sessions.History, bool)
+	// Files keeps the files the turn's tools make (nil: none are kept,
+	// and each is only described).
+	Files FileKeeper
 }
 
 // Usage sums the tokens of every model request of a turn.
@@ -354,6 +357,9 @@ type TurnResult struct {
 	// Paused is set when the turn waits for approval of a call: there is
 	// no Reply and no Messages yet; Run with TurnRequest.Resume continues it.
 	Paused *Paused
+	// Files are the kept files send_file asked to send with the answer,
+	// in call order, each once.
+	Files []Outgoing
 }
 
 // Failure classifies why a turn could not be answered, for the apology and

@@ -61,6 +61,7 @@ type batch struct {
 type doneCall struct {
 	Content string             `json:"content"`
 	Inject  []sessions.Message `json:"inject,omitempty"`
+	Send    []Outgoing         `json:"send,omitempty"`
 	Result  string             `json:"result"`
 }
 
@@ -72,6 +73,11 @@ type pausedTurn struct {
 	Calls      int                `json:"calls"`
 	Iterations int                `json:"iterations"`
 	OnceNext   int                `json:"once_next"`
+	// Sends are the files the turn's earlier batches asked to send: they
+	// go with the answer, whichever replica resumes the turn.
+	Sends []Outgoing `json:"sends,omitempty"`
+	// FilesKept counts the files the turn kept, against files.max_per_turn.
+	FilesKept int `json:"files_kept,omitempty"`
 }
 
 // needsApproval returns the index, from b's first call not run yet, of the
@@ -138,7 +144,7 @@ func (a *Agent) runBatch(ctx context.Context, log *slog.Logger, tc *TurnContext,
 // record adds outcomes to b.
 func (a *Agent) record(_ *TurnContext, b *batch, outs []outcome) {
 	for _, o := range outs {
-		b.Done = append(b.Done, doneCall{Content: o.content, Inject: o.inject, Result: o.result})
+		b.Done = append(b.Done, doneCall{Content: o.content, Inject: o.inject, Send: o.send, Result: o.result})
 	}
 }
 

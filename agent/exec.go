@@ -31,6 +31,7 @@ const unknownToolLabel = "(unknown)"
 type outcome struct {
 	content string
 	inject  []sessions.Message
+	send    []Outgoing
 	result  string // one of metrics.ToolOutcomes
 }
 
@@ -278,5 +279,10 @@ func (a *Agent) call(ctx context.Context, log *slog.Logger, tc *TurnContext, t T
 		}
 		return outcome{content: "error: " + err.Error(), result: result}
 	}
-	return outcome{content: res.Content, inject: res.Inject, result: metrics.OutcomeOK}
+	content := res.Content
+	for _, f := range res.Files {
+		_, line := view.KeepFile(ctx, name, f)
+		content += "\n" + line
+	}
+	return outcome{content: content, inject: res.Inject, send: res.Send, result: metrics.OutcomeOK}
 }

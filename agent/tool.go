@@ -46,6 +46,12 @@ type Result struct {
 	// next request (skill injections). They are sent as user messages and
 	// stored with Kind sessions.KindInjection unless they name another Kind.
 	Inject []sessions.Message
+	// Files are the files the call made (an image, an embedded resource):
+	// the turn keeps each (TurnRequest.Files) and describes it, with the
+	// id send_file takes, after Content.
+	Files []File
+	// Send names kept files to go out with the answer (send_file).
+	Send []Outgoing
 }
 
 // TurnContext describes the conversation a tool is called in.
@@ -72,6 +78,7 @@ type TurnContext struct {
 	// approved the call running now. Neither is a tool's business.
 	audit    audit.Recorder
 	approver string
+	files    *turnFiles
 }
 
 // Sequential is implemented by read-only tools whose calls must not run
@@ -98,6 +105,19 @@ type ClaimedClass interface {
 func ReadClaimed(t Tool) bool {
 	c, ok := t.(ClaimedClass)
 	return ok && !t.Writes() && c.ReadClaimed()
+}
+
+// Sender is implemented by the tools of the class send (send_file): they
+// change nothing outside the chat, so they are not writes, and the policy
+// offers them by files.send rather than tools.write.
+type Sender interface {
+	Sends() bool
+}
+
+// Sends reports whether t is of the class send.
+func Sends(t Tool) bool {
+	s, ok := t.(Sender)
+	return ok && s.Sends()
 }
 
 // Availability is implemented by tools that can be unable to run for a

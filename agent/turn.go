@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -87,6 +88,8 @@ type turnRun struct {
 	calls int // tool calls of this turn that were not capped
 
 	compacted bool // the history was compacted for a context too long
+
+	sends []Outgoing // the files to send with the answer, so far
 }
 
 // newTurn sets a turn up from req, or from the paused turn req resumes.
@@ -117,6 +120,7 @@ func (a *Agent) newTurn(ctx, parent context.Context, req TurnRequest) (*turnRun,
 			return nil, err
 		}
 		t.turn, t.keep, t.pending, t.verdict = paused.Turn, paused.Keep, &paused.Batch, &req.Resume.Verdict
+		t.sends = paused.Sends
 		if t.verdict.Stop {
 			return t, nil
 		}
@@ -129,6 +133,7 @@ func (a *Agent) newTurn(ctx, parent context.Context, req TurnRequest) (*turnRun,
 		User:         req.User,
 		Skills:       req.Skills,
 		audit:        req.Audit,
+		files:        &turnFiles{keeper: req.Files, kept: paused.FilesKept},
 	}
 	t.log = withAttrs(a.log, slog.String("channel", req.Channel), slog.String("conversation", sessions.ShownKey(req.Conversation)))
 	t.system = a.systemMessage(req.Persona, req.SystemExtra)
@@ -150,10 +155,12 @@ func (t *turnRun) runPending(ctx context.Context) (TurnResult, bool, error) {
 	t.tc.History = append(t.seen[:len(t.seen):len(t.seen)], t.turn...)
 	allow := narrowed(t.req.Allow, t.req.Skills, t.injected, t.turn)
 	if call := t.a.runBatch(ctx, t.log, &t.tc, t.pending, allow, t.req.Approve, t.verdict, t.once); call != nil {
-		res, err := t.a.pause(t.res, pausedTurn{Turn: t.turn, Keep: t.keep, Batch: *t.pending, Calls: t.calls, Iterations: t.res.Iterations, OnceNext: t.once.next}, call)
+		res, err := t.a.pause(t.res, pausedTurn{Turn: t.turn, Keep: t.keep, Batch: *t.pending, Calls: t.calls, Iterations: t.res.Iterations, OnceNext: t.once.next,
+			Sends: t.batchSends(t.pending), FilesKept: t.tc.files.count()}, call)
 		return res, true, err
 	}
 	t.verdict = nil
+	t.sends = t.batchSends(t.pending)
 	t.addResults(t.pending)
 	t.pending = nil
 	t.res.Iterations++
@@ -164,6 +171,20 @@ func (t *turnRun) runPending(ctx context.Context) (TurnResult, bool, error) {
 		return t.a.failed(ctx, t.log, t.res, context.Cause(ctx), t.start, t.turn[:t.keep:t.keep]), true, nil
 	}
 	return TurnResult{}, false, nil
+}
+
+// batchSends is the turn's files to send with those b's calls asked for,
+// each file once (a model that asks twice sends one).
+func (t *turnRun) batchSends(b *batch) []Outgoing {
+	out := t.sends[:len(t.sends):len(t.sends)]
+	for _, d := range b.Done {
+		for _, o := range d.Send {
+			if !slices.ContainsFunc(out, func(x Outgoing) bool { return x.ID == o.ID }) {
+				out = append(out, o)
+			}
+		}
+	}
+	return out
 }
 
 // addResults appends a finished batch's results to the turn, each after
@@ -252,6 +273,7 @@ func (t *turnRun) answered(ctx context.Context, reply string, finish openai.Fini
 		t.log.WarnContext(ctx, "the model provider's content filter stopped the answer", "model", res.Model, "completion_tokens", res.Usage.Completion)
 	}
 	res.Messages = t.turn
+	res.Files = t.sends
 	t.log.DebugContext(ctx, "turn answered", "model", res.Model, "iterations", res.Iterations,
 		"prompt_tokens", res.Usage.Prompt, "completion_tokens", res.Usage.Completion,
 		"cached_tokens", res.Usage.Cached, "duration", time.Since(t.start))

@@ -46,6 +46,15 @@ type Level struct {
 	// turns: its system prompt, and its model, tools and skills rules as
 	// if written at this level. Empty leaves it to the level above.
 	Profile string `yaml:"profile,omitempty"`
+	// Files says what the scope's turns may do with the files their
+	// tools make.
+	Files FileRules `yaml:"files,omitempty"`
+}
+
+// FileRules is LEVEL.files. Send false never offers send_file (the tool
+// class send); unset offers it where the chat's channel can send files.
+type FileRules struct {
+	Send *bool `yaml:"send,omitempty"`
 }
 
 // Context is what a turn reads of the room it was asked in. Nil leaves a

@@ -80,7 +80,7 @@ func SectionOr[T SectionConfig](c Config, name string, def func() T) T {
 // printed file operators diff. A key not listed follows these, by name.
 var keyOrder = []string{
 	"listen", "home", "workspace", "log", "model", "models", "redis", "sessions",
-	"gateway", "outbox", "server", "skills", "policies", "profiles", "admin", "audit", "media",
+	"gateway", "outbox", "server", "skills", "policies", "profiles", "admin", "audit", "media", "files",
 }
 
 // topLevel is one top-level key of the document: a core field of Config

@@ -100,7 +100,7 @@ func TestSectionsPrintInTheFileOrder(t *testing.T) {
 			tops = append(tops, key)
 		}
 	}
-	want := []string{"listen", "home", "workspace", "log", "model", "models", "redis", "sessions", "gateway", "outbox", "server", "skills", "policies", "profiles", "admin", "audit", "media", "testqueue", "tools"}
+	want := []string{"listen", "home", "workspace", "log", "model", "models", "redis", "sessions", "gateway", "outbox", "server", "skills", "policies", "profiles", "admin", "audit", "media", "files", "testqueue", "tools"}
 	if got := strings.Join(tops[:len(want)], " "); got != strings.Join(want, " ") {
 		t.Errorf("top-level keys printed as\n%s\nwant\n%s", got, strings.Join(want, " "))
 	}

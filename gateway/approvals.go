@@ -158,7 +158,7 @@ func (g *Gateway) resume(ctx context.Context, c *sessions.Claim, m channels.Mess
 		Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat, Conversation: c.Lock.Conversation(), User: m.User,
 		History: c.History, SystemExtra: index, Persona: persona(eff), Skills: set,
 		Images: images, HistoryImages: history,
-		Allow: g.skills.toolPolicy(eff), Approve: g.approvals.approveFunc(eff),
+		Allow: g.allowTools(eff, r.route), Approve: g.approvals.approveFunc(eff), Files: g.fileKeeper(),
 		Item: itemID(c.Item), Calls: g.store, Audit: g.cfg.Audit,
 		Resume: &agent.Resume{State: rec.Turn, Verdict: v},
 		Events: live.Events(),
@@ -190,6 +190,7 @@ func (g *Gateway) ran(ctx context.Context, m channels.Message, eff *policy.Effec
 	}
 	reply := res.Reply
 	r.msgs = res.Messages
+	r.files = res.Files
 	if reply != "" && !res.Failed {
 		// Stored and sent alike, a live reply finished with it too.
 		reply, r.msgs = capReply(ctx, g.log, r.route, eff, reply, r.msgs)

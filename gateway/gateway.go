@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/agent"
+	agentfiles "github.com/parleyhq/parley/agent/files"
 	"github.com/parleyhq/parley/audit"
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
@@ -127,6 +128,9 @@ type Config struct {
 	// Threads keeps the thread of each alert group (triggers.Work's
 	// Group); nil answers a group's work in its chat, without a thread.
 	Threads *triggers.Threads
+	// Files keeps the files a turn's tools make and reads them back to
+	// send them (send_file); nil keeps none, and send_file is not offered.
+	Files *agentfiles.Keeper
 	// WorkMaxAge is how long the root post of an alert group's thread is
 	// tried before the work is dropped (0: config.DefaultOutboxMaxAge).
 	WorkMaxAge time.Duration
@@ -246,7 +250,11 @@ func New(cfg Config, store sessions.Store, a Responder, m *metrics.Metrics, log 
 	g.redisRetry = retry.New("redis", retry.Policy{Attempts: math.MaxInt32, MinWait: cfg.RetryMin, MaxWait: cfg.RetryMax}, m, g.log)
 	// The parts a turn calls for delivery, accounting, skills,
 	// attachments, approvals and commands.
-	g.out = delivery.New(delivery.Config{Outbox: cfg.Outbox, Replies: store, FirstShow: cfg.TypingDelay, Tracer: cfg.Tracer, Metrics: m, Log: g.log})
+	dcfg := delivery.Config{Outbox: cfg.Outbox, Replies: store, FirstShow: cfg.TypingDelay, Tracer: cfg.Tracer, Metrics: m, Log: g.log}
+	if cfg.Files != nil {
+		dcfg.Files = cfg.Files
+	}
+	g.out = delivery.New(dcfg)
 	g.acct = &ledger{quotas: cfg.Quotas, usage: cfg.Usage, metrics: m, log: g.log, refusals: g.refusals}
 	g.skills = &skillSets{skills: cfg.Skills, tools: cfg.Tools, log: g.log, budget: cfg.SkillBudget}
 	g.compactor = &compactor{agent: g.agent, store: g.store, metrics: m, log: g.log, keep: cfg.KeepRounds}

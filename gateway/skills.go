@@ -121,7 +121,7 @@ func (g *skillSets) toolPolicy(eff *policy.Effective) func(string) bool {
 		tool := policy.ToolInfo{Name: name}
 		if g.tools != nil {
 			if t, ok := g.tools.Get(name); ok {
-				tool.Writes, tool.ReadClaimed = t.Writes(), agent.ReadClaimed(t)
+				tool.Writes, tool.ReadClaimed, tool.Sends = t.Writes(), agent.ReadClaimed(t), agent.Sends(t)
 			}
 		}
 		return eff.Offer(tool).Allowed

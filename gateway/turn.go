@@ -76,6 +76,8 @@ type result struct {
 	// room is what the turn changes of its conversation's room (the
 	// cursor, the ambient messages), written with the turn.
 	room sessions.RoomWrite
+	// files are the kept files the answer sends (send_file), after it.
+	files []agent.Outgoing
 }
 
 // storeError marks a failure of Redis during a turn: the message stays
@@ -223,6 +225,7 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 	logTurn(ctx, g.log, c.Lock.Conversation(), r)
 	if r.reply != nil {
 		rt.Deliver(ctx, *r.reply, r.live, slot)
+		g.sendFiles(ctx, rt, c, r.files)
 	} else {
 		r.live.Discard(ctx)
 		if u := g.capsOf(q.Msg).Unanswered; u != nil {
@@ -447,7 +450,7 @@ func (g *Gateway) turn(ctx context.Context, c *sessions.Claim, m channels.Messag
 	res, err := g.agent.Run(ctx, agent.TurnRequest{
 		Channel: m.Channel, Workspace: m.Workspace, Chat: m.Chat, Conversation: c.Lock.Conversation(), User: m.User,
 		History: history, UserText: text, SystemExtra: index, Persona: persona(eff), Skills: set, Preface: preface,
-		Allow: g.skills.toolPolicy(eff),
+		Allow: g.allowTools(eff, rt), Files: g.fileKeeper(),
 		// The queued item, nonce included, is the same on every attempt
 		// at this message and differs from every other message's.
 		Item: itemID(c.Item), Calls: g.store, Audit: g.cfg.Audit,

@@ -55,6 +55,17 @@ const (
 // DeliveryOutcomes are the outcomes of parley_deliveries_total.
 var DeliveryOutcomes = []string{DeliverySent, DeliveryRetried, DeliveryFailed}
 
+// Outcomes of parley_files_sent_total.
+const (
+	FileSent    = "sent"
+	FileRefused = "refused"
+	FileFailed  = "failed"
+	FileNoted   = "noted"
+)
+
+// FileOutcomes are the outcomes of parley_files_sent_total.
+var FileOutcomes = []string{FileSent, FileRefused, FileFailed, FileNoted}
+
 // Outcomes of parley_schedule_fires_total.
 const (
 	ScheduleFired  = "fired"
@@ -142,6 +153,9 @@ type Metrics struct {
 	ScheduleFires    *prometheus.CounterVec   // schedule, outcome (fired, missed, error)
 	ScheduleLateness prometheus.Histogram     // a fire's time from its fire time to its work queued
 	TriggerRequests  *prometheus.CounterVec   // trigger (webhook name), outcome
+
+	FilesSent      *prometheus.CounterVec // channel, outcome (sent, refused, failed, noted)
+	FilesSentBytes *prometheus.CounterVec // channel: bytes of the files sent
 }
 
 // Outcomes of parley_context_reads_total besides OutcomeOK, OutcomeDenied
@@ -216,6 +230,9 @@ func New() *Metrics {
 	m.ScheduleLateness = f.plainHistogram("parley_schedule_lateness_seconds", "Time from a schedule's fire time to its work queued.", []float64{0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900})
 
 	m.TriggerRequests = f.counter("parley_trigger_requests_total", "Requests to a webhook trigger (POST /hooks/NAME), by webhook and outcome: posted (queued durably to be posted), duplicate (the same notification, from an HA peer or a retry, within its dedup_window), unauthorized (no valid token or signature; nothing posted), invalid (too big, not JSON, or a payload of the wrong kind), unrouted (no route and no default destination).", "trigger", "outcome")
+
+	m.FilesSent = f.counter("parley_files_sent_total", "Files a turn sent with its answer (send_file), by outcome: sent (uploaded natively), refused (over the platform's limit for files, or gone; the user is told in text), failed (the upload was given up; the user is told in text), noted (the channel cannot take that kind of file: its caption and a note went in text).", "channel", "outcome")
+	m.FilesSentBytes = f.counter("parley_files_sent_bytes_total", "Bytes of the files uploaded natively, as sent (an image after scaling down).", "channel")
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

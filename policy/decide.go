@@ -30,6 +30,9 @@ func (e *Effective) Offer(t ToolInfo) Decision {
 	if pat, ok := firstMatch(e.toolDeny.val, t.Name); ok {
 		return Decision{Rule: fmt.Sprintf("tools.deny %q", pat), Level: e.toolDeny.level}
 	}
+	if t.Sends && !e.filesSend.val {
+		return Decision{Rule: "files.send: false", Level: e.filesSend.level}
+	}
 	noWrites := !e.toolWrite.val
 	switch {
 	case t.Writes && noWrites:
@@ -59,6 +62,11 @@ func describeClass(t ToolInfo) string {
 	}
 	return "class: " + t.ClassRule
 }
+
+// FilesSend is files.send: whether send_file may be offered, and whether
+// a level set it (unset, the gateway offers it where the chat's channel
+// can send files).
+func (e *Effective) FilesSend() (send, set bool) { return e.filesSend.val, e.filesSend.set }
 
 // Approval reports whether a call of the tool name, which writes if writes
 // is true, waits for an approver before it runs, and the rule and level
@@ -311,6 +319,7 @@ func cloneLevel(l config.Level) config.Level {
 			MaxMessages: clonePtr(l.Context.MaxMessages),
 			MaxBytes:    clonePtr(l.Context.MaxBytes),
 		},
+		Files: config.FileRules{Send: cloneBool(l.Files.Send)},
 	}
 }
 

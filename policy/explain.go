@@ -117,8 +117,8 @@ func (r *Resolver) explainLevels(s Scope, levels []level, missing []string) Repo
 
 // explainTools is the tool rules and the decision on each tool.
 func explainTools(e *Effective, tools []ToolInfo) Section {
-	sec := Section{Title: "TOOLS", Summary: fmt.Sprintf("allow: %s  deny: %s  write: %s",
-		describeAllow(e.toolAllow), describeDeny(e.toolDeny), describeWrite(e.toolWrite))}
+	sec := Section{Title: "TOOLS", Summary: fmt.Sprintf("allow: %s  deny: %s  write: %s  files.send: %s",
+		describeAllow(e.toolAllow), describeDeny(e.toolDeny), describeWrite(e.toolWrite), describeFilesSend(e.filesSend))}
 	if len(tools) == 0 {
 		sec.Tables = []Table{{Note: "(no tools given)"}}
 		return sec
@@ -131,8 +131,11 @@ func explainTools(e *Effective, tools []ToolInfo) Section {
 	})
 	for _, ti := range sorted {
 		kind := "read"
-		if ti.Writes {
+		switch {
+		case ti.Writes:
 			kind = "write"
+		case ti.Sends:
+			kind = "send"
 		}
 		d := e.Offer(ti)
 		t.Rows = append(t.Rows, []string{ti.Name, cmp.Or(ti.Source, SourceBuiltin), kind, verdict(d), d.Rule, d.Level})
@@ -257,6 +260,15 @@ func describeDeny(st setting[[]string]) string {
 		return "none (" + st.level + ")"
 	}
 	return strings.Join(st.val, ", ") + " (" + st.level + ")"
+}
+
+// describeFilesSend is files.send as explain shows it: unset, the
+// channel's ability decides.
+func describeFilesSend(st setting[bool]) string {
+	if !st.set {
+		return "where the channel can send files (" + st.level + ")"
+	}
+	return describeWrite(st)
 }
 
 func describeWrite(st setting[bool]) string {

@@ -82,6 +82,10 @@ type ToolInfo struct {
 	// server that writes while claiming otherwise would bring writes to a
 	// channel meant to have none.
 	ReadClaimed bool
+	// Sends marks a tool of the class send (send_file): it changes
+	// nothing outside the chat, so it is no write, and files.send decides
+	// whether it is offered.
+	Sends bool
 }
 
 // SourceBuiltin is the source of the tools compiled into Parley.
@@ -322,6 +326,9 @@ type Effective struct {
 	ctxRecent, ctxMaxMessages, ctxMaxBytes setting[int]
 	// profile is the profile in effect and the level that chose it.
 	profile Chosen
+	// filesSend is files.send: unset, send_file is offered where the
+	// channel can send files.
+	filesSend setting[bool]
 }
 
 func resolve(levels []level) *Effective {
@@ -342,6 +349,7 @@ func resolve(levels []level) *Effective {
 	e.ctxRecent.level = LevelBuiltin
 	e.ctxMaxMessages = setting[int]{val: DefaultContextMaxMessages, level: LevelBuiltin}
 	e.ctxMaxBytes = setting[int]{val: DefaultContextMaxBytes, level: LevelBuiltin}
+	e.filesSend = setting[bool]{val: true, level: LevelBuiltin}
 	for _, l := range levels {
 		c := l.cfg
 		if l.profile != nil {
@@ -373,6 +381,7 @@ func resolve(levels []level) *Effective {
 		fromValue(&e.ctxRecent, c.Context.Recent, l.name)
 		fromValue(&e.ctxMaxMessages, c.Context.MaxMessages, l.name)
 		fromValue(&e.ctxMaxBytes, c.Context.MaxBytes, l.name)
+		fromBool(&e.filesSend, c.Files.Send, l.name)
 	}
 	return e
 }

@@ -187,7 +187,7 @@ func TestCallErrors(t *testing.T) {
 		{errors.New("write: broken pipe, token hunter2-secret"), "MCP server s failed: write: broken pipe, token <redacted>"},
 	}
 	for _, tt := range tests {
-		_, err := tl.outcome(ctx, ctx, nil, tt.err)
+		_, _, err := tl.outcome(ctx, ctx, nil, tt.err)
 		err = s.secrets.error(err)
 		if err == nil || !strings.HasPrefix(err.Error(), tt.want) || len(err.Error()) > maxErrorText+100 {
 			t.Errorf("outcome(%.40v) = %.200v, want %q", tt.err, err, tt.want)

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
@@ -226,7 +227,7 @@ func TestMisbehavingServerLeavesTheTurnAnswering(t *testing.T) {
 		{"stderr flood", "flood_stderr", args(map[string]int{"bytes": 4 << 20}), "flooded", metrics.OutcomeOK, false},
 		{"isError result", "fail", "{}", "error: the tool reported an error: the widget is jammed", metrics.OutcomeError, false},
 		{"arguments the server rejects", "lookup", `{"key":7}`, `error: the tool reported an error: validating "arguments"`, metrics.OutcomeError, false},
-		{"media content", "media", "{}", "here you are\n[image: image/png, 1.5 KiB — not shown", metrics.OutcomeOK, false},
+		{"media content", "media", "{}", "here you are\n[audio: audio/wav, 300.0 KiB — not played, this conversation passes no audio to the model]\n[resource link: report <file:///report.pdf>, application/pdf, 2.0 KiB: the Q3 report — not fetched, so it cannot be sent as a file]\n[resource <file:///notes.txt>, text/plain]\nembedded notes\n[image: image/png, 1.5 KiB — not kept, this conversation sends no files]\n[file: application/octet-stream, 100 bytes — not kept, this conversation sends no files]", metrics.OutcomeOK, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -247,26 +248,31 @@ func TestMisbehavingServerLeavesTheTurnAnswering(t *testing.T) {
 	}
 }
 
-// Every kind of content is described in text, never dropped.
+// Every kind of content is described in text or handed over as a file of
+// the turn (images, binary resources), never dropped; a link's content is
+// not fetched.
 func TestMediaContentIsDescribed(t *testing.T) {
 	srv, _ := httpServer(t, testServerOptions{name: "remote"}, nil)
 	f := newFixture(t, Config{Servers: map[string]ServerConfig{"remote": {URL: srv.URL}}}, Options{})
 	f.start(t)
-	out, err := f.call(t, context.Background(), "remote__media", "{}")
+	tool, _ := f.reg.Get("remote__media")
+	res, err := tool.Call(context.Background(), &agent.TurnContext{Channel: "slack", Conversation: "c1", User: "U1"}, json.RawMessage("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := strings.Join([]string{
 		"here you are",
-		"[image: image/png, 1.5 KiB — not shown, this conversation passes no images to the model]",
 		"[audio: audio/wav, 300.0 KiB — not played, this conversation passes no audio to the model]",
-		"[resource link: report <file:///report.pdf>, application/pdf, 2.0 KiB: the Q3 report]",
+		"[resource link: report <file:///report.pdf>, application/pdf, 2.0 KiB: the Q3 report — not fetched, so it cannot be sent as a file]",
 		"[resource <file:///notes.txt>, text/plain]",
 		"embedded notes",
-		"[resource <file:///blob.bin>: application/octet-stream, 100 bytes of binary data — not shown]",
 	}, "\n")
-	if out != want {
-		t.Errorf("result =\n%s\nwant\n%s", out, want)
+	if res.Content != want {
+		t.Errorf("result =\n%s\nwant\n%s", res.Content, want)
+	}
+	if len(res.Files) != 2 || res.Files[0].Type != "image/png" || len(res.Files[0].Data) != 1500 ||
+		res.Files[1].Name != "blob.bin" || res.Files[1].Type != "application/octet-stream" || len(res.Files[1].Data) != 100 {
+		t.Errorf("files = %+v; want the image and the blob", res.Files)
 	}
 }
 

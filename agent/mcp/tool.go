@@ -118,7 +118,7 @@ func (t *tool) Call(ctx context.Context, tc *agent.TurnContext, args json.RawMes
 	defer done()
 	params.SetProgressToken(token)
 	res, err := sess.CallTool(callCtx, params)
-	content, err := t.outcome(ctx, callCtx, res, err)
+	content, files, err := t.outcome(ctx, callCtx, res, err)
 
 	level, msg := slog.LevelDebug, "mcp: tool call"
 	if def.writes {
@@ -133,64 +133,70 @@ func (t *tool) Call(ctx context.Context, tc *agent.TurnContext, args json.RawMes
 	if err != nil {
 		return agent.Result{}, s.secrets.error(err)
 	}
-	return agent.Result{Content: content}, nil
+	return agent.Result{Content: content, Files: files}, nil
 }
 
-// outcome turns what CallTool returned into the model's text or a short
-// error. ctx is the turn's context, callCtx the call's.
-func (t *tool) outcome(ctx, callCtx context.Context, res *sdk.CallToolResult, err error) (string, error) {
+// outcome turns what CallTool returned into the model's text and the
+// files it holds, or a short error. ctx is the turn's context, callCtx the
+// call's.
+func (t *tool) outcome(ctx, callCtx context.Context, res *sdk.CallToolResult, err error) (string, []agent.File, error) {
 	s := t.srv
 	if err != nil {
 		var wire *jsonrpc.Error
 		switch {
 		case ctx.Err() != nil:
-			return "", fmt.Errorf("the turn ended before %s answered: %w", t.name, ctx.Err())
+			return "", nil, fmt.Errorf("the turn ended before %s answered: %w", t.name, ctx.Err())
 		case errors.Is(context.Cause(callCtx), errCallTimeout):
-			return "", fmt.Errorf("tool %s gave no answer within %s; it was cancelled: %w", t.name, s.cfg.Timeout, context.DeadlineExceeded)
+			return "", nil, fmt.Errorf("tool %s gave no answer within %s; it was cancelled: %w", t.name, s.cfg.Timeout, context.DeadlineExceeded)
 		case s.m.ctx.Err() != nil:
-			return "", fmt.Errorf("MCP server %s is shutting down", s.name)
+			return "", nil, fmt.Errorf("MCP server %s is shutting down", s.name)
 		case errors.As(err, &wire):
-			return "", fmt.Errorf("MCP server %s refused the call: %s", s.name, cutText(wire.Message, maxErrorText))
+			return "", nil, fmt.Errorf("MCP server %s refused the call: %s", s.name, cutText(wire.Message, maxErrorText))
 		}
-		return "", fmt.Errorf("MCP server %s failed: %s", s.name, cutText(err.Error(), maxErrorText))
+		return "", nil, fmt.Errorf("MCP server %s failed: %s", s.name, cutText(err.Error(), maxErrorText))
 	}
-	text := render(res)
+	text, files := render(res)
 	if res.IsError {
-		return "", fmt.Errorf("the tool reported an error: %s", cutText(text, maxErrorText))
+		return "", nil, fmt.Errorf("the tool reported an error: %s", cutText(text, maxErrorText))
 	}
-	return cut(text, maxResult), nil
+	return cut(text, maxResult), files, nil
 }
 
-// render writes a result as text. Content the model cannot take as text
-// (images, audio, binary resources) is described, never dropped silently.
-func render(res *sdk.CallToolResult) string {
+// render writes a result as text, and hands over the files it holds:
+// images and embedded binary resources become files of the turn (kept and
+// described by the agent, with the id send_file takes). Audio and links
+// are described, never dropped silently; a link's content is not fetched
+// (it could point anywhere, an internal address included).
+func render(res *sdk.CallToolResult) (string, []agent.File) {
 	var b strings.Builder
-	for i, c := range res.Content {
-		if i > 0 {
+	var files []agent.File
+	sep := func() {
+		if b.Len() > 0 {
 			b.WriteByte('\n')
 		}
+	}
+	for _, c := range res.Content {
 		switch c := c.(type) {
 		case *sdk.TextContent:
+			sep()
 			b.WriteString(c.Text)
 		case *sdk.ImageContent:
-			fmt.Fprintf(&b, "[image: %s, %s — not shown, this conversation passes no images to the model]", mimeOr(c.MIMEType, "unknown type"), byteSize(len(c.Data)))
+			files = append(files, agent.File{Name: "image", Type: c.MIMEType, Data: c.Data})
 		case *sdk.AudioContent:
+			sep()
 			fmt.Fprintf(&b, "[audio: %s, %s — not played, this conversation passes no audio to the model]", mimeOr(c.MIMEType, "unknown type"), byteSize(len(c.Data)))
 		case *sdk.ResourceLink:
-			fmt.Fprintf(&b, "[resource link: %s <%s>", c.Name, c.URI)
-			if c.MIMEType != "" {
-				fmt.Fprintf(&b, ", %s", c.MIMEType)
-			}
-			if c.Size != nil {
-				fmt.Fprintf(&b, ", %s", byteSize(int(*c.Size)))
-			}
-			if c.Description != "" {
-				fmt.Fprintf(&b, ": %s", c.Description)
-			}
-			b.WriteByte(']')
+			sep()
+			renderLink(&b, c)
 		case *sdk.EmbeddedResource:
+			if r := c.Resource; r != nil && r.Blob != nil {
+				files = append(files, agent.File{Name: resourceName(r.URI), Type: r.MIMEType, Data: r.Blob})
+				continue
+			}
+			sep()
 			renderResource(&b, c.Resource)
 		default:
+			sep()
 			fmt.Fprintf(&b, "[content of type %T — not shown]", c)
 		}
 	}
@@ -199,18 +205,44 @@ func render(res *sdk.CallToolResult) string {
 			b.Write(data)
 		}
 	}
-	if b.Len() == 0 {
-		return "(the tool returned no content)"
+	if b.Len() == 0 && len(files) == 0 {
+		return "(the tool returned no content)", nil
 	}
-	return b.String()
+	return b.String(), files
+}
+
+// renderLink describes a resource link; its content is not fetched.
+func renderLink(b *strings.Builder, c *sdk.ResourceLink) {
+	fmt.Fprintf(b, "[resource link: %s <%s>", c.Name, c.URI)
+	if c.MIMEType != "" {
+		fmt.Fprintf(b, ", %s", c.MIMEType)
+	}
+	if c.Size != nil {
+		fmt.Fprintf(b, ", %s", byteSize(int(*c.Size)))
+	}
+	if c.Description != "" {
+		fmt.Fprintf(b, ": %s", c.Description)
+	}
+	b.WriteString(" — not fetched, so it cannot be sent as a file]")
+}
+
+// resourceName is the last element of a resource's URI, for its file's
+// name (made safe before it is sent).
+func resourceName(uri string) string {
+	uri, _, _ = strings.Cut(uri, "?")
+	if i := strings.LastIndexAny(uri, "/\\"); i >= 0 {
+		uri = uri[i+1:]
+	}
+	if uri == "" {
+		return "file"
+	}
+	return uri
 }
 
 func renderResource(b *strings.Builder, r *sdk.ResourceContents) {
 	switch {
 	case r == nil:
 		b.WriteString("[embedded resource without contents]")
-	case r.Blob != nil:
-		fmt.Fprintf(b, "[resource <%s>: %s, %s of binary data — not shown]", r.URI, mimeOr(r.MIMEType, "unknown type"), byteSize(len(r.Blob)))
 	default:
 		fmt.Fprintf(b, "[resource <%s>", r.URI)
 		if r.MIMEType != "" {

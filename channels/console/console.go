@@ -64,6 +64,13 @@ type Options struct {
 	// running, a skill loaded), one line each; the answer's own output
 	// stays free of it.
 	Status io.Writer
+	// FilesDir is where the files a turn sends are written
+	// ($PARLEY_HOME/files); empty: the console takes no files, and their
+	// captions come as text.
+	FilesDir string
+	// FileOut is where the path of each file written is printed (nil:
+	// Status).
+	FileOut io.Writer
 }
 
 // Adapter is the console channel. Replies are matched to the message that

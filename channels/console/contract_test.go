@@ -14,10 +14,10 @@ import (
 func TestContract(t *testing.T) {
 	channeltest.Run(t, channeltest.Subject{
 		Name: Name,
-		New: func(*testing.T, *metrics.Metrics, *slog.Logger) channels.Channel {
-			return New("contract", "tester", Options{})
+		New: func(t *testing.T, _ *metrics.Metrics, _ *slog.Logger) channels.Channel {
+			return New("contract", "tester", Options{FilesDir: t.TempDir()})
 		},
-		Capabilities: []channeltest.Capability{channeltest.Streamer, channeltest.Awaited, channeltest.AttachmentFetcher},
+		Capabilities: []channeltest.Capability{channeltest.Streamer, channeltest.Awaited, channeltest.AttachmentFetcher, channeltest.Uploader},
 		Local:        true,
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/agent"
+	agentfiles "github.com/parleyhq/parley/agent/files"
 	"github.com/parleyhq/parley/audit"
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/console"
@@ -173,7 +174,9 @@ func (e *environment) newApp(cfg config.Config, log *slog.Logger) (_ *app, err e
 	// reverse), so running turns keep their tools while they drain.
 	skillTools := agent.NewSkillTools(agent.SkillToolsConfig{Home: cfg.Home, Budget: cfg.Skills.BodyBudget, Writer: skills.NewWriter(cfg.Home)}, m, log)
 	relay := &toolRelay{}
-	a.toolset, err = e.openTools(cfg, toolOptions{skill: skillTools.Tools(), metrics: m, log: log, wait: startWait, redis: sharedClient, hooks: relay.hooks()})
+	// send_file, the builtin tool of the class send, beside the skill tools.
+	builtins := append(skillTools.Tools(), agentfiles.SendFile{})
+	a.toolset, err = e.openTools(cfg, toolOptions{skill: builtins, metrics: m, log: log, wait: startWait, redis: sharedClient, hooks: relay.hooks()})
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +220,10 @@ func (a *app) newGateway(cfg config.Config, tracer tracing.Tracer) *gateway.Gate
 	gc.Usage = tokenusage.New(a.store.Client(), cfg.Redis.Prefix)
 	// Replies that could not be posted wait in Redis for whichever
 	// replica is alive.
-	gc.Outbox = outbox.New(a.store.Client(), cfg.Redis.Prefix, outbox.Config{MaxAge: cfg.Outbox.MaxAge}, a.metrics, a.log)
+	// The files a turn's tools make are kept beside its conversation, so
+	// that any replica, and the outbox, can send them.
+	gc.Files = agentfiles.NewKeeper(a.store, agentfiles.FromConfig(cfg))
+	gc.Outbox = outbox.New(a.store.Client(), cfg.Redis.Prefix, outbox.Config{MaxAge: cfg.Outbox.MaxAge, Files: gc.Files}, a.metrics, a.log)
 	// Approvals live under each conversation's keys, beside its lock.
 	gc.Approvals = approval.New(a.store.Client(), a.store.Key)
 	gc.Media = media.New(media.FromConfig(cfg))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/parleyhq/parley/channels"
@@ -107,7 +108,9 @@ func (e *environment) openConsole(a *app, f chatFlags) (*console.Adapter, error)
 	// On a terminal the answer is printed as it is written; into a file or
 	// a pipe it is printed whole, so that the output is only the answer.
 	live := isTerminal(e.stdout)
-	opts := console.Options{Durable: a.shared, Live: live}
+	// The files a turn sends are written under $PARLEY_HOME/files, their
+	// paths printed with the answer.
+	opts := console.Options{Durable: a.shared, Live: live, FilesDir: filepath.Join(a.cfg.Home, "files"), FileOut: e.stdout}
 	if live {
 		opts.Status = e.stderr
 	}

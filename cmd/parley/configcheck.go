@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/parleyhq/parley/agent"
+	agentfiles "github.com/parleyhq/parley/agent/files"
 	"github.com/parleyhq/parley/agent/toolsource"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/policy"
@@ -106,6 +107,7 @@ func policyNameProblems(cfg config.Config, lines config.Lines) (problems, warnin
 	for _, t := range agent.NewSkillTools(agent.SkillToolsConfig{Home: cfg.Home}, nil, nil).Tools() {
 		tools = append(tools, t.Name())
 	}
+	tools = append(tools, agentfiles.SendFileName)
 	slices.Sort(tools)
 	knownTool := func(pat string) bool {
 		if matchesAny(pat, tools) {

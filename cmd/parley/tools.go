@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/agent"
+	agentfiles "github.com/parleyhq/parley/agent/files"
 	"github.com/parleyhq/parley/agent/toolsource"
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/metrics"
@@ -138,6 +139,9 @@ func (ts *toolset) rows() []toolRow {
 	var rows []toolRow
 	for _, t := range ts.registry.All() {
 		r := toolRow{Name: t.Name(), Source: toolSource(t), Class: className(t.Writes()), ReadClaimed: agent.ReadClaimed(t)}
+		if agent.Sends(t) {
+			r.Class = "send" // send_file: neither a read nor a write
+		}
 		for _, s := range ts.sources {
 			s.Annotate(&r)
 		}
@@ -250,7 +254,7 @@ func dash(s string) string {
 // running a bot: the skill tools as a bot registers them, no metrics, no
 // log, the MCP servers given at most wait to answer. The caller closes it.
 func (e *environment) cliTools(cfg config.Config, wait time.Duration) (*toolset, error) {
-	skill := agent.NewSkillTools(agent.SkillToolsConfig{Home: cfg.Home}, nil, nil).Tools()
+	skill := append(agent.NewSkillTools(agent.SkillToolsConfig{Home: cfg.Home}, nil, nil).Tools(), agentfiles.SendFile{})
 	opts := toolOptions{skill: skill, log: slog.New(slog.DiscardHandler), wait: wait}
 	// A server signed in with OAuth is reached with the sign-in the
 	// replicas share, kept in Redis.
@@ -283,7 +287,7 @@ func (ts *toolset) policyTools() (tools []policy.ToolInfo, notes []string) {
 	}
 	for _, r := range ts.rows() {
 		if r.Class != "" {
-			tools = append(tools, policy.ToolInfo{Name: r.Name, Writes: r.Class == "write", Source: r.Source, ClassRule: r.ClassRule, ReadClaimed: r.ReadClaimed})
+			tools = append(tools, policy.ToolInfo{Name: r.Name, Writes: r.Class == "write", Sends: r.Class == "send", Source: r.Source, ClassRule: r.ClassRule, ReadClaimed: r.ReadClaimed})
 			continue
 		}
 		tools = append(tools,

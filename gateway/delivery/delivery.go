@@ -15,6 +15,7 @@ import (
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/gateway/outbox"
 	"github.com/parleyhq/parley/metrics"
+	"github.com/parleyhq/parley/retry"
 	"github.com/parleyhq/parley/sessions"
 	"github.com/parleyhq/parley/tracing"
 	"github.com/redis/go-redis/v9"
@@ -35,9 +36,12 @@ type Config struct {
 	// it with nothing to show yet tells its sink so
 	// (channels.ProgressWaiting). Zero shows progress at once.
 	FirstShow time.Duration
-	Tracer    tracing.Tracer
-	Metrics   *metrics.Metrics // not nil
-	Log       *slog.Logger     // not nil
+	// Files reads the kept files a turn sends (nil: none are found, and
+	// their users are told so).
+	Files   outbox.Files
+	Tracer  tracing.Tracer
+	Metrics *metrics.Metrics // not nil
+	Log     *slog.Logger     // not nil
 }
 
 // LiveReplies records a live reply with its turn (sessions.Store's
@@ -47,10 +51,15 @@ type LiveReplies interface {
 }
 
 // Deliverer chooses and runs the delivery of replies.
-type Deliverer struct{ cfg Config }
+type Deliverer struct {
+	cfg     Config
+	uploads *retry.Retrier // the tries of files uploaded without the outbox
+}
 
 // New returns a Deliverer.
-func New(cfg Config) *Deliverer { return &Deliverer{cfg: cfg} }
+func New(cfg Config) *Deliverer {
+	return &Deliverer{cfg: cfg, uploads: retry.New("upload", uploadPolicy, cfg.Metrics, cfg.Log)}
+}
 
 // Route is how the replies to one message are delivered, worked out once
 // from its channel's capabilities. The zero Route is not usable; get one

@@ -36,6 +36,7 @@ import (
 	"github.com/parleyhq/parley/config"
 	"github.com/parleyhq/parley/metrics"
 	"github.com/parleyhq/parley/retry"
+	"github.com/parleyhq/parley/sessions"
 )
 
 // Defaults of Config's zero fields.
@@ -66,6 +67,14 @@ type Config struct {
 	// Pace replaces a platform's own posting rate (channels.Poster's
 	// Pace), by channel name: for a workspace granted more, or a test.
 	Pace map[string]channels.Pace
+	// Files reads the kept files that file items send (nil: a file item
+	// finds none, and its user is told so in text).
+	Files Files
+}
+
+// Files reads a conversation's kept files: sessions.RedisStore.
+type Files interface {
+	Attachment(ctx context.Context, conv, id string) (sessions.KeptFile, error)
 }
 
 func (c Config) withDefaults() Config {
@@ -145,6 +154,21 @@ func (o *Outbox) DeliverReserved(ctx context.Context, p channels.Poster, m chann
 	if len(it.Parts) == 0 {
 		return nil
 	}
+	return o.deliver(ctx, p, it, slot)
+}
+
+// DeliverFile sends the kept file ref names into m's thread through p
+// (its channels.Uploader; a note in text where it has none), as an item
+// of its own: tried again like a reply, by any replica, and never
+// uploaded twice. key names the file's delivery, the same on every
+// attempt at the turn that sends it (its item id, and the file's).
+func (o *Outbox) DeliverFile(ctx context.Context, p channels.Poster, m channels.Message, key string, ref FileRef) error {
+	return o.deliver(ctx, p, &Item{ID: key, Message: m, Parts: []string{""}, File: &ref}, nil)
+}
+
+// deliver posts it inline, then queues what is left of it.
+func (o *Outbox) deliver(ctx context.Context, p channels.Poster, it *Item, slot *Slot) error {
+	m := it.Message
 	err := o.postAll(ctx, p, it, o.cfg.InlineAttempts, slot, nil)
 	if err == nil {
 		o.m.Deliveries.WithLabelValues(m.Channel, metrics.DeliverySent).Inc()
@@ -152,6 +176,7 @@ func (o *Outbox) DeliverReserved(ctx context.Context, p channels.Poster, m chann
 	}
 	if permanent(err) && ctx.Err() == nil {
 		o.failed(ctx, it, err)
+		o.tellFileFailed(ctx, p, it)
 		return err
 	}
 	_, after := channels.Retryable(err)
@@ -160,6 +185,7 @@ func (o *Outbox) DeliverReserved(ctx context.Context, p channels.Poster, m chann
 	if qerr := o.store.add(context.WithoutCancel(ctx), it, max(after, retry.Jitter(o.cfg.MinWait))); qerr != nil {
 		err = errors.Join(err, qerr)
 		o.failed(ctx, it, err)
+		o.tellFileFailed(ctx, p, it)
 		return err
 	}
 	o.m.Deliveries.WithLabelValues(m.Channel, metrics.DeliveryRetried).Inc()
@@ -197,7 +223,7 @@ func (o *Outbox) postAll(ctx context.Context, p channels.Poster, it *Item, attem
 			}
 			slot = nil // a retry, or the next part, takes a slot of its own
 			var err error
-			id, err = post(ctx, p, it, n, tried)
+			id, err = o.post(ctx, p, it, n, tried)
 			tried = true
 			if err == nil {
 				return false, 0, nil
@@ -230,7 +256,10 @@ func (o *Outbox) postAll(ctx context.Context, p channels.Poster, it *Item, attem
 // (the item's id and the part's index, the same on every replica) where
 // the channel can find a post again (channels.KeyedPoster), so that a try
 // after one that may have been posted looks for it first.
-func post(ctx context.Context, p channels.Poster, it *Item, n int, again bool) (string, error) {
+func (o *Outbox) post(ctx context.Context, p channels.Poster, it *Item, n int, again bool) (string, error) {
+	if it.File != nil {
+		return o.postFile(ctx, p, it, again)
+	}
 	if kp, ok := p.(channels.KeyedPoster); ok {
 		return kp.PostKeyed(ctx, it.Message, it.Parts[n], it.ID+"."+strconv.Itoa(n), again)
 	}
@@ -297,7 +326,9 @@ func (o *Outbox) Run(ctx context.Context, posters func(channel string) channels.
 func (o *Outbox) attempt(ctx context.Context, it *Item, now time.Time, p channels.Poster) {
 	log := o.log.With("channel", it.Channel(), "item", it.ID, "attempt", it.Attempts)
 	if age := now.Sub(it.Created); age > o.cfg.MaxAge {
-		o.finishFailed(ctx, it, "max_age", fmt.Errorf("outbox: not delivered within %s", o.cfg.MaxAge))
+		if o.finishFailed(ctx, it, "max_age", fmt.Errorf("outbox: not delivered within %s", o.cfg.MaxAge)) && p != nil {
+			o.tellFileFailed(ctx, p, it)
+		}
 		return
 	}
 	if p == nil {
@@ -337,7 +368,9 @@ func (o *Outbox) attempt(ctx context.Context, it *Item, now time.Time, p channel
 		return
 	}
 	if permanent(err) && actx.Err() == nil {
-		o.finishFailed(ctx, it, retry.ReasonOf(err, 0).String(), err)
+		if o.finishFailed(ctx, it, retry.ReasonOf(err, 0).String(), err) {
+			o.tellFileFailed(ctx, p, it)
+		}
 		return
 	}
 	_, after := channels.Retryable(err)
@@ -378,17 +411,19 @@ func (o *Outbox) release(ctx context.Context, it *Item, delay time.Duration) {
 
 // finishFailed ends a claimed item as failed; why is a bounded reason
 // (max_age, or the retry reason of the last failure), kept with the item.
-func (o *Outbox) finishFailed(ctx context.Context, it *Item, why string, err error) {
+// It reports whether this replica ended it.
+func (o *Outbox) finishFailed(ctx context.Context, it *Item, why string, err error) bool {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if ferr := o.store.fail(rctx, it, why); ferr != nil {
 		if errors.Is(ferr, errLeaseLost) {
-			return // another replica holds it now, and decides
+			return false // another replica holds it now, and decides
 		}
 		o.log.Warn("cannot mark an outbox item failed; it is tried again when its lease ends", "item", it.ID, "err", ferr)
-		return
+		return false
 	}
 	o.failed(ctx, it, err)
+	return true
 }
 
 // refreshPending sets parley_outbox_pending from Redis: every replica

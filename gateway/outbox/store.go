@@ -20,6 +20,10 @@ type Item struct {
 	ID      string
 	Message channels.Message // the message answered: where the reply goes
 	Parts   []string         // the posts, as cut when the reply was first sent
+	// File, when set, makes the item one file to upload (Parts is then
+	// one empty part): the kept file it names, not its bytes, which stay
+	// in the conversation's store.
+	File *FileRef
 	// Sent holds the platform's ids of the parts posted so far, in order:
 	// the next attempt starts at Parts[len(Sent)].
 	Sent     []string
@@ -36,6 +40,15 @@ func (it *Item) Channel() string { return it.Message.Channel }
 type itemData struct {
 	Message channels.Message `json:"msg"`
 	Parts   []string         `json:"parts"`
+	File    *FileRef         `json:"file,omitempty"`
+}
+
+// FileRef names a kept file an item sends: its conversation, its id
+// (att_N) and the caption that goes with it.
+type FileRef struct {
+	Conversation string `json:"conv"`
+	ID           string `json:"id"`
+	Caption      string `json:"caption,omitempty"`
 }
 
 // errLeaseLost is a change refused because the item is no longer this
@@ -115,7 +128,7 @@ return now
 // add queues it, to be tried after delay. Its Sent parts are recorded as
 // posted.
 func (s *store) add(ctx context.Context, it *Item, delay time.Duration) error {
-	data, err := json.Marshal(itemData{Message: it.Message, Parts: it.Parts})
+	data, err := json.Marshal(itemData{Message: it.Message, Parts: it.Parts, File: it.File})
 	if err != nil {
 		return fmt.Errorf("outbox: encode item: %w", err)
 	}
@@ -191,7 +204,7 @@ func decodeItem(id, token string, fields []any) (*Item, error) {
 	if err := json.Unmarshal([]byte(h["data"]), &d); err != nil {
 		return nil, fmt.Errorf("outbox: decode item %s: %w", id, err)
 	}
-	it := &Item{ID: id, Message: d.Message, Parts: d.Parts, owner: token,
+	it := &Item{ID: id, Message: d.Message, Parts: d.Parts, File: d.File, owner: token,
 		Created: redisTime(msFrom(h["created"])), Attempts: int(msFrom(h["attempts"]))}
 	sent := int(msFrom(h["sent"]))
 	for i := range sent {
