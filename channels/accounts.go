@@ -77,3 +77,23 @@ func subKey(key, sub string) string {
 	}
 	return key + "." + sub
 }
+
+// OpenEachAccount opens one adapter per account of a platform's section,
+// in the order of their names: open is given each account's
+// configuration and its name as Message.Account carries it ("" for the
+// section's own, DefaultAccount). A failure names the account.
+func OpenEachAccount[C, A any](platform string, accs map[string]C, open func(cfg C, account string) (A, error)) ([]A, error) {
+	out := make([]A, 0, len(accs))
+	for _, name := range slices.Sorted(maps.Keys(accs)) {
+		account := name
+		if name == DefaultAccount {
+			account = ""
+		}
+		a, err := open(accs[name], account)
+		if err != nil {
+			return nil, fmt.Errorf("%s account %s: %w", platform, name, err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}

@@ -2,7 +2,6 @@ package feishu
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 
@@ -137,21 +136,9 @@ func (c *Config) OpenAccounts(ctx context.Context, deps channels.Deps) ([]channe
 		}
 		return []channels.Channel{ch}, nil
 	}
-	accs := c.accounts()
-	var out []channels.Channel
-	for _, name := range slices.Sorted(maps.Keys(accs)) {
-		account := name
-		if name == channels.DefaultAccount {
-			account = ""
-		}
-		cfg := accs[name]
-		a, err := cfg.open(deps, account)
-		if err != nil {
-			return nil, fmt.Errorf("feishu account %s: %w", name, err)
-		}
-		out = append(out, a)
-	}
-	return out, nil
+	return channels.OpenEachAccount(Name, c.accounts(), func(cfg Config, account string) (channels.Channel, error) {
+		return cfg.open(deps, account)
+	})
 }
 
 var (

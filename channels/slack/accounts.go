@@ -2,7 +2,6 @@ package slack
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -134,18 +133,11 @@ func (c *Config) OpenAccounts(ctx context.Context, deps channels.Deps) ([]channe
 		}
 		return []channels.Channel{ch}, nil
 	}
-	var opened []*Adapter
-	for _, name := range slices.Sorted(maps.Keys(accs)) {
-		account := name
-		if name == channels.DefaultAccount {
-			account = ""
-		}
-		cfg := accs[name]
-		a, err := cfg.open(ctx, deps, account, false)
-		if err != nil {
-			return nil, fmt.Errorf("slack account %s: %w", name, err)
-		}
-		opened = append(opened, a)
+	opened, err := channels.OpenEachAccount(Name, accs, func(cfg Config, account string) (*Adapter, error) {
+		return cfg.open(ctx, deps, account, false)
+	})
+	if err != nil {
+		return nil, err
 	}
 	out := make([]channels.Channel, 0, len(opened))
 	for _, a := range opened {

@@ -2,7 +2,6 @@ package wechat
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 
@@ -123,23 +122,17 @@ func (a *Adapter) accountLabel() string { return channels.AccountLabel(a.opts.Ac
 // each is opened). An account WeCom refuses is opened down and keeps
 // trying, beside the others.
 func (c *Config) OpenAccounts(ctx context.Context, deps channels.Deps) ([]channels.Channel, error) {
+	opened, err := channels.OpenEachAccount(Name, c.accounts(), func(cfg Config, account string) (*Adapter, error) {
+		return cfg.open(ctx, deps, account)
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The default account opens nothing without a login or a WeCom bot.
 	var out []channels.Channel
-	accs := c.accounts()
-	for _, name := range slices.Sorted(maps.Keys(accs)) {
-		account := name
-		if name == channels.DefaultAccount {
-			account = ""
-		}
-		cfg := accs[name]
-		ch, err := cfg.open(ctx, deps, account)
-		if err != nil {
-			if account == "" {
-				return nil, err
-			}
-			return nil, fmt.Errorf("wechat account %s: %w", name, err)
-		}
-		if ch != nil {
-			out = append(out, ch)
+	for _, a := range opened {
+		if a != nil {
+			out = append(out, a)
 		}
 	}
 	return out, nil

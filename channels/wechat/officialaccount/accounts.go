@@ -3,7 +3,6 @@ package officialaccount
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 
@@ -124,21 +123,9 @@ func (c *Config) OpenAccounts(ctx context.Context, deps channels.Deps) ([]channe
 		}
 		return []channels.Channel{ch}, nil
 	}
-	accs := c.accounts()
-	var out []channels.Channel
-	for _, name := range slices.Sorted(maps.Keys(accs)) {
-		account := name
-		if name == channels.DefaultAccount {
-			account = ""
-		}
-		cfg := accs[name]
-		a, err := cfg.open(deps, account)
-		if err != nil {
-			return nil, fmt.Errorf("wechat_oa account %s: %w", name, err)
-		}
-		out = append(out, a)
-	}
-	return out, nil
+	return channels.OpenEachAccount(Name, c.accounts(), func(cfg Config, account string) (channels.Channel, error) {
+		return cfg.open(deps, account)
+	})
 }
 
 var (
