@@ -194,8 +194,8 @@ type Adapter struct {
 	running bool  // Run is active
 	wsUp    bool  // the long connection is open
 	wsErr   error // why it is not
-	// identityErr is why the bot's identity is not known yet (nil once
-	// it is, or before the first try).
+	// identityErr is Feishu's refusal of the bot's identity (nil once it
+	// is known, and while its fetch only failed in ways that may pass).
 	identityErr error
 }
 
@@ -373,11 +373,25 @@ func (a *Adapter) learnBotID(ctx context.Context) {
 	_ = retry.RetryUntil(ctx, retry.New(Name, retry.Policy{MinWait: a.opts.ReconnectMin, MaxWait: a.opts.ReconnectMax}, a.m, a.log),
 		"bot_info", func(ctx context.Context) error {
 			_, err := a.botOpenID(ctx, identity)
-			a.mu.Lock()
-			a.identityErr = err
-			a.mu.Unlock()
+			a.noteIdentity(err)
 			return err
 		})
+}
+
+// noteIdentity keeps why the bot's identity is refused, for Ready: only
+// a refusal (a revoked secret, the bot capability off), not a failure
+// that may pass — an outage of Feishu's API must not take the replica
+// out of its load balancer while webhooks still arrive.
+func (a *Adapter) noteIdentity(err error) {
+	var refused *APIError
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case err == nil:
+		a.identityErr = nil
+	case errors.As(err, &refused) && !refused.Retryable():
+		a.identityErr = err
+	}
 }
 
 func (a *Adapter) cachedBotID() string {

@@ -205,3 +205,31 @@ func TestAWebhookAppThatCannotLearnItsBotIsNotReady(t *testing.T) {
 	f.api.Heal("bot_info")
 	waitUntil(t, "readiness once the bot is known", func() bool { return f.ch.Ready() == nil })
 }
+
+// TestAWebhookAppWhoseBotInfoFailsForAWhileStaysReady: Feishu's API
+// failing in a way that may pass (5xx) is not a refusal of the app: its
+// webhooks still arrive, so readiness does not drop while it retries.
+func TestAWebhookAppWhoseBotInfoFailsForAWhileStaysReady(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil) // webhook mode
+	f.api.Fail("bot_info", feishutest.Failure{Status: 503, Code: 1000004}, feishutest.Failure{Status: 503, Code: 1000004})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.ch.Run(ctx, f.rec) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	for deadline := time.Now().Add(15 * time.Second); f.api.BotInfoRequests() < 3 && time.Now().Before(deadline); {
+		if err := f.ch.Ready(); err != nil {
+			t.Fatalf("readiness while bot_info fails with 503: %v; want ready", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	waitUntil(t, "the bot known", func() bool { return f.ch.cachedBotID() != "" })
+	if err := f.ch.Ready(); err != nil {
+		t.Errorf("readiness once the bot is known: %v", err)
+	}
+}
