@@ -138,10 +138,16 @@ type Config struct {
 	// Tracer traces the history's preparation, each model request and
 	// each tool call; the zero value traces nothing.
 	Tracer tracing.Tracer
+	// ToolBudget bounds the tool schemas a request carries
+	// (tools.schema_budget, tools.pinned); nil: DefaultToolsSection.
+	ToolBudget *ToolsSection
 }
 
 func (c Config) withDefaults() Config {
 	file := DefaultModelSection()
+	if c.ToolBudget == nil {
+		c.ToolBudget = DefaultToolsSection()
+	}
 	if c.MaxToolIterations <= 0 {
 		c.MaxToolIterations = file.MaxToolIterations
 	}

@@ -126,7 +126,7 @@ type toolJob struct {
 // which run one at a time in call order.
 func (a *Agent) sortCalls(r *toolRun, calls []sessions.ToolCall, allow func(string) bool, limit callLimit) (reads, writes []toolJob) {
 	for i, c := range calls {
-		t, ok := a.tools.Get(c.Name)
+		t, ok := a.toolNamed(c.Name, allow)
 		r.labels[i] = c.Name
 		if !ok {
 			r.labels[i] = unknownToolLabel

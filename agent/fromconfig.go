@@ -38,6 +38,7 @@ func FromConfig(c config.Config, conns int, tracer tracing.Tracer, tools *Regist
 		m.PrimeModels(chains)
 	}
 	primary, _ := set.Endpoint(config.DefaultModelKey)
+	budget, _ := config.Tool[*ToolsSection](c, ToolsPartName)
 	return New(Config{
 		Model:             d.Name,
 		Vision:            d.Vision,
@@ -50,6 +51,7 @@ func FromConfig(c config.Config, conns int, tracer tracing.Tracer, tools *Regist
 		MaxTokens:         d.MaxTokens,
 		SystemPrompt:      d.SystemPrompt,
 		Tracer:            tracer,
+		ToolBudget:        budget,
 
 		MaxToolCallsPerAnswer: d.MaxToolCallsPerAnswer,
 		MaxToolCallsPerTurn:   d.MaxToolCallsPerTurn,

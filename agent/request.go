@@ -68,22 +68,8 @@ type encodedSystem struct {
 	json    []byte
 }
 
-// offer lists the registered tools the conversation may use and that can
-// run now, encoded, sorted by name so the request's tools part is stable
-// from turn to turn.
-// Each tool is encoded once and again only when its description or
-// parameters change.
-func (a *Agent) offer(allow func(string) bool) [][]byte {
-	var out [][]byte
-	for _, t := range a.tools.All() {
-		if allow != nil && !allow(t.Name()) || !isAvailable(t) {
-			continue
-		}
-		out = append(out, a.encodeTool(t))
-	}
-	return out
-}
-
+// encodeTool is t as a request offers it, encoded once and again only
+// when its description or parameters change.
 func (a *Agent) encodeTool(t Tool) []byte {
 	params := t.Parameters()
 	if params == nil {

@@ -89,6 +89,10 @@ type turnRun struct {
 
 	compacted bool // the history was compacted for a context too long
 
+	// storedJoined is the tools the stored history called or found (see
+	// offerTools), read once a turn goes over the schema budget.
+	storedJoined *joinedNames
+
 	sends []Outgoing // the files to send with the answer, so far
 }
 
@@ -153,7 +157,7 @@ func (t *turnRun) runPending(ctx context.Context) (TurnResult, bool, error) {
 		t.seen = t.hist.messages()
 	}
 	t.tc.History = append(t.seen[:len(t.seen):len(t.seen)], t.turn...)
-	allow := narrowed(t.req.Allow, t.req.Skills, t.injected, t.turn)
+	allow := withFindTools(narrowed(t.req.Allow, t.req.Skills, t.injected, t.turn))
 	if call := t.a.runBatch(ctx, t.log, &t.tc, t.pending, allow, t.req.Approve, t.verdict, t.once); call != nil {
 		res, err := t.a.pause(t.res, pausedTurn{Turn: t.turn, Keep: t.keep, Batch: *t.pending, Calls: t.calls, Iterations: t.res.Iterations, OnceNext: t.once.next,
 			Sends: t.batchSends(t.pending), FilesKept: t.tc.files.count()}, call)
@@ -219,7 +223,7 @@ func (t *turnRun) askModel(ctx context.Context) (TurnResult, bool, error) {
 	allow := narrowed(t.req.Allow, t.req.Skills, t.injected, t.turn)
 	var tools [][]byte
 	if !last {
-		tools = a.offer(allow)
+		tools = a.offerTools(allow, t.joined).tools
 	}
 	answer, finish, err := a.ask(ctx, t.log, t.req.Channel, t.chain, &t.pos, func(ep *endpoint) *[]byte {
 		return a.turnRequest(ep, t.system, t.hist, t.turn, last, tools, t.media)
@@ -323,8 +327,21 @@ func (t *turnRun) compactOnce(ctx context.Context, cause error) bool {
 	t.hist = newPlan(h)
 	t.injected = t.hist.injectedSkills()
 	t.seen = nil
+	t.storedJoined = nil
 	// The images of stored messages were placed by their entries,
 	// which compaction renumbered.
 	t.media.history = nil
 	return true
+}
+
+// joined lists the tools that joined the conversation, stored history
+// first, in the order they joined (see offerTools).
+func (t *turnRun) joined() []string {
+	if t.storedJoined == nil {
+		t.storedJoined = &joinedNames{}
+		t.storedJoined.fromPlan(t.hist)
+	}
+	j := t.storedJoined.clone()
+	j.fromTurn(t.turn)
+	return j.names
 }

@@ -62,9 +62,9 @@ func (c *Config) fieldPaths() map[fieldID]string {
 			walkFields(reflect.ValueOf(sec), name, out)
 		}
 	}
-	for name, sec := range c.Tools {
-		if sec != nil {
-			walkFields(reflect.ValueOf(sec), ToolsKey+"."+name, out)
+	for _, s := range ToolSections() {
+		if sec := c.Tools[s.Name]; sec != nil {
+			walkFields(reflect.ValueOf(sec), s.Key(), out)
 		}
 	}
 	for name, sec := range c.Platforms {

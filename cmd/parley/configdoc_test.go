@@ -109,7 +109,7 @@ func configKeys() []codeKey {
 		w.walk(reflect.ValueOf(c.Sections[s.Name]), s.Name, true)
 	}
 	for _, s := range config.ToolSections() {
-		w.walk(reflect.ValueOf(c.Tools[s.Name]), config.ToolsKey+"."+s.Name, true)
+		w.walk(reflect.ValueOf(c.Tools[s.Name]), s.Key(), true)
 	}
 	for _, p := range config.Platforms() {
 		if sec, ok := c.Platforms[p.Name]; ok && sec != nil {
