@@ -143,6 +143,7 @@ type Metrics struct {
 	AccountMessages  *prometheus.CounterVec   // channel, account: messages received by each account's app
 	Reconnects       *prometheus.CounterVec   // integration: sessions of a long connection after the first
 	ChannelAPIErrors *prometheus.CounterVec   // channel, code: platform API failures by their error code
+	PlatformCalls    *prometheus.CounterVec   // channel, method: requests made to a platform's API, each try counted
 	OutboundFailures *prometheus.CounterVec   // integration, reason, outcome: failed attempts of the retry loop
 	WeChatTokenAge   *prometheus.GaugeVec     // bot: age of the newest context_token of any user
 	WeChatSendsSince *prometheus.HistogramVec // bot: sends since that user's last message, at each send
@@ -219,6 +220,7 @@ func New() *Metrics {
 	m.AccountMessages = f.counter("parley_account_messages_received_total", "Messages received by each account (app) of a platform, before de-duplication; account is default for the section's own app.", "channel", "account")
 	m.Reconnects = f.counter("parley_reconnects_total", "Reconnects, by integration: a platform's long connection or long poll (slack, feishu, wechat, …), an MCP server (mcp), Redis answering again after it did not (redis).", "integration")
 	m.ChannelAPIErrors = f.counter("parley_channel_api_errors_total", "Platform API calls that failed, by the platform's error code.", "channel", "code")
+	m.PlatformCalls = f.counter("parley_platform_calls_total", "Requests sent to a platform's API, by method; every try and redirect counts, as the platform's quota counts them.", "channel", "method")
 	m.OutboundFailures = f.counter("parley_outbound_failures_total", "Failed attempts of outbound calls (model, platform APIs), by integration, reason and outcome: retry (tried again) or error (the call failed).", "integration", "reason", "outcome")
 	m.WeChatTokenAge = f.gaugeVec("parley_wechat_context_token_age_seconds", "Age of the newest iLink context_token of each logged-in bot: replies are only possible while it is fresh.", "bot")
 	m.WeChatSendsSince = f.histogram("parley_wechat_sends_since_user_message", "Messages sent to a WeChat user since that user last wrote, observed at each send.", []float64{1, 2, 3, 5, 8, 10, 15}, "bot")

@@ -74,3 +74,34 @@ func Transport(conns int) *http.Transport {
 		WriteBufferSize:       writeBuffer,
 	}
 }
+
+// Counted returns a copy of c whose every request is first passed to
+// count, retries and redirects included: a platform's quota counts each
+// request it receives, so that is what its calls are counted by.
+func Counted(c *http.Client, count func(*http.Request)) *http.Client {
+	counted := *c
+	next := counted.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	counted.Transport = countingTransport{next: next, count: count}
+	return &counted
+}
+
+type countingTransport struct {
+	next  http.RoundTripper
+	count func(*http.Request)
+}
+
+func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.count(r)
+	return t.next.RoundTrip(r)
+}
+
+// CloseIdleConnections passes on to the wrapped transport, so that
+// http.Client.CloseIdleConnections still reaches it.
+func (t countingTransport) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}

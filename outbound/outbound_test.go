@@ -116,3 +116,46 @@ func TestARequestGoesOutInOneWrite(t *testing.T) {
 		t.Fatalf("a request with a %d-byte body took %d writes; want 1", len(body), n)
 	}
 }
+
+// TestCountedCountsEveryRequestItSends: each request is counted once,
+// a redirect's second request too, and the copy leaves the original
+// client uncounted.
+func TestCountedCountsEveryRequestItSends(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/moved" {
+			http.Redirect(w, r, "/api/chat.postMessage", http.StatusFound)
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	var mu sync.Mutex
+	var paths []string
+	base := outbound.Client(outbound.Options{})
+	counted := outbound.Counted(base, func(r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		paths = append(paths, r.URL.Path)
+	})
+	for _, p := range []string{"/api/auth.test", "/moved"} {
+		resp, err := counted.Get(srv.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	resp, err := base.Get(srv.URL + "/api/auth.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	want := []string{"/api/auth.test", "/moved", "/api/chat.postMessage"}
+	if len(paths) != len(want) {
+		t.Fatalf("counted %q, want %q", paths, want)
+	}
+	for i := range want {
+		if paths[i] != want[i] {
+			t.Fatalf("counted %q, want %q", paths, want)
+		}
+	}
+}

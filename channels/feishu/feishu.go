@@ -231,6 +231,10 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 	if !cfg.VerificationToken.IsSet() && !cfg.EncryptKey.IsSet() {
 		log.Warn("neither verification_token nor encrypt_key is set: HTTP callbacks on " + EventsPath + " are refused; only the long connection delivers events")
 	}
+	calls := m.PlatformCalls
+	opts.HTTPClient = outbound.Counted(opts.HTTPClient, func(r *http.Request) {
+		calls.WithLabelValues(Name, callMethod(r.URL.Path)).Inc()
+	})
 	sdkLog := sdkLogger{log.With("sdk", "oapi-sdk-go")}
 	a := &Adapter{
 		cfg:  cfg,

@@ -250,6 +250,10 @@ func New(cfg Config, opts Options, m *metrics.Metrics, log *slog.Logger) (*Adapt
 	if opts.Account != "" {
 		log = log.With("account", opts.Account)
 	}
+	calls := m.PlatformCalls
+	opts.HTTPClient = outbound.Counted(opts.HTTPClient, func(r *http.Request) {
+		calls.WithLabelValues(Name, callMethod(r)).Inc()
+	})
 	apiOpts := []slackapi.Option{slackapi.OptionAPIURL(cfg.APIURL), slackapi.OptionHTTPClient(opts.HTTPClient)}
 	if cfg.AppToken.IsSet() {
 		apiOpts = append(apiOpts, slackapi.OptionAppLevelToken(cfg.AppToken.Reveal()))

@@ -138,7 +138,10 @@ func (s *ilinkSide) client(a Account) *ilinkClient {
 	if base == "" {
 		base = s.adapter.cfg.ILinkBaseURL
 	}
-	return &ilinkClient{http: s.adapter.opts.HTTP, baseURL: base, token: a.Token}
+	calls := s.adapter.m.PlatformCalls
+	return &ilinkClient{http: s.adapter.opts.HTTP, baseURL: base, token: a.Token, calls: func(op string) {
+		calls.WithLabelValues(Name, op).Inc()
+	}}
 }
 
 // poll is the receive loop of one bot while this replica holds its lease:

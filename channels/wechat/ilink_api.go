@@ -113,6 +113,9 @@ type ilinkClient struct {
 	http    *http.Client
 	baseURL string
 	token   string
+	// calls, when set, counts each request by its op (a bot's calls;
+	// the operator's login is not counted).
+	calls func(op string)
 }
 
 type baseInfo struct {
@@ -161,6 +164,9 @@ func (c *ilinkClient) do(ctx context.Context, method, path string, in, out any) 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	c.headers(req.Header)
+	if c.calls != nil {
+		c.calls(op)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return &httpError{Op: op, Err: err}

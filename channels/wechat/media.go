@@ -107,6 +107,7 @@ func (a *Adapter) download(ctx context.Context, u *url.URL, allowed func(*url.UR
 		}
 		return nil
 	}
+	a.m.PlatformCalls.WithLabelValues(Name, "media_download").Inc()
 	resp, err := client.Do(req)
 	if err != nil {
 		a.apiError("media_network")

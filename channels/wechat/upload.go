@@ -204,6 +204,7 @@ func (s *ilinkSide) putCDN(ctx context.Context, u *url.URL, cipherText []byte) (
 	req.Header.Set("Content-Type", "application/octet-stream")
 	client := *s.adapter.opts.MediaHTTP
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	s.adapter.m.PlatformCalls.WithLabelValues(Name, "cdn_upload").Inc()
 	resp, err := client.Do(req)
 	if err != nil {
 		var ue *url.Error

@@ -133,6 +133,7 @@ func (c *wecomConn) call(ctx context.Context, cmd, reqID string, body any) (wsFr
 		return wsFrame{}, fmt.Errorf("%s: %w", cmd, errConnClosed)
 	default:
 	}
+	c.adapter.m.PlatformCalls.WithLabelValues(Name, cmd).Inc()
 	if err := c.write(outFrame{Cmd: cmd, Headers: map[string]string{"req_id": reqID}, Body: body}); err != nil {
 		return wsFrame{}, fmt.Errorf("write %s: %w (%v)", cmd, errConnClosed, err)
 	}

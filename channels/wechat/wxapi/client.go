@@ -234,6 +234,7 @@ func (c *Client) do(ctx context.Context, method, op, path string, query url.Valu
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json; charset=utf-8")
 	}
+	c.countCall(op)
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -276,6 +277,12 @@ func (c *Client) do(ctx context.Context, method, op, path string, query url.Valu
 
 func (c *Client) count(label string) {
 	c.Metrics.ChannelAPIErrors.WithLabelValues(c.Channel, label).Inc()
+}
+
+// countCall counts one request of op in parley_platform_calls_total, each
+// try on its own, as the platform's quota counts them.
+func (c *Client) countCall(op string) {
+	c.Metrics.PlatformCalls.WithLabelValues(c.Channel, op).Inc()
 }
 
 // TokenAnswer is the answer of both platforms' token endpoints.

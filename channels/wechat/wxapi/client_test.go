@@ -90,3 +90,36 @@ func TestErrorsCarryNoURL(t *testing.T) {
 		}
 	}
 }
+
+// Every request is a platform call of its op, each try on its own: a
+// call answered 503 once and then ok is two calls, and the token fetch
+// one of its own.
+func TestEachTryIsAPlatformCall(t *testing.T) {
+	var mu sync.Mutex
+	busy := 1
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/token" {
+			w.Write([]byte(`{"access_token":"tok","expires_in":7200}`))
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if busy > 0 {
+			busy--
+			http.Error(w, "busy", 503)
+			return
+		}
+		w.Write([]byte(`{"errcode":0,"errmsg":"ok"}`))
+	}))
+	defer srv.Close()
+	m := metrics.New()
+	c := testClient(t, srv.URL, m)
+	if err := c.Call(context.Background(), "message/send", "/op", map[string]string{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for op, want := range map[string]float64{"message/send": 2, "token": 1} {
+		if n := testutil.ToFloat64(m.PlatformCalls.WithLabelValues("test", op)); n != want {
+			t.Errorf("parley_platform_calls_total{method=%q} = %v, want %v", op, n, want)
+		}
+	}
+}

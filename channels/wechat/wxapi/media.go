@@ -75,6 +75,7 @@ func (c *Client) mediaOnce(ctx context.Context, op, token, mediaID string, limit
 		}
 		return nil
 	}
+	c.countCall(op)
 	resp, err := client.Do(req)
 	if err != nil {
 		if ctx.Err() == nil {

@@ -90,6 +90,7 @@ func (c *Client) uploadOnce(ctx context.Context, op string, q url.Values, body [
 	}
 	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	c.countCall(op)
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		if ctx.Err() == nil {
