@@ -215,3 +215,31 @@ func TestJoinedNamesReadsOnlyFindToolsResults(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRequestBytes reports the size of a plain "hi"'s request (and of
+// its tools part) with 0, 10, 30 and 100 MCP tools of ~585 bytes each, on
+// the default budget and with the budget off (every schema sent, as
+// before tools.schema_budget):
+//
+//	go test -run '^$' -bench RequestBytes -benchtime 1x ./agent/
+func BenchmarkRequestBytes(b *testing.B) {
+	for _, budget := range []struct {
+		name  string
+		bytes int
+	}{{"budget", DefaultSchemaBudget}, {"nobudget", 1 << 30}} {
+		for _, n := range []int{0, 10, 30, 100} {
+			b.Run(fmt.Sprintf("%s/tools=%d", budget.name, n), func(b *testing.B) {
+				cfg := Config{ToolBudget: &ToolsSection{SchemaBudget: budget.bytes, Pinned: []string{}}}
+				h := newHarness(b, cfg, mcpTools(n))
+				for b.Loop() {
+					h.srv.Script(openaitest.Text("hello"))
+					h.run(b, TurnRequest{UserText: "hi"})
+				}
+				raw := h.srv.RawRequests()
+				last := raw[len(raw)-1]
+				b.ReportMetric(float64(len(last)), "request-B")
+				b.ReportMetric(float64(toolsBytes(b, last)), "tools-B")
+			})
+		}
+	}
+}
