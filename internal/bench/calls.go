@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -42,13 +43,19 @@ type CallsResult struct {
 	PerAnswer     map[string]float64
 	E2E           []time.Duration // from the webhook to the answer complete (posted, or its stream stopped)
 	Lost, Doubled int
+	// Reading says which methods read the room (nil: Slack's).
+	Reading func(method string) bool
 }
 
 // Total is all calls per answer; reading those that read the room.
 func (r CallsResult) Total() (all, reading float64) {
+	isReading := r.Reading
+	if isReading == nil {
+		isReading = func(m string) bool { return readingMethods[m] }
+	}
 	for m, n := range r.PerAnswer {
 		all += n
-		if readingMethods[m] {
+		if isReading(m) {
 			reading += n
 		}
 	}
@@ -100,8 +107,13 @@ func printCalls(out io.Writer, platform string, rs []CallsResult) {
 		return
 	}
 	fmt.Fprintf(out, "%s API calls per answer (%d messages a model, each in its own channel):\n", platform, rs[0].Messages)
+	methods := sortedMethods(rs)
+	width := 32
+	for _, m := range methods {
+		width = max(width, len(m)+2)
+	}
 	row := func(name string, f func(CallsResult) string) {
-		fmt.Fprintf(out, "  %-32s", name)
+		fmt.Fprintf(out, "  %-*s", width, name)
 		for _, r := range rs {
 			fmt.Fprintf(out, " %10s", f(r))
 		}
@@ -109,7 +121,7 @@ func printCalls(out io.Writer, platform string, rs []CallsResult) {
 	}
 	num := func(x float64) string { return fmt.Sprintf("%.2f", x) }
 	row("", func(r CallsResult) string { return r.Model })
-	for _, m := range sortedMethods(rs) {
+	for _, m := range methods {
 		row(m, func(r CallsResult) string { return num(r.PerAnswer[m]) })
 	}
 	row("total", func(r CallsResult) string { all, _ := r.Total(); return num(all) })
@@ -140,6 +152,24 @@ func RunCalls(ctx context.Context, o Options, out io.Writer) error {
 		rs = append(rs, r)
 	}
 	printCalls(out, "Slack", rs)
+	if !o.Feishu {
+		return nil
+	}
+	rs = nil
+	for _, m := range callsModels {
+		complete := func(string) bool { return true }
+		if m.name == "streamed" {
+			last := fmt.Sprintf("word%d", streamChunks-1)
+			complete = func(text string) bool { return strings.Contains(text, last) }
+		}
+		r, err := runFeishuCalls(ctx, o, m.name, m.handler, complete)
+		if err != nil {
+			return err
+		}
+		r.Reading = feishuReading
+		rs = append(rs, r)
+	}
+	printCalls(out, "Feishu Open", rs)
 	return nil
 }
 

@@ -227,3 +227,23 @@ func TestFakeSlackStreams(t *testing.T) {
 		t.Fatalf("calls by method %v, want %v", got, want)
 	}
 }
+
+func TestFeishuOp(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ method, path, want string }{
+		{"POST", "/open-apis/im/v1/messages/om_bench000001/reply", "POST im/v1/messages/:id/reply"},
+		{"POST", "/open-apis/im/v1/messages", "POST im/v1/messages"},
+		{"PUT", "/open-apis/cardkit/v1/cards/7355372766134157313/elements/answer/content", "PUT cardkit/v1/cards/:id/elements/answer/content"},
+		{"PATCH", "/open-apis/cardkit/v1/cards/card1/settings", "PATCH cardkit/v1/cards/:id/settings"},
+		{"DELETE", "/open-apis/im/v1/messages/om_x/reactions/r1", "DELETE im/v1/messages/:id/reactions/:id"},
+		{"POST", "/open-apis/auth/v3/tenant_access_token/internal", "POST auth/v3/tenant_access_token/internal"},
+		{"GET", "/open-apis/contact/v3/users/ou_abc", "GET contact/v3/users/:id"},
+	} {
+		if got := feishuOp(tt.method, tt.path); got != tt.want {
+			t.Errorf("feishuOp(%s %s) = %q, want %q", tt.method, tt.path, got, tt.want)
+		}
+	}
+	if !feishuReading("GET im/v1/messages") || feishuReading("POST im/v1/messages/:id/reply") {
+		t.Error("feishuReading: GETs read, the rest show")
+	}
+}

@@ -53,6 +53,9 @@ type Options struct {
 	// Calls, if > 0: only the calls series, this many messages answered
 	// by the instant model and as many by the streamed one.
 	Calls int
+	// Feishu: the calls series also counts Feishu's Open API calls, on
+	// a fake Feishu app parley serves beside Slack.
+	Feishu bool
 	// Thread, if > 0: only the thread series, this many messages in each
 	// of Threads threads (default 1).
 	Thread, Threads int

@@ -135,7 +135,8 @@ func TestAckProbe(t *testing.T) {
 
 // TestCallsAndThreadSeries runs the calls series and the thread series
 // briefly: an instant answer is one post and no stream; a streamed one is
-// one stream, started and stopped, and no post; in one thread the first
+// one stream, started and stopped, and no post; on Feishu an instant
+// answer is one reply, a streamed one a card sent in one reply; in one thread the first
 // slack.post_burst (3) answers come at once and the later ones at the
 // channel's pace of about one a second.
 func TestCallsAndThreadSeries(t *testing.T) {
@@ -173,6 +174,30 @@ func TestCallsAndThreadSeries(t *testing.T) {
 	}
 	if Percentile(streamed.E2E, 50) < 2*time.Second {
 		t.Errorf("streamed answers complete in %s, before the model's 2 s", Percentile(streamed.E2E, 50))
+	}
+
+	fi, err := runFeishuCalls(ctx, o, "instant", http.HandlerFunc(echoModel), func(string) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	fst, err := runFeishuCalls(ctx, o, "streamed", streamedModel(10, 2*time.Second),
+		func(text string) bool { return strings.Contains(text, "word9") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	printCalls(&out, "Feishu Open", []CallsResult{fi, fst})
+	t.Log("\n" + out.String())
+	for _, r := range []CallsResult{fi, fst} {
+		if r.Lost != 0 || r.Doubled != 0 || len(r.E2E) != 8 {
+			t.Fatalf("feishu %s: lost %d, doubled %d, %d answers timed of 8", r.Model, r.Lost, r.Doubled, len(r.E2E))
+		}
+	}
+	if p := fi.PerAnswer; p["POST im/v1/messages/:id/reply"] != 1 || p["POST cardkit/v1/cards"] != 0 {
+		t.Errorf("feishu instant answer: %v; want one reply and no card", p)
+	}
+	if p := fst.PerAnswer; p["POST im/v1/messages/:id/reply"] != 1 || p["POST cardkit/v1/cards"] != 1 {
+		t.Errorf("feishu streamed answer: %v; want one card, sent in one reply", p)
 	}
 
 	o = Options{Parley: parleybin.Path(t), Thread: 5, Threads: 2, Timeout: 30 * time.Second, NoContext: true}

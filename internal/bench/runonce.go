@@ -61,9 +61,10 @@ type rig struct {
 }
 
 // startRig starts the parts of a run in a temporary folder named from
-// dirPrefix, model answering as the model, each stopped by stop; when one
-// fails, those already started are stopped.
-func startRig(ctx context.Context, o Options, dirPrefix string, model http.Handler, prof string) (_ *rig, err error) {
+// dirPrefix, model answering as the model, with extraEnv added to
+// parley's environment, each stopped by stop; when one fails, those
+// already started are stopped.
+func startRig(ctx context.Context, o Options, dirPrefix string, model http.Handler, prof string, extraEnv ...string) (_ *rig, err error) {
 	// rg is not the named result: each failure returns nil, and the
 	// deferred stop must still see what was started.
 	rg := &rig{}
@@ -89,7 +90,7 @@ func startRig(ctx context.Context, o Options, dirPrefix string, model http.Handl
 		return nil, err
 	}
 	rg.stops = append(rg.stops, rg.slack.Close)
-	var env []string
+	env := append([]string(nil), extraEnv...)
 	if prof != "" {
 		if err := os.MkdirAll(prof, 0o755); err != nil {
 			return nil, err
