@@ -123,11 +123,11 @@ func (rg *rig) stop() {
 // nothing to do), then warms the server up.
 //
 // Warm-up: one message answered before the run, so the run measures a
-// server that has learned what the fake Slack offers (it answers no
-// streaming method and no chat.update, so live replies fall back to a
-// plain post), as a running server learns it from its first reply;
-// without it the run's first replies, all at once, each try the refused
-// methods and are paced behind their own fallback's post.
+// server past its first reply (connections open, the thread's writers'
+// names cached), as a running server is. The fake Slack answers the
+// streaming methods, chat.update and the status line as Slack does, so
+// nothing is refused; with the instant model an answer is shown before
+// the typing delay and is one plain post.
 func (rg *rig) settle(ctx context.Context, o Options, res *Result) error {
 	time.Sleep(time.Second)
 	var err error
