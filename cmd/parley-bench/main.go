@@ -94,6 +94,29 @@ retries them (X-Slack-Retry-Num). It also prints the messages accepted and
 unanswered at the kill and, for those, the longest time from Redis's restart to
 their answer.
 
+With -calls N, only the platform API calls of an answer: N messages (each
+in its own channel and thread, from 16 senders) answered by the instant
+model, then N by a streamed model (30 chunks spread over 4.5 s, as
+server-sent events to parley's "stream": true), each on a fresh parley and
+Redis; the fake Slack answers the streaming methods (chat.startStream,
+chat.appendStream, chat.stopStream, chat.update, chat.delete,
+assistant.threads.setStatus) as Slack does. Printed: the calls per answer
+by method, their total, split into showing the answer and reading the room,
+and e2e p50/p99 (to the answer posted, or its stream stopped). Then the
+same for Feishu (unless -feishu=false): parley serves a Feishu app in
+webhook mode against a fake Open API (channels/feishu/feishutest) behind a
+proxy that counts every call by method and path; each message is an
+encrypted, signed im.message.receive_v1 mentioning the bot in a group chat
+of its own, and its answer is complete when its text shows whole and its
+card no longer streams (feishu.stream_every paces the card's updates).
+
+With -thread N, only the one-thread series: -threads T threads at once,
+each in its own channel, and in each N messages from three people, each
+sent once the one before is answered (instant model). Printed: p50/p99 of
+each message's e2e by its place in the thread, over the T threads: the
+first slack.post_burst (default 3) come at the model's pace, the later ones
+at the channel's post pace (about one a second).
+
 Flags:
 `
 
@@ -159,6 +182,10 @@ func parseFlags(args []string, stderr io.Writer) (bench.Options, int, error) {
 	profile := fs.String("profile", "", "write CPU and allocation profiles of parley for each run under this directory")
 	idle := fs.Int("idle", 0, "only measure what idle RSS is made of, on this many fresh servers in turn (no messages)")
 	timeout := fs.Duration("timeout", 60*time.Second, "how long a sender waits for an answer before counting it lost")
+	calls := fs.Int("calls", 0, "only count the Slack API calls per answer: this many messages answered by the instant model, then as many by the streamed one (30 chunks over 4.5 s)")
+	feishu := fs.Bool("feishu", true, "with -calls: count Feishu's Open API calls per answer too (a fake Feishu app in webhook mode)")
+	thread := fs.Int("thread", 0, "only the one-thread series: this many messages in one thread, each sent once the one before is answered; latency by place in the thread")
+	threads := fs.Int("threads", 5, "with -thread: threads at once, each in its own channel; the percentiles are over these")
 	room := fs.String("context", "on", "read the thread back before answering (LEVEL.context.thread), on or off: compare the Slack API calls per message")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, help)
@@ -171,7 +198,8 @@ func parseFlags(args []string, stderr io.Writer) (bench.Options, int, error) {
 		return bench.Options{}, 0, fmt.Errorf("%w: %w", errFlags, err)
 	}
 	o := bench.Options{Parley: *parley, Messages: *messages, Runs: *runs, RedisOutage: *outage, Timeout: *timeout,
-		AckProbe: *probe, ProfileDir: *profile, RedisFsync: *fsync, NoContext: *room == "off"}
+		AckProbe: *probe, ProfileDir: *profile, RedisFsync: *fsync, NoContext: *room == "off",
+		Calls: *calls, Feishu: *feishu, Thread: *thread, Threads: *threads}
 	if o.Messages <= 0 {
 		o.Messages = 2000
 		if o.RedisOutage > 0 {
@@ -199,6 +227,12 @@ func parseFlags(args []string, stderr io.Writer) (bench.Options, int, error) {
 	}
 	if *room != "on" && *room != "off" {
 		return o, 0, fmt.Errorf("-context %q: want on or off", *room)
+	}
+	if *calls < 0 || *thread < 0 || *threads < 1 {
+		return o, 0, errors.New("-calls and -thread must not be negative, -threads must be at least 1")
+	}
+	if (*calls > 0 || *thread > 0) && (o.RedisOutage > 0 || *rates != "") {
+		return o, 0, errors.New("-calls and -thread do not go with -redis-outage or -rate")
 	}
 	if *probe < 0 {
 		return o, 0, errors.New("-ack-probe must not be negative")

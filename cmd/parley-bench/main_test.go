@@ -14,7 +14,11 @@ func TestFlags(t *testing.T) {
 		want []string
 	}{
 		{"help explains every figure", []string{"-h"}, 0, []string{"e2e", "ack", "CPU", "Redis round trips", "new connections",
-			"idle RSS", "throughput", "lost / doubled / misrouted", "other processes", "-redis-outage", "-parley", "ack probe", "-ack-probe", "-profile", "of which webhook", "ack in parley", "-redis-fsync", "-rate", "Slack API calls", "-context"}},
+			"idle RSS", "throughput", "lost / doubled / misrouted", "other processes", "-redis-outage", "-parley", "ack probe", "-ack-probe", "-profile", "of which webhook", "ack in parley", "-redis-fsync", "-rate", "Slack API calls", "-context",
+			"-calls", "-thread", "-threads", "chat.startStream", "post_burst"}},
+		{"negative calls", []string{"-calls", "-1"}, 2, []string{"-calls"}},
+		{"no threads", []string{"-thread", "5", "-threads", "0"}, 2, []string{"-threads"}},
+		{"calls with a rate", []string{"-calls", "5", "-rate", "10"}, 2, []string{"-calls"}},
 		{"unknown context", []string{"-context", "maybe"}, 2, []string{"-context"}},
 		{"negative probe", []string{"-ack-probe", "-1"}, 2, []string{"-ack-probe"}},
 		{"bad concurrency", []string{"-c", "1,x"}, 2, []string{"-c"}},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -56,34 +57,142 @@ func (u *upstream) Close() {
 	<-u.done
 }
 
-// echoModel answers every chat completion at once with "echo: " and the
-// last user message, in OpenAI's wire format.
-func echoModel(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Model    string `json:"model"`
-		Messages []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		http.Error(w, `{"error":{"message":"bad request","type":"invalid_request_error"}}`, http.StatusBadRequest)
-		return
-	}
+// chatRequest is what the fake models read of a chat completion request.
+type chatRequest struct {
+	Model    string `json:"model"`
+	Stream   bool   `json:"stream"`
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+}
+
+// lastUser is the text of the request's last user message ("" if its
+// content is not a string).
+func (req chatRequest) lastUser() string {
 	last := ""
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		if req.Messages[i].Role == "user" {
-			json.Unmarshal(req.Messages[i].Content, &last) // a non-string content echoes as ""
+			json.Unmarshal(req.Messages[i].Content, &last)
 			break
 		}
 	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{
-		"id": "chatcmpl-bench", "object": "chat.completion", "created": time.Now().Unix(), "model": req.Model,
+	return last
+}
+
+func readChat(w http.ResponseWriter, r *http.Request) (chatRequest, bool) {
+	var req chatRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, `{"error":{"message":"bad request","type":"invalid_request_error"}}`, http.StatusBadRequest)
+		return req, false
+	}
+	return req, true
+}
+
+// completion is a whole chat completion of text, in OpenAI's wire format.
+func completion(model, text string) map[string]any {
+	return map[string]any{
+		"id": "chatcmpl-bench", "object": "chat.completion", "created": time.Now().Unix(), "model": model,
 		"choices": []map[string]any{{"index": 0, "finish_reason": "stop",
-			"message": map[string]any{"role": "assistant", "content": "echo: " + last}}},
+			"message": map[string]any{"role": "assistant", "content": text}}},
 		"usage": map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-	})
+	}
+}
+
+// echoModel answers every chat completion at once with "echo: " and the
+// last user message, in OpenAI's wire format: one JSON completion even to
+// a request that asks for a stream (which parley reads as the whole
+// answer, as it does from a server that does not stream).
+func echoModel(w http.ResponseWriter, r *http.Request) {
+	req, ok := readChat(w, r)
+	if !ok {
+		return
+	}
+	writeJSON(w, completion(req.Model, "echo: "+req.lastUser()))
+}
+
+// Defaults of the streamed model: an answer written over a few seconds,
+// as a model writes a paragraph.
+const (
+	streamChunks = 30
+	streamOver   = 4500 * time.Millisecond
+)
+
+// streamedModel answers every chat completion with "echo: ", the last
+// user message and more words, in chunks pieces spread evenly over over:
+// piece k is sent k·over/chunks after the request, and the end (finish
+// reason, usage, [DONE]) at over. A request with "stream": true is
+// answered as OpenAI streams (server-sent chat.completion.chunk events);
+// one without gets the whole completion at over.
+func streamedModel(chunks int, over time.Duration) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		req, ok := readChat(w, r)
+		if !ok {
+			return
+		}
+		pieces := streamPieces(req.lastUser(), chunks)
+		start := time.Now()
+		wait := func(k int) bool {
+			select {
+			case <-time.After(time.Until(start.Add(time.Duration(k) * over / time.Duration(chunks)))):
+				return true
+			case <-r.Context().Done():
+				return false
+			}
+		}
+		if !req.Stream {
+			if wait(chunks) {
+				writeJSON(w, completion(req.Model, strings.Join(pieces, "")))
+			}
+			return
+		}
+		fl, _ := w.(http.Flusher)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-cache")
+		w.WriteHeader(http.StatusOK)
+		event := func(v any) {
+			b, _ := json.Marshal(v)
+			fmt.Fprintf(w, "data: %s\n\n", b)
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+		chunk := func(delta map[string]any, finish any) map[string]any {
+			return map[string]any{"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": start.Unix(), "model": req.Model,
+				"choices": []map[string]any{{"index": 0, "delta": delta, "finish_reason": finish}}}
+		}
+		for k, p := range pieces {
+			if !wait(k) {
+				return
+			}
+			delta := map[string]any{"content": p}
+			if k == 0 {
+				delta["role"] = "assistant"
+			}
+			event(chunk(delta, nil))
+		}
+		if !wait(chunks) {
+			return
+		}
+		event(chunk(map[string]any{}, "stop"))
+		event(map[string]any{"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": start.Unix(), "model": req.Model,
+			"choices": []any{}, "usage": map[string]any{"prompt_tokens": 10, "completion_tokens": chunks, "total_tokens": 10 + chunks}})
+		fmt.Fprint(w, "data: [DONE]\n\n")
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+}
+
+// streamPieces is the streamed answer to last in n pieces: the first is
+// the echo (so the first text shown names the bench message), the others
+// a word each.
+func streamPieces(last string, n int) []string {
+	pieces := []string{"echo: " + last}
+	for k := 1; k < n; k++ {
+		pieces = append(pieces, fmt.Sprintf(" word%d", k))
+	}
+	return pieces
 }
 
 // answer is one chat.postMessage the fake Slack received for a bench
@@ -106,10 +215,39 @@ type fakeSlack struct {
 	answers map[int][]answer
 	waiters map[int]chan answer
 	stray   int // answers that name no bench message
+	// methods counts the Web API calls by method, refused ones included.
+	methods map[string]int64
+	// streams are the messages made with chat.startStream, by ts: the
+	// answer is recorded when its stream stops, from the text streamed.
+	streams map[string]*benchStream
+	nextTS  int64
+}
+
+// benchStream is one streamed message of the fake Slack.
+type benchStream struct {
+	channel, thread string
+	text            strings.Builder
+	open            bool
 }
 
 func newFakeSlack() *fakeSlack {
-	return &fakeSlack{answers: map[int][]answer{}, waiters: map[int]chan answer{}}
+	return &fakeSlack{answers: map[int][]answer{}, waiters: map[int]chan answer{}, methods: map[string]int64{},
+		streams: map[string]*benchStream{}}
+}
+
+// methodCounts returns a copy of the calls by method so far.
+func (s *fakeSlack) methodCounts() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.methods)
+}
+
+// newTS is a message ts no other message of the fake has.
+func (s *fakeSlack) newTS() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextTS++
+	return fmt.Sprintf("1800000000.%06d", s.nextTS)
 }
 
 // expect registers a message before it is sent; the channel receives its
@@ -130,6 +268,9 @@ func writeJSON(w http.ResponseWriter, v any) {
 func (s *fakeSlack) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	method := strings.TrimPrefix(r.URL.Path, "/api/")
 	s.calls.Add(1)
+	s.mu.Lock()
+	s.methods[method]++
+	s.mu.Unlock()
 	if method == "conversations.replies" || method == "conversations.history" || method == "users.info" {
 		s.reads.Add(1)
 	}
@@ -160,7 +301,16 @@ func (s *fakeSlack) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"team_id": teamID, "user_id": botUserID, "bot_id": "BBENCH"})
 	case "chat.postMessage":
 		s.record(params["text"], answer{at: time.Now(), channel: params["channel"], thread: params["thread_ts"]})
-		writeJSON(w, map[string]any{"ok": true, "channel": params["channel"], "ts": strconv.FormatInt(time.Now().UnixNano(), 10)})
+		writeJSON(w, map[string]any{"ok": true, "channel": params["channel"], "ts": s.newTS(),
+			"message": map[string]any{"type": "message", "text": params["text"], "user": botUserID, "bot_id": "BBENCH"}})
+	case "chat.startStream", "chat.appendStream", "chat.stopStream":
+		s.stream(w, method, params)
+	case "chat.update": // the edited reply, or a stream repaired to its answer
+		writeJSON(w, map[string]any{"ok": true, "channel": params["channel"], "ts": params["ts"], "text": params["text"]})
+	case "chat.delete":
+		writeJSON(w, map[string]any{"ok": true, "channel": params["channel"], "ts": params["ts"]})
+	case "assistant.threads.setStatus": // the thread's status line while the answer is written
+		writeJSON(w, map[string]any{"ok": true})
 	case "reactions.add", "reactions.remove":
 		writeJSON(w, map[string]any{"ok": true})
 	case "conversations.info": // asked once per channel, whether a mention came from a group DM
@@ -173,6 +323,57 @@ func (s *fakeSlack) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, map[string]any{"ok": false, "error": "unknown_method"})
 	}
+}
+
+// stream answers Slack's streaming methods as Slack does: startStream
+// makes a message in streaming state (and needs the recipient ids outside
+// a DM), appendStream adds to it, stopStream adds the last text and ends
+// it; the answer is the stopped message.
+func (s *fakeSlack) stream(w http.ResponseWriter, method string, p map[string]string) {
+	fail := func(code string) { writeJSON(w, map[string]any{"ok": false, "error": code}) }
+	channel, md := p["channel"], p["markdown_text"]
+	if method == "chat.startStream" {
+		if channel == "" || p["thread_ts"] == "" || p["recipient_user_id"] == "" || p["recipient_team_id"] == "" {
+			fail("invalid_arguments")
+			return
+		}
+		ts := s.newTS()
+		st := &benchStream{channel: channel, thread: p["thread_ts"], open: true}
+		st.text.WriteString(md)
+		s.mu.Lock()
+		s.streams[ts] = st
+		s.mu.Unlock()
+		writeJSON(w, map[string]any{"ok": true, "channel": channel, "ts": ts})
+		return
+	}
+	ts := p["ts"]
+	s.mu.Lock()
+	st := s.streams[ts]
+	switch {
+	case st == nil || st.channel != channel:
+		s.mu.Unlock()
+		fail("message_not_found")
+		return
+	case !st.open:
+		s.mu.Unlock()
+		fail("message_not_in_streaming_state")
+		return
+	case method == "chat.appendStream" && md == "":
+		s.mu.Unlock()
+		fail("no_text")
+		return
+	}
+	st.text.WriteString(md)
+	done := method == "chat.stopStream"
+	if done {
+		st.open = false
+	}
+	text := st.text.String()
+	s.mu.Unlock()
+	if done {
+		s.record(text, answer{at: time.Now(), channel: channel, thread: st.thread})
+	}
+	writeJSON(w, map[string]any{"ok": true, "channel": channel, "ts": ts})
 }
 
 // benchThread is what others wrote in the thread ts before the bench's

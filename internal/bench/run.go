@@ -50,6 +50,15 @@ type Options struct {
 	// NoContext turns reading the room off (policies.default.context.thread:
 	// false), to compare the platform API calls of an answer without it.
 	NoContext bool
+	// Calls, if > 0: only the calls series, this many messages answered
+	// by the instant model and as many by the streamed one.
+	Calls int
+	// Feishu: the calls series also counts Feishu's Open API calls, on
+	// a fake Feishu app parley serves beside Slack.
+	Feishu bool
+	// Thread, if > 0: only the thread series, this many messages in each
+	// of Threads threads (default 1).
+	Thread, Threads int
 }
 
 func (o Options) redisFsync() string {
@@ -94,6 +103,17 @@ type Result struct {
 func Run(ctx context.Context, o Options, out io.Writer) error {
 	if o.Timeout <= 0 {
 		o.Timeout = 60 * time.Second
+	}
+	if o.Calls > 0 || o.Thread > 0 {
+		if o.Calls > 0 {
+			if err := RunCalls(ctx, o, out); err != nil {
+				return err
+			}
+		}
+		if o.Thread > 0 {
+			return RunThread(ctx, o, out)
+		}
+		return nil
 	}
 	if o.RedisOutage > 0 {
 		r, err := runOnce(ctx, o, load{c: 32}, "")
@@ -227,7 +247,11 @@ func threadTS(id int) string { return fmt.Sprintf("1700000000.%06d", id) }
 
 // event is the Events API delivery of message id from user: an app
 // mention starting its own thread in its own channel.
-func event(id, user int) []byte {
+func event(id, user int) []byte { return eventIn(id, user, chanOf(id), threadTS(id)) }
+
+// eventIn is the Events API delivery of message id from user: an app
+// mention in thread of channel.
+func eventIn(id, user int, channel, thread string) []byte {
 	ts := fmt.Sprintf("1700001000.%06d", id)
 	b, _ := json.Marshal(map[string]any{
 		"token": "bench", "team_id": teamID, "api_app_id": "ABENCH", "type": "event_callback",
@@ -235,7 +259,7 @@ func event(id, user int) []byte {
 		"authorizations": []map[string]any{{"team_id": teamID, "user_id": botUserID, "is_bot": true}},
 		"event": map[string]any{"type": "app_mention", "user": "UBENCH" + strconv.Itoa(user),
 			"text": "<@" + botUserID + "> " + marker(id), "ts": ts, "event_ts": ts,
-			"channel": chanOf(id), "thread_ts": threadTS(id)},
+			"channel": channel, "thread_ts": thread},
 	})
 	return b
 }

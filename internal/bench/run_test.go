@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -129,5 +130,91 @@ func TestAckProbe(t *testing.T) {
 	printProbe(&out, pr, 20)
 	if !strings.Contains(out.String(), "ack p50") || !strings.Contains(out.String(), "round trips per webhook 1.") {
 		t.Errorf("probe output:\n%s", out.String())
+	}
+}
+
+// TestCallsAndThreadSeries runs the calls series and the thread series
+// briefly: an instant answer is one post and no stream; a streamed one is
+// one stream, started and stopped, and no post; on Feishu an instant
+// answer is one reply, a streamed one a card sent in one reply; in one thread the first
+// slack.post_burst (3) answers come at once and the later ones at the
+// channel's pace of about one a second.
+func TestCallsAndThreadSeries(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs parley serve and redis-server")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("no redis-server")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	o := Options{Parley: parleybin.Path(t), Calls: 8, Timeout: 30 * time.Second, NoContext: true}
+	instant, err := runCalls(ctx, o, "instant", http.HandlerFunc(echoModel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed, err := runCalls(ctx, o, "streamed", streamedModel(10, 2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	printCalls(&out, "Slack", []CallsResult{instant, streamed})
+	t.Log("\n" + out.String())
+	for _, r := range []CallsResult{instant, streamed} {
+		if r.Lost != 0 || r.Doubled != 0 || len(r.E2E) != 8 {
+			t.Fatalf("%s: lost %d, doubled %d, %d answers timed of 8", r.Model, r.Lost, r.Doubled, len(r.E2E))
+		}
+	}
+	if p := instant.PerAnswer; p["chat.postMessage"] != 1 || p["chat.startStream"] != 0 {
+		t.Errorf("instant answer: %v; want one post and no stream", p)
+	}
+	if p := streamed.PerAnswer; p["chat.postMessage"] != 0 || p["chat.startStream"] != 1 || p["chat.stopStream"] != 1 {
+		t.Errorf("streamed answer: %v; want one stream started and stopped, and no post", p)
+	}
+	if Percentile(streamed.E2E, 50) < 2*time.Second {
+		t.Errorf("streamed answers complete in %s, before the model's 2 s", Percentile(streamed.E2E, 50))
+	}
+
+	fi, err := runFeishuCalls(ctx, o, "instant", http.HandlerFunc(echoModel), func(string) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	fst, err := runFeishuCalls(ctx, o, "streamed", streamedModel(10, 2*time.Second),
+		func(text string) bool { return strings.Contains(text, "word9") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	printCalls(&out, "Feishu Open", []CallsResult{fi, fst})
+	t.Log("\n" + out.String())
+	for _, r := range []CallsResult{fi, fst} {
+		if r.Lost != 0 || r.Doubled != 0 || len(r.E2E) != 8 {
+			t.Fatalf("feishu %s: lost %d, doubled %d, %d answers timed of 8", r.Model, r.Lost, r.Doubled, len(r.E2E))
+		}
+	}
+	if p := fi.PerAnswer; p["POST im/v1/messages/:id/reply"] != 1 || p["POST cardkit/v1/cards"] != 0 {
+		t.Errorf("feishu instant answer: %v; want one reply and no card", p)
+	}
+	if p := fst.PerAnswer; p["POST im/v1/messages/:id/reply"] != 1 || p["POST cardkit/v1/cards"] != 1 {
+		t.Errorf("feishu streamed answer: %v; want one card, sent in one reply", p)
+	}
+
+	o = Options{Parley: parleybin.Path(t), Thread: 5, Threads: 2, Timeout: 30 * time.Second, NoContext: true}
+	th, err := runThread(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	printThread(&out, th)
+	t.Log("\n" + out.String())
+	st := indexStats(th.Lat)
+	for i, s := range st {
+		if s.Answered != 2 {
+			t.Fatalf("message %d answered in %d threads of 2", i+1, s.Answered)
+		}
+	}
+	if st[0].P50 > 700*time.Millisecond || st[4].P50 < 700*time.Millisecond {
+		t.Errorf("the first answer in %s, the fifth in %s: want the burst at once and then about one a second", st[0].P50, st[4].P50)
 	}
 }

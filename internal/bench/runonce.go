@@ -61,9 +61,10 @@ type rig struct {
 }
 
 // startRig starts the parts of a run in a temporary folder named from
-// dirPrefix, model answering as the model, each stopped by stop; when one
-// fails, those already started are stopped.
-func startRig(ctx context.Context, o Options, dirPrefix string, model http.Handler, prof string) (_ *rig, err error) {
+// dirPrefix, model answering as the model, with extraEnv added to
+// parley's environment, each stopped by stop; when one fails, those
+// already started are stopped.
+func startRig(ctx context.Context, o Options, dirPrefix string, model http.Handler, prof string, extraEnv ...string) (_ *rig, err error) {
 	// rg is not the named result: each failure returns nil, and the
 	// deferred stop must still see what was started.
 	rg := &rig{}
@@ -89,7 +90,7 @@ func startRig(ctx context.Context, o Options, dirPrefix string, model http.Handl
 		return nil, err
 	}
 	rg.stops = append(rg.stops, rg.slack.Close)
-	var env []string
+	env := append([]string(nil), extraEnv...)
 	if prof != "" {
 		if err := os.MkdirAll(prof, 0o755); err != nil {
 			return nil, err
@@ -122,11 +123,11 @@ func (rg *rig) stop() {
 // nothing to do), then warms the server up.
 //
 // Warm-up: one message answered before the run, so the run measures a
-// server that has learned what the fake Slack offers (it answers no
-// streaming method and no chat.update, so live replies fall back to a
-// plain post), as a running server learns it from its first reply;
-// without it the run's first replies, all at once, each try the refused
-// methods and are paced behind their own fallback's post.
+// server past its first reply (connections open, the thread's writers'
+// names cached), as a running server is. The fake Slack answers the
+// streaming methods, chat.update and the status line as Slack does, so
+// nothing is refused; with the instant model an answer is shown before
+// the typing delay and is one plain post.
 func (rg *rig) settle(ctx context.Context, o Options, res *Result) error {
 	time.Sleep(time.Second)
 	var err error
