@@ -177,6 +177,36 @@ func RunCalls(ctx context.Context, o Options, out io.Writer) error {
 // (gateway.workers), so that no turn waits for one.
 const callsSenders = 16
 
+// sendAll sends messages 0 to n-1 from callsSenders senders, each waiting
+// for its answer (one) before its next, and returns the answers' times;
+// a sender stops at its first error, which is returned.
+func sendAll(n int, one func(id int) (time.Duration, error)) ([]time.Duration, error) {
+	var mu sync.Mutex
+	var e2e []time.Duration
+	var firstErr error
+	var wg sync.WaitGroup
+	for k := range min(callsSenders, n) {
+		wg.Go(func() {
+			for id := k; id < n; id += callsSenders {
+				d, err := one(id)
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				if d > 0 {
+					e2e = append(e2e, d)
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return e2e, firstErr
+}
+
 // runCalls sends o.Calls messages answered by model and counts the fake
 // Slack's calls while they are answered.
 func runCalls(ctx context.Context, o Options, name string, model http.Handler) (CallsResult, error) {
@@ -194,30 +224,12 @@ func runCalls(ctx context.Context, o Options, name string, model http.Handler) (
 	before := rg.fs.methodCounts()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: callsSenders}, Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
-	var mu sync.Mutex
-	var firstErr error
-	var wg sync.WaitGroup
-	for k := range min(callsSenders, n) {
-		wg.Go(func() {
-			for id := k; id < n; id += callsSenders {
-				d, err := sendAndWait(ctx, client, rg, id, event(id, id%max(o.Users, 1)), o.Timeout)
-				mu.Lock()
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				if d > 0 {
-					res.E2E = append(res.E2E, d)
-				}
-				mu.Unlock()
-				if err != nil {
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return res, firstErr
+	e2e, err := sendAll(n, func(id int) (time.Duration, error) {
+		return sendAndWait(ctx, client, rg, id, event(id, id%max(o.Users, 1)), o.Timeout)
+	})
+	res.E2E = e2e
+	if err != nil {
+		return res, err
 	}
 	// The calls that follow an answer (the typing reaction's removal) are
 	// the answer's too.

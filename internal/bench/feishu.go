@@ -263,30 +263,10 @@ func runFeishuCalls(ctx context.Context, o Options, name string, model http.Hand
 	}
 	time.Sleep(time.Second)
 	before := fc.counts()
-	var mu sync.Mutex
-	var firstErr error
-	var wg sync.WaitGroup
-	for k := range min(callsSenders, n) {
-		wg.Go(func() {
-			for id := k; id < n; id += callsSenders {
-				d, err := one(id)
-				mu.Lock()
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				if d > 0 {
-					res.E2E = append(res.E2E, d)
-				}
-				mu.Unlock()
-				if err != nil {
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return res, firstErr
+	e2e, err := sendAll(n, one)
+	res.E2E = e2e
+	if err != nil {
+		return res, err
 	}
 	time.Sleep(time.Second)
 	res.PerAnswer = perAnswer(before, fc.counts(), n)
