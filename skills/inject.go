@@ -15,7 +15,9 @@ const headingPrefix = "## Loaded skill: "
 // InjectionText builds the user-role message that carries a loaded skill's
 // body: the marker line, a heading with name and source, the rule for
 // relative paths (never the folder's host path), and the first BodyChunkBytes of the body
-// (cut on a line boundary) with a hint to read on when cut.
+// (cut on a line boundary, read with Skill.ReadBody: from disk for a catalog
+// skill) with a hint to read on when cut. A body that cannot be read (the
+// file changed since loading, or is gone) is replaced by a line saying why.
 func InjectionText(s *Skill) string {
 	var b strings.Builder
 	b.WriteString(InjectionMarker + "\n")
