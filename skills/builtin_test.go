@@ -20,8 +20,8 @@ func TestShippedBuiltins(t *testing.T) {
 		t.Fatalf("warnings: %v", ws)
 	}
 	s := mustGet(t, c, "skill-authoring")
-	if s.Source != SourceBuiltin || len(s.Body) > BodyChunkBytes {
-		t.Errorf("source %q, body %d bytes (must fit one injection)", s.Source, len(s.Body))
+	if s.Source != SourceBuiltin || len(readBody(t, s)) > BodyChunkBytes {
+		t.Errorf("source %q, body %d bytes (must fit one injection)", s.Source, len(readBody(t, s)))
 	}
 	if ws := Lint(BuiltinCacheDir(home)); len(ws) != 0 {
 		t.Errorf("extracted cache is not lint-clean: %v", ws)
@@ -35,8 +35,8 @@ func TestShippedBuiltins(t *testing.T) {
 	}
 
 	web := mustGet(t, c, "web-access")
-	if web.Source != SourceBuiltin || len(web.Body) > BodyChunkBytes {
-		t.Errorf("web-access: source %q, body %d bytes (must fit one injection)", web.Source, len(web.Body))
+	if web.Source != SourceBuiltin || len(readBody(t, web)) > BodyChunkBytes {
+		t.Errorf("web-access: source %q, body %d bytes (must fit one injection)", web.Source, len(readBody(t, web)))
 	}
 	if got := web.Metadata["requires-tools"]; got != "web_fetch web_search" {
 		t.Errorf("web-access requires-tools = %q", got)
@@ -45,7 +45,7 @@ func TestShippedBuiltins(t *testing.T) {
 		t.Errorf("web-access must not narrow the tools (its fallback is a browser MCP tool): %v", web.AllowedTools)
 	}
 	for _, want := range []string{"web_search", "web_fetch", "offset", "login wall", "browser", "sources", "references/fallbacks.md"} {
-		if !strings.Contains(strings.ToLower(web.Body), want) {
+		if !strings.Contains(strings.ToLower(readBody(t, web)), want) {
 			t.Errorf("web-access body does not mention %q", want)
 		}
 	}

@@ -79,7 +79,7 @@ func TestKubernetesSkillsLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := mustGet(t, c, "incident-triage")
-	if s.Source != SourceWorkspace || !strings.Contains(s.Body, "Ask for the service.") {
+	if s.Source != SourceWorkspace || !strings.Contains(readBody(t, s), "Ask for the service.") {
 		t.Errorf("skill %+v", s)
 	}
 	for _, n := range []string{"stolen", "relative"} {

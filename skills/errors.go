@@ -20,6 +20,10 @@ var (
 	// ErrBadOffset: a paging offset is negative or past the end.
 	ErrBadOffset = errors.New("bad offset")
 
+	// ErrChanged: a skill's SKILL.md is no longer the file the catalog
+	// loaded; a reload picks up the new version.
+	ErrChanged = errors.New("skill changed on disk")
+
 	// ErrNotUTF8: SKILL.md is not valid UTF-8.
 	ErrNotUTF8 = errors.New("not valid UTF-8")
 	// ErrNoFrontmatter: SKILL.md does not start with a "---" frontmatter block.

@@ -21,7 +21,7 @@ func TestBuiltinExtraction(t *testing.T) {
 	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
 
 	c := load("1.0.0", "body\n")
-	if s := mustGet(t, c, "web-access"); s.Body != "body\n" || s.Path != filepath.Join(dir, "SKILL.md") {
+	if s := mustGet(t, c, "web-access"); readBody(t, s) != "body\n" || s.Path != filepath.Join(dir, "SKILL.md") {
 		t.Fatalf("got %+v", s)
 	}
 	if fi, err := os.Stat(filepath.Join(dir, "scripts", "run.sh")); err != nil || fi.Mode().Perm()&0o100 == 0 {
@@ -58,8 +58,8 @@ func TestBuiltinExtraction(t *testing.T) {
 			if got := exists(marker); got == st.rewritten {
 				t.Errorf("marker present=%v, want rewritten=%v", got, st.rewritten)
 			}
-			if s := mustGet(t, c, "web-access"); s.Body != st.body || s.Version != st.version {
-				t.Errorf("body %q version %q", s.Body, s.Version)
+			if s := mustGet(t, c, "web-access"); readBody(t, s) != st.body || s.Version != st.version {
+				t.Errorf("body %q version %q", readBody(t, s), s.Version)
 			}
 		})
 	}

@@ -21,6 +21,7 @@ type frontmatter struct {
 	mapping  *yaml.Node // top-level mapping; nil when the block is empty
 	lineOff  int        // add to a yaml.Node line to get the SKILL.md line
 	body     string
+	bodyOff  int // where body starts in the normalised text
 	bodyLine int
 	fixed    []int // SKILL.md lines rewritten by the lenient retry
 	// leadingBlank counts blank lines before the opening "---".
@@ -94,8 +95,11 @@ func parseFrontmatter(text string) (*frontmatter, int, error) {
 	if err != nil {
 		return nil, 1, err
 	}
-	fm := &frontmatter{lineOff: fmLine - 1, body: body, bodyLine: bodyLine, leadingBlank: lead}
-	doc, err := decodeYAML(yamlText)
+	fm := &frontmatter{lineOff: fmLine - 1, body: body, bodyOff: len(text) - len(body), bodyLine: bodyLine, leadingBlank: lead}
+	doc, simple := simpleFrontmatter(yamlText)
+	if !simple {
+		doc, err = decodeYAML(yamlText)
+	}
 	if err != nil {
 		// One lenient retry; report the original error if it does not help,
 		// since that is the one describing what the author wrote.

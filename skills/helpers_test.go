@@ -42,3 +42,13 @@ func symlinkOrSkip(t testing.TB, target, link string) {
 		t.Skipf("symlinks unsupported: %v", err)
 	}
 }
+
+// readBody is s.ReadBody, failing the test on an error.
+func readBody(t testing.TB, s *Skill) string {
+	t.Helper()
+	b, err := s.ReadBody()
+	if err != nil {
+		t.Fatalf("read the body of %s: %v", s.Name, err)
+	}
+	return b
+}

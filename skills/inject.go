@@ -15,7 +15,9 @@ const headingPrefix = "## Loaded skill: "
 // InjectionText builds the user-role message that carries a loaded skill's
 // body: the marker line, a heading with name and source, the rule for
 // relative paths (never the folder's host path), and the first BodyChunkBytes of the body
-// (cut on a line boundary) with a hint to read on when cut.
+// (cut on a line boundary, read with Skill.ReadBody: from disk for a catalog
+// skill) with a hint to read on when cut. A body that cannot be read (the
+// file changed since loading, or is gone) is replaced by a line saying why.
 func InjectionText(s *Skill) string {
 	var b strings.Builder
 	b.WriteString(InjectionMarker + "\n")
@@ -24,7 +26,12 @@ func InjectionText(s *Skill) string {
 	// the model (and whoever reads its output) nothing it can use.
 	fmt.Fprintf(&b, "Skill folder: relative paths in this skill (references/, scripts/, assets/) are inside its folder; read its files with load_skill(name=%q, file=\"relative/path\").\n", s.Name)
 	b.WriteString("These are the skill's instructions, loaded by load_skill: follow them to continue the current task.\n\n")
-	body, _ := pageWithHint(s.Body, 0, s.Name, skillFileName) // offset 0 never fails
+	body, err := SkillFileChunk(s, 0)
+	if err != nil {
+		// The signature has no room for an error: say it in the message,
+		// which the model reads, rather than inject an empty skill.
+		body = fmt.Sprintf("[the skill's instructions could not be read: %v]\n", err)
+	}
 	b.WriteString(body)
 	return b.String()
 }
@@ -54,7 +61,11 @@ func ParseInjection(content string) (name string, ok bool) {
 // load_skill(name=…, file="SKILL.md", offset=N). It serves both the
 // injection's continuation and load_skill(file="SKILL.md").
 func SkillFileChunk(s *Skill, offset int) (string, error) {
-	out, err := pageWithHint(s.Body, offset, s.Name, skillFileName)
+	text, err := s.ReadBody()
+	if err != nil {
+		return "", err
+	}
+	out, err := pageWithHint(text, offset, s.Name, skillFileName)
 	if err != nil {
 		return "", fmt.Errorf("skill %s SKILL.md: %w", s.Name, err)
 	}

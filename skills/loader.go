@@ -1,6 +1,7 @@
 package skills
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"io/fs"
@@ -104,10 +105,16 @@ func absOrEmpty(p string) (string, error) {
 // addLayer parses one layer's SKILL.md files. A later layer replaces the
 // whole skill of the same name, never merging fields, so a replaced skill
 // cannot point at another layer's files.
+//
+// Only the frontmatter stays in memory: the file passes through one buffer
+// reused for the whole layer (its SHA-256 and UTF-8 check need every byte),
+// and the body is left on disk for Skill.ReadBody, so a catalog of
+// thousands of skills costs what their names and descriptions do.
 func (c *Catalog) addLayer(src Source, root string, paths []string) {
 	inLayer := map[string]string{}
+	var buf bytes.Buffer
 	for _, p := range paths {
-		data, err := readSkillFile(p)
+		data, err := readSkillFileInto(&buf, p)
 		if err != nil {
 			c.warnings = append(c.warnings, Warning{File: p, Msg: SkippedPrefix + err.Error()})
 			continue
@@ -117,6 +124,7 @@ func (c *Catalog) addLayer(src Source, root string, paths []string) {
 		if err != nil {
 			continue
 		}
+		s.Body, s.onDisk = "", true
 		if first, dup := inLayer[s.Name]; dup {
 			c.warnings = append(c.warnings, Warning{File: p,
 				Msg: fmt.Sprintf(SkippedPrefix+"name %q is already used by %s in the same layer", s.Name, first)})
@@ -150,6 +158,24 @@ func readSkillFile(p string) ([]byte, error) {
 		return nil, fmt.Errorf("read: %w", err)
 	}
 	return data, nil
+}
+
+// readSkillFileInto is readSkillFile reading into buf, whose memory the
+// next call reuses: the bytes returned are only valid until then.
+func readSkillFileInto(buf *bytes.Buffer, p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	defer f.Close()
+	buf.Reset()
+	if fi, err := f.Stat(); err == nil && fi.Size() < MaxSkillFileBytes {
+		buf.Grow(int(fi.Size()) + bytes.MinRead) // one read, and one to see EOF
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(f, MaxSkillFileBytes+1)); err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	return buf.Bytes(), nil
 }
 
 // Get returns the skill with the given identity.

@@ -52,6 +52,8 @@ func analyze(path string, data []byte, strict bool) (*Skill, []Warning, error) {
 		Path:     path,
 		Body:     fm.body,
 		BodyLine: fm.bodyLine,
+		bodyOff:  fm.bodyOff,
+		bodyLen:  len(fm.body),
 		SHA256:   hex.EncodeToString(sum[:]),
 	}
 	d := &decoder{file: path, lineOff: fm.lineOff, strict: strict}

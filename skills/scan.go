@@ -38,7 +38,7 @@ func scanRoot(root string, rootIsSkill bool) ([]string, []Warning) {
 	}
 	sc.realRoot = real
 	sc.seen[real] = true
-	sc.walk(root, 0, rootIsSkill)
+	sc.walk(root, real, 0, rootIsSkill)
 	return sc.paths, sc.warns
 }
 
@@ -50,30 +50,31 @@ type scanner struct {
 }
 
 // enter reports whether the folder p (a symlink or a real folder) is to be
-// walked: it must resolve inside the root and not have been walked yet
-// under another name.
-func (sc *scanner) enter(p string, link bool) bool {
-	real, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		if link {
-			sc.warn(p, "symlink that cannot be resolved; ignored")
-		}
-		return false
-	}
+// walked, and its real path: it must resolve inside the root and not have
+// been walked yet under another name. real is p's real path when p is a
+// real folder (its parent's real path joined with its name), "" for a
+// symlink, which is resolved here.
+func (sc *scanner) enter(p, real string, link bool) (string, bool) {
 	if link {
+		var err error
+		real, err = filepath.EvalSymlinks(p)
+		if err != nil {
+			sc.warn(p, "symlink that cannot be resolved; ignored")
+			return "", false
+		}
 		if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
-			return false // a symlinked file: not a skill folder
+			return "", false // a symlinked file: not a skill folder
 		}
 		if !within(sc.realRoot, real) {
 			sc.warn(p, "symlinked folder leads outside the skills folder; ignored")
-			return false
+			return "", false
 		}
 	}
 	if sc.seen[real] {
-		return false
+		return "", false
 	}
 	sc.seen[real] = true
-	return true
+	return real, true
 }
 
 // within reports whether path is strictly below root (both resolved).
@@ -86,7 +87,10 @@ func (sc *scanner) warn(file, msg string) {
 	sc.warns = append(sc.warns, Warning{File: file, Msg: msg})
 }
 
-func (sc *scanner) walk(dir string, depth int, mayBeSkill bool) {
+// walk scans dir, whose real path (symlinks resolved) is real: a real
+// folder's real path is its parent's joined with its name, so only
+// symlinks cost a resolution.
+func (sc *scanner) walk(dir, real string, depth int, mayBeSkill bool) {
 	entries, err := os.ReadDir(dir) // sorted by name: deterministic order
 	if err != nil {
 		sc.warn(dir, fmt.Sprintf("cannot read folder: %v", err))
@@ -125,13 +129,13 @@ func (sc *scanner) walk(dir string, depth int, mayBeSkill bool) {
 		switch {
 		case skipFolder(name):
 		case e.Type()&os.ModeSymlink != 0:
-			if sc.enter(p, true) {
-				sc.walk(p, depth+1, true)
+			if r, ok := sc.enter(p, "", true); ok {
+				sc.walk(p, r, depth+1, true)
 			}
 		case !e.IsDir():
 		default:
-			if sc.enter(p, false) {
-				sc.walk(p, depth+1, true)
+			if r, ok := sc.enter(p, filepath.Join(real, name), false); ok {
+				sc.walk(p, r, depth+1, true)
 			}
 		}
 	}

@@ -1,7 +1,12 @@
 package skills
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
+	"io/fs"
+	"os"
 	"strings"
 )
 
@@ -25,8 +30,13 @@ type Skill struct {
 	Root        string // absolute layer root the skill was found under
 	Dir         string // absolute skill folder (builtin: the extracted cache folder)
 	Path        string // absolute path of SKILL.md
-	Body        string // Markdown after the frontmatter (LF line ends, leading blank lines dropped)
-	BodyLine    int    // 1-based line of SKILL.md where Body starts
+	// Body is the Markdown after the frontmatter (LF line ends, leading
+	// blank lines dropped) when it is in memory: ParseSkillFile and
+	// skills built by hand fill it. A Catalog keeps it empty — start-up
+	// reads the frontmatter only — and ReadBody reads it from disk when
+	// the skill is loaded. Use ReadBody and BodyBytes, not the field.
+	Body     string
+	BodyLine int // 1-based line of SKILL.md where the body starts
 
 	Version       string
 	Author        string
@@ -42,6 +52,13 @@ type Skill struct {
 	SHA256   string // hex SHA-256 of the SKILL.md bytes, for trust fingerprints
 	Replaced Source // the source this skill overrode; "" if none
 	Warnings []Warning
+
+	// onDisk is set for a catalog skill whose body stays on disk; bodyOff
+	// is where the body starts in the normalised SKILL.md text and bodyLen
+	// its length.
+	onDisk  bool
+	bodyOff int
+	bodyLen int
 }
 
 // NeedsTrust reports whether the skill must be trusted by an admin before
@@ -72,4 +89,72 @@ func (w Warning) String() string {
 		return fmt.Sprintf("%s: %s", w.File, w.Msg)
 	}
 	return fmt.Sprintf("%s:%d: %s", w.File, w.Line, w.Msg)
+}
+
+// BodyBytes is the size of the body in bytes, known without reading it.
+func (s *Skill) BodyBytes() int {
+	if s.onDisk {
+		return s.bodyLen
+	}
+	return len(s.Body)
+}
+
+// ReadBody returns the skill's body: Body when it is in memory, else the
+// body of SKILL.md read from disk now. The read is fenced like every other
+// read of a skill's files (the folder must still be inside its layer, the
+// file a regular file, not a symlink, within MaxSkillFileBytes), and the
+// file must still be the one loaded: when its SHA-256 differs from
+// s.SHA256 the result is ErrChanged, so frontmatter, trust and body never
+// come from different versions of the file. A reload picks the new one up.
+func (s *Skill) ReadBody() (string, error) {
+	if !s.onDisk {
+		return s.Body, nil
+	}
+	data, err := readSkillMD(s.Root, s.Dir)
+	if err != nil {
+		return "", fmt.Errorf("skill %s: %s: %w", s.Name, skillFileName, err)
+	}
+	sum := sha256.Sum256(data)
+	text := normalise(data)
+	if hex.EncodeToString(sum[:]) != s.SHA256 || s.bodyOff > len(text) || len(text)-s.bodyOff != s.bodyLen {
+		return "", fmt.Errorf("skill %s: %s changed on disk since the skills were loaded; reload the skills to use the new version: %w", s.Name, skillFileName, ErrChanged)
+	}
+	return text[s.bodyOff:], nil
+}
+
+// readSkillMD reads dir/SKILL.md through an os.Root on the folder
+// skillFolder vouches for, refusing a symlinked or oversized file.
+func readSkillMD(layerRoot, dir string) ([]byte, error) {
+	real, err := skillFolder(layerRoot, dir)
+	if err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(real)
+	if err != nil {
+		return nil, fmt.Errorf("open folder: %w", cleanPathErr(err))
+	}
+	defer root.Close()
+	fi, err := root.Lstat(skillFileName)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, ErrNotFound
+		}
+		return nil, cleanPathErr(err)
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file: %w", ErrPathEscape)
+	}
+	f, err := root.Open(skillFileName)
+	if err != nil {
+		return nil, fmt.Errorf("open: %w", cleanPathErr(err))
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxSkillFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read: %w", cleanPathErr(err))
+	}
+	if len(data) > MaxSkillFileBytes {
+		return nil, fmt.Errorf("over the %d-byte limit: %w", MaxSkillFileBytes, ErrTooLarge)
+	}
+	return data, nil
 }
