@@ -206,7 +206,7 @@ func (s *Server) skillRows(ctx context.Context) ([]skillRow, *skills.Catalog, er
 	for _, sk := range c.All() {
 		row := skillRow{Name: sk.Name, Description: sk.Description, Source: string(sk.Source), Replaced: string(sk.Replaced),
 			Enabled: !disabled[sk.Name], NeedsTrust: sk.NeedsTrust(), ManualOnly: sk.DisableModelInvocation,
-			Bytes: len(sk.Body), Loads: loads[sk.Name]}
+			Bytes: sk.BodyBytes(), Loads: loads[sk.Name]}
 		row.State = "enabled"
 		if !row.Enabled {
 			row.State = "disabled"
@@ -251,7 +251,14 @@ func (s *Server) skillsPage(r *http.Request, id identity, v *view) (string, erro
 
 func (s *Server) skillDetail(r *http.Request, sk *skills.Skill, rows []skillRow) *skillDetail {
 	det := &skillDetail{Path: sk.Path, Dir: sk.Dir, SHA256: sk.SHA256, Version: sk.Version,
-		Tags: strings.Join(sk.Tags, ", "), AllowedTools: strings.Join(sk.AllowedTools, " "), Body: sk.Body}
+		Tags: strings.Join(sk.Tags, ", "), AllowedTools: strings.Join(sk.AllowedTools, " ")}
+	// The body is on disk until it is shown; a file changed or gone since
+	// the catalog was read shows why instead.
+	if body, err := sk.ReadBody(); err != nil {
+		det.Body = "(the body cannot be shown: " + err.Error() + ")"
+	} else {
+		det.Body = body
+	}
 	for _, row := range rows {
 		if row.Name == sk.Name {
 			det.skillRow = row

@@ -131,7 +131,11 @@ func (e *environment) showSkill(s *skills.Skill) {
 	if len(s.AllowedTools) > 0 {
 		fmt.Fprintf(e.stdout, "allowed-tools: %s\n", strings.Join(s.AllowedTools, " "))
 	}
-	fmt.Fprintf(e.stdout, "sha256:      %s\n\n%s", s.SHA256, s.Body)
+	body, err := s.ReadBody()
+	if err != nil {
+		body = "(the body cannot be read: " + err.Error() + ")\n"
+	}
+	fmt.Fprintf(e.stdout, "sha256:      %s\n\n%s", s.SHA256, body)
 }
 
 // trustSkill is `parley skills trust NAME`.
@@ -238,7 +242,7 @@ func writeSkillsJSON(w io.Writer, c *skills.Catalog, st skills.SummaryState) err
 		out.Skills = append(out.Skills, skillJSON{
 			Name: s.Name, Description: s.Description, Source: string(s.Source), Replaced: string(s.Replaced),
 			Path: s.Path, Enabled: !st.Disabled[s.Name], Trusted: !s.NeedsTrust() || st.Trusted(s),
-			Invocable: !s.DisableModelInvocation, Indexed: st.Indexed[s.Name], Loads: st.Uses[s.Name], BodyBytes: len(s.Body),
+			Invocable: !s.DisableModelInvocation, Indexed: st.Indexed[s.Name], Loads: st.Uses[s.Name], BodyBytes: s.BodyBytes(),
 		})
 	}
 	for _, wn := range c.Warnings() {

@@ -406,3 +406,25 @@ func TestSkillMetricsRightFromStartAndAfterSkillsOff(t *testing.T) {
 		})
 	}
 }
+
+// skills show prints the body, read from disk (the catalog keeps only the
+// frontmatter), and list --json its size.
+func TestSkillsShowPrintsTheBodyFromDisk(t *testing.T) {
+	home := t.TempDir()
+	skillFile(t, filepath.Join(home, "skills"), "notes", "")
+	env := mapEnv(map[string]string{"PARLEY_HOME": home, "PARLEY_WORKSPACE": t.TempDir()})
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"skills", "show", "notes"}, nil, &stdout, &stderr, env); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.HasSuffix(stdout.String(), "\n\nBody of notes.\n") {
+		t.Fatalf("skills show:\n%s", stdout.String())
+	}
+	stdout.Reset()
+	if code := run(context.Background(), []string{"skills", "list", "--json"}, nil, &stdout, &stderr, env); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), `"body_bytes": 15`) {
+		t.Fatalf("list --json does not give the body's 15 bytes:\n%s", stdout.String())
+	}
+}

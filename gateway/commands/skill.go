@@ -202,7 +202,7 @@ func skillState(set *agent.SkillSet, s *skills.Skill) string {
 func describeSkill(set *agent.SkillSet, s *skills.Skill) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s — %s\n", s.Name, s.Description)
-	fmt.Fprintf(&b, "source: %s; state: %s; body: %d bytes", s.Source, skillState(set, s), len(s.Body))
+	fmt.Fprintf(&b, "source: %s; state: %s; body: %d bytes", s.Source, skillState(set, s), s.BodyBytes())
 	if s.Version != "" {
 		fmt.Fprintf(&b, "; version %s", s.Version)
 	}
