@@ -45,6 +45,9 @@ Figures, per run and as the median (with the range) of the runs:
   Redis round trips  Redis's INFO total_writes_processed over the run, per message;
                    "of which webhook W (ack probe), turn T": the webhook's share
                    measured by the ack probe, and the rest, the turn's
+  Redis commands   Redis's INFO total_commands_processed over the run, per message:
+                   every command, each of a pipeline's counted (the bench's own
+                   INFO reads are left out of both Redis figures)
   new connections  connections the fake model and the fake Slack accepted during
                    the run (start-up excluded)
   Slack API calls  Web API calls the fake Slack answered over the run, per message:
@@ -54,7 +57,8 @@ Figures, per run and as the median (with the range) of the runs:
                    replies by two people) and the first lookups of their names
                    (users.info, cached in Redis); -context off compares without
   idle RSS         VmRSS of parley (/proc/PID/status) one second after it is ready,
-                   before any message
+                   before any message, and its parts RssAnon (anonymous: heap,
+                   stacks, runtime) and RssFile (file-backed: the binary's pages)
   throughput       messages / wall time of the run
   lost / doubled / misrouted
                    messages with no answer, with more than one, or answered in
@@ -71,7 +75,7 @@ webhook's Redis round trips. Then the model answers and every message must
 be answered once.
 
 With -idle N, no messages: N fresh servers in turn, each measured one second
-after it is ready: VmRSS, the binary's resident pages by ELF section (.text,
+after it is ready: VmRSS (and its RssAnon and RssFile), the binary's resident pages by ELF section (.text,
 .rodata, .gopclntab, .data, .bss; counted with /proc/PID/pagemap), anonymous
 memory (Go heap, stacks, runtime) and the Go runtime's own figures.
 

@@ -111,24 +111,51 @@ func ParsePidStat(text string) (uint64, error) {
 }
 
 // ParseVmRSS returns the resident set size in bytes from /proc/PID/status.
-func ParseVmRSS(text string) (uint64, error) {
+func ParseVmRSS(text string) (uint64, error) { return parseStatusKB(text, "VmRSS") }
+
+// RSS is a process's resident memory from /proc/PID/status, in bytes:
+// VmRSS and two of its parts, RssAnon (anonymous: heap, stacks, the
+// runtime's structures, the binary's written pages) and RssFile (pages of
+// files: the executable's text and read-only data, shared libraries).
+// The third part, RssShmem, is not kept: parley maps no shared memory.
+type RSS struct{ Total, Anon, File uint64 }
+
+// ParseRSS reads VmRSS, RssAnon and RssFile from /proc/PID/status.
+func ParseRSS(text string) (RSS, error) {
+	var r RSS
+	var err error
+	if r.Total, err = parseStatusKB(text, "VmRSS"); err != nil {
+		return r, err
+	}
+	if r.Anon, err = parseStatusKB(text, "RssAnon"); err != nil {
+		return r, err
+	}
+	if r.File, err = parseStatusKB(text, "RssFile"); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// parseStatusKB returns one "Field:  N kB" line of /proc/PID/status, in bytes.
+func parseStatusKB(text, field string) (uint64, error) {
 	sc := bufio.NewScanner(strings.NewReader(text))
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "VmRSS:") {
+		v, ok := strings.CutPrefix(line, field+":")
+		if !ok {
 			continue
 		}
-		f := strings.Fields(strings.TrimPrefix(line, "VmRSS:"))
+		f := strings.Fields(v)
 		if len(f) != 2 || f[1] != "kB" {
-			return 0, fmt.Errorf("/proc/PID/status: VmRSS %q", line)
+			return 0, fmt.Errorf("/proc/PID/status: %s %q", field, line)
 		}
 		kb, err := strconv.ParseUint(f[0], 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("/proc/PID/status VmRSS: %w", err)
+			return 0, fmt.Errorf("/proc/PID/status %s: %w", field, err)
 		}
 		return kb * 1024, nil
 	}
-	return 0, fmt.Errorf("/proc/PID/status: no VmRSS")
+	return 0, fmt.Errorf("/proc/PID/status: no %s", field)
 }
 
 // ParseRedisInfo returns one integer field of Redis's INFO reply.
@@ -140,4 +167,23 @@ func ParseRedisInfo(info, field string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("redis INFO: no %s", field)
+}
+
+// RedisStats is what a run reads from Redis's INFO stats:
+// total_writes_processed (replies written to a client socket: a pipeline
+// answered at once is one, so these are the round trips) and
+// total_commands_processed (every command, pipelined or not).
+type RedisStats struct{ Writes, Commands int64 }
+
+// ParseRedisStats reads both counters from an INFO stats reply.
+func ParseRedisStats(info string) (RedisStats, error) {
+	var s RedisStats
+	var err error
+	if s.Writes, err = ParseRedisInfo(info, "total_writes_processed"); err != nil {
+		return s, err
+	}
+	if s.Commands, err = ParseRedisInfo(info, "total_commands_processed"); err != nil {
+		return s, err
+	}
+	return s, nil
 }

@@ -193,3 +193,36 @@ func TestMeasureIdleSelf(t *testing.T) {
 		}
 	}
 }
+
+func TestParseRSS(t *testing.T) {
+	t.Parallel()
+	got, err := ParseRSS("Name:\tparley\nVmRSS:\t   19456 kB\nRssAnon:\t    7000 kB\nRssFile:\t   12456 kB\nRssShmem:\t       0 kB\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (RSS{Total: 19456 << 10, Anon: 7000 << 10, File: 12456 << 10}); got != want {
+		t.Fatalf("ParseRSS = %+v, want %+v", got, want)
+	}
+	for _, bad := range []string{
+		"VmRSS:\t12 kB\nRssFile:\t12 kB\n",                 // no RssAnon
+		"VmRSS:\t12 kB\nRssAnon:\t1 kB\n",                  // no RssFile
+		"VmRSS:\t12 kB\nRssAnon:\t1 MB\nRssFile:\t11 kB\n", // not kB
+		"RssAnon:\t1 kB\nRssFile:\t11 kB\n",                // no VmRSS
+	} {
+		if _, err := ParseRSS(bad); err == nil {
+			t.Errorf("ParseRSS(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestParseRedisStats(t *testing.T) {
+	t.Parallel()
+	info := "# Stats\r\ntotal_connections_received:3\r\ntotal_commands_processed:5678\r\ninstantaneous_ops_per_sec:0\r\ntotal_writes_processed:1234\r\n"
+	got, err := ParseRedisStats(info)
+	if err != nil || got != (RedisStats{Writes: 1234, Commands: 5678}) {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	if _, err := ParseRedisStats("# Stats\r\ntotal_writes_processed:1234\r\n"); err == nil {
+		t.Fatal("an INFO without total_commands_processed parsed")
+	}
+}

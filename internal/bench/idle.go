@@ -78,6 +78,9 @@ func ParseSmaps(text string) ([]Mapping, error) {
 // IdleMakeup is what one idle `parley serve`'s resident memory is made of.
 type IdleMakeup struct {
 	VmRSS uint64
+	// RssAnon and RssFile are /proc/PID/status's split of VmRSS into
+	// anonymous and file-backed pages.
+	RssAnon, RssFile uint64
 	// Binary is the executable's resident pages by ELF section (.text,
 	// .rodata, .gopclntab, .data, …; .bss and .noptrbss are the part of
 	// the writable segment past the file), counted page by page with
@@ -120,10 +123,11 @@ func residentPages(pm io.ReaderAt, start, end uint64) (uint64, error) {
 // numbers need privileges), so no root is needed.
 func MeasureIdle(pid int, bin string) (IdleMakeup, error) {
 	var mk IdleMakeup
-	var err error
-	if mk.VmRSS, err = ParseVmRSS(readFile(fmt.Sprintf("/proc/%d/status", pid))); err != nil {
+	rss, err := ParseRSS(readFile(fmt.Sprintf("/proc/%d/status", pid)))
+	if err != nil {
 		return mk, err
 	}
+	mk.VmRSS, mk.RssAnon, mk.RssFile = rss.Total, rss.Anon, rss.File
 	maps, err := ParseSmaps(readFile(fmt.Sprintf("/proc/%d/smaps", pid)))
 	if err != nil {
 		return mk, err
@@ -280,8 +284,8 @@ func printIdle(out io.Writer, i int, mk IdleMakeup) {
 		names = append(names, name)
 	}
 	sort.Slice(names, func(a, b int) bool { return mk.Binary[names[a]][0] > mk.Binary[names[b]][0] })
-	fmt.Fprintf(out, "idle %d: VmRSS %s MiB: the binary's pages %s, anonymous %s, other %s\n",
-		i, mib(mk.VmRSS), mib(bin), mib(mk.Anon), mib(mk.Other))
+	fmt.Fprintf(out, "idle %d: VmRSS %s MiB (RssAnon %s, RssFile %s): the binary's pages %s, anonymous %s, other %s\n",
+		i, mib(mk.VmRSS), mib(mk.RssAnon), mib(mk.RssFile), mib(bin), mib(mk.Anon), mib(mk.Other))
 	var rest [2]uint64
 	for _, name := range names {
 		v := mk.Binary[name]

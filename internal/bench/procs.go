@@ -102,11 +102,18 @@ func (r *redisServer) kill() {
 }
 
 func (r *redisServer) writes(ctx context.Context) (int64, error) {
+	s, err := r.stats(ctx)
+	return s.Writes, err
+}
+
+// stats reads Redis's round trips and commands so far, with one INFO: the
+// next read counts that INFO as one of each.
+func (r *redisServer) stats(ctx context.Context) (RedisStats, error) {
 	info, err := r.client.Info(ctx, "stats").Result()
 	if err != nil {
-		return 0, err
+		return RedisStats{}, err
 	}
-	return ParseRedisInfo(info, "total_writes_processed")
+	return ParseRedisStats(info)
 }
 
 func (r *redisServer) stop() {

@@ -73,23 +73,28 @@ func (o Options) redisFsync() string {
 
 // Result is one run's figures.
 type Result struct {
-	Concurrency            int
-	Rate                   int // messages a second, if the run was an open loop (Concurrency is then 0)
-	Messages               int
-	E2E, Ack               []time.Duration
-	Elapsed                time.Duration
-	CPUPerMessage          time.Duration // parley's user+system time / messages
-	RedisWritesPerMessage  float64
-	ModelConns, SlackConns int64
+	Concurrency           int
+	Rate                  int // messages a second, if the run was an open loop (Concurrency is then 0)
+	Messages              int
+	E2E, Ack              []time.Duration
+	Elapsed               time.Duration
+	CPUPerMessage         time.Duration // parley's user+system time / messages
+	RedisWritesPerMessage float64       // round trips (INFO total_writes_processed)
+	// RedisCommandsPerMessage is INFO total_commands_processed over the
+	// run, per message: every command, pipelined ones one each.
+	RedisCommandsPerMessage float64
+	ModelConns, SlackConns  int64
 	// SlackCallsPerMessage is the fake Slack's Web API calls over the run
 	// (posts, reactions, thread reads, name lookups), per message;
 	// SlackReadsPerMessage those that read the room.
 	SlackCallsPerMessage, SlackReadsPerMessage float64
-	IdleRSS                                    uint64
-	Lost, Doubled                              int
-	Misrouted                                  int
-	Refused                                    int // webhook attempts answered 503 or not at all; retried as Slack does
-	OtherLoad                                  float64
+	// IdleRSS is VmRSS one second after start-up; IdleRssAnon and
+	// IdleRssFile its anonymous and file-backed parts (/proc/PID/status).
+	IdleRSS, IdleRssAnon, IdleRssFile uint64
+	Lost, Doubled                     int
+	Misrouted                         int
+	Refused                           int // webhook attempts answered 503 or not at all; retried as Slack does
+	OtherLoad                         float64
 	// ServerAck is parley's own time for the run's webhooks, from its
 	// parley_webhook_duration_seconds (empty if the binary has none).
 	ServerAck Histogram
@@ -167,12 +172,14 @@ func printRun(out io.Writer, i int, r Result) {
 		r.load(), i, r.Messages, r.Elapsed.Seconds(), float64(r.Messages)/r.Elapsed.Seconds(), r.OtherLoad*100)
 	fmt.Fprintf(out, "  e2e p50 %s p99 %s; ack p50 %s p99 %s\n", ms(Percentile(r.E2E, 50)), ms(Percentile(r.E2E, 99)),
 		ms(Percentile(r.Ack, 50)), ms(Percentile(r.Ack, 99)))
-	trips := strconv.FormatFloat(r.RedisWritesPerMessage, 'f', 2, 64) + "/msg"
+	trips := strconv.FormatFloat(r.RedisWritesPerMessage, 'f', 2, 64) + "/msg, commands " +
+		strconv.FormatFloat(r.RedisCommandsPerMessage, 'f', 2, 64) + "/msg"
 	if r.RedisWritesPerMessage < 0 {
 		trips = "n/a (Redis restarted)"
 	}
-	fmt.Fprintf(out, "  CPU %.3f ms/msg; Redis round trips %s; new connections: model %d, Slack %d; idle RSS %.1f MiB\n",
-		float64(r.CPUPerMessage)/1e6, trips, r.ModelConns, r.SlackConns, float64(r.IdleRSS)/(1<<20))
+	fmt.Fprintf(out, "  CPU %.3f ms/msg; Redis round trips %s; new connections: model %d, Slack %d; idle RSS %.1f MiB (anon %.1f, file %.1f)\n",
+		float64(r.CPUPerMessage)/1e6, trips, r.ModelConns, r.SlackConns, float64(r.IdleRSS)/(1<<20),
+		float64(r.IdleRssAnon)/(1<<20), float64(r.IdleRssFile)/(1<<20))
 	if r.ServerAck.Count() > 0 {
 		fmt.Fprintf(out, "  ack in parley: p99 ≤ %s, %.1f %% within 2 ms, mean %s\n", secs(r.ServerAck.Quantile(0.99)),
 			r.ServerAck.ShareWithin(0.002)*100, secs(r.ServerAck.Mean()))
@@ -216,12 +223,15 @@ func printMedians(out io.Writer, rs []Result, webhookTrips float64) {
 		med, _, _ := Median(xs)
 		fmt.Fprintf(out, "    of which webhook %.2f (ack probe), turn %.2f\n", webhookTrips, med-webhookTrips)
 	}
+	fig("Redis commands", "/msg", func(r Result) float64 { return r.RedisCommandsPerMessage })
 	fig("new connections to model", "", func(r Result) float64 { return float64(r.ModelConns) })
 	fig("new connections to Slack", "", func(r Result) float64 { return float64(r.SlackConns) })
 	fig("Slack API calls", "/msg", func(r Result) float64 { return r.SlackCallsPerMessage })
 	fig("  of which reading the room", "/msg", func(r Result) float64 { return r.SlackReadsPerMessage })
 	fig("gateway CPU", "ms/msg", func(r Result) float64 { return d(r.CPUPerMessage) })
 	fig("idle RSS", "MiB", func(r Result) float64 { return float64(r.IdleRSS) / (1 << 20) })
+	fig("  of which RssAnon", "MiB", func(r Result) float64 { return float64(r.IdleRssAnon) / (1 << 20) })
+	fig("  of which RssFile", "MiB", func(r Result) float64 { return float64(r.IdleRssFile) / (1 << 20) })
 	fig("throughput", "msg/s", func(r Result) float64 { return float64(r.Messages) / r.Elapsed.Seconds() })
 	fig("other processes", "%", func(r Result) float64 { return r.OtherLoad * 100 })
 	lost, doubled, mis := 0, 0, 0

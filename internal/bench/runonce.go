@@ -130,10 +130,11 @@ func (rg *rig) stop() {
 // the typing delay and is one plain post.
 func (rg *rig) settle(ctx context.Context, o Options, res *Result) error {
 	time.Sleep(time.Second)
-	var err error
-	if res.IdleRSS, err = ParseVmRSS(readFile(fmt.Sprintf("/proc/%d/status", rg.p.pid()))); err != nil {
+	rss, err := ParseRSS(readFile(fmt.Sprintf("/proc/%d/status", rg.p.pid())))
+	if err != nil {
 		return err
 	}
+	res.IdleRSS, res.IdleRssAnon, res.IdleRssFile = rss.Total, rss.Anon, rss.File
 	warm := o.Messages
 	if err := warmUp(ctx, rg.p.base, rg.fs, warm, o.Timeout); err != nil {
 		return err
@@ -147,10 +148,10 @@ func (rg *rig) settle(ctx context.Context, o Options, res *Result) error {
 type counters struct {
 	hooks    Histogram
 	hooksErr error
-	cpu      uint64 // parley's ticks
-	writes   int64  // Redis's
-	self     uint64 // the bench's ticks
-	redis    uint64 // Redis's ticks
+	cpu      uint64     // parley's ticks
+	redis    RedisStats // Redis's round trips and commands
+	self     uint64     // the bench's ticks
+	redisCPU uint64     // Redis's ticks
 	machine  CPUTimes
 	// slackCalls and slackReads are the fake Slack's Web API calls, and
 	// those that read the room.
@@ -166,12 +167,12 @@ func (rg *rig) count(ctx context.Context) (counters, error) {
 	if c.cpu, err = pidTicks(rg.p.pid()); err != nil {
 		return c, err
 	}
-	if c.writes, err = rg.rds.writes(ctx); err != nil {
+	if c.redis, err = rg.rds.stats(ctx); err != nil {
 		return c, err
 	}
 	c.slackCalls, c.slackReads = rg.fs.calls.Load(), rg.fs.reads.Load()
 	c.self, _ = pidTicks(os.Getpid())
-	c.redis, _ = pidTicks(rg.rds.cmd.Process.Pid)
+	c.redisCPU, _ = pidTicks(rg.rds.cmd.Process.Pid)
 	if c.machine, err = machineTimes(); err != nil {
 		return c, err
 	}
@@ -199,22 +200,25 @@ func (rg *rig) measure(ctx context.Context, o Options, prof string, before count
 	if err != nil {
 		return err
 	}
-	w1, err := rg.rds.writes(ctx)
+	s1, err := rg.rds.stats(ctx)
 	if err != nil {
 		return err
 	}
 	res.CPUPerMessage = time.Duration(cpu1-before.cpu) * (time.Second / clockTicks) / time.Duration(o.Messages)
-	res.RedisWritesPerMessage = float64(w1-before.writes) / float64(o.Messages)
+	// The INFO that read before is counted in s1, one round trip and one
+	// command.
+	res.RedisWritesPerMessage = float64(s1.Writes-before.redis.Writes-1) / float64(o.Messages)
+	res.RedisCommandsPerMessage = float64(s1.Commands-before.redis.Commands-1) / float64(o.Messages)
 	if o.RedisOutage > 0 {
-		// The restarted server's counter began again at zero.
-		res.RedisWritesPerMessage = -1
+		// The restarted server's counters began again at zero.
+		res.RedisWritesPerMessage, res.RedisCommandsPerMessage = -1, -1
 	}
 	res.ModelConns, res.SlackConns = rg.model.conns.Load(), rg.slack.conns.Load()
 	res.SlackCallsPerMessage = float64(rg.fs.calls.Load()-before.slackCalls) / float64(o.Messages)
 	res.SlackReadsPerMessage = float64(rg.fs.reads.Load()-before.slackReads) / float64(o.Messages)
 	// Other processes: the machine's busy time less parley's, Redis's and
 	// the bench's own (load generator and fakes).
-	m0, redis0 := before.machine, before.redis
+	m0, redis0 := before.machine, before.redisCPU
 	if m1.Total > m0.Total {
 		if redis1 < redis0 { // Redis was restarted: count the new process's time
 			redis0 = 0
