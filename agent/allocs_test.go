@@ -31,13 +31,17 @@ import (
 //
 //	go test -run TestTurnAllocations -v ./agent/
 //
-// (without -race), read the "allocations per turn" lines and set the
-// ceiling to the new count plus 15%, saying here what it was and why.
+// with and without -race (the race detector adds a few allocations, and
+// the suite runs with it), read the "allocations per turn" lines and set
+// the ceiling to the larger count plus 15%, saying here what it was and
+// why.
 const (
-	// Set at 67 measured (go1.26.8, linux/amd64, when this test was written).
-	maxPlainTurnAllocs = 77
-	// Set at 144 measured (go1.26.8, linux/amd64, when this test was written).
-	maxStreamedTurnAllocs = 166
+	// Set at 67 measured without -race, up to 68 with it (go1.26.8,
+	// linux/amd64): the larger plus 15%.
+	maxPlainTurnAllocs = 79
+	// Set at 144 measured without -race, up to 146 with it (go1.26.8,
+	// linux/amd64): the larger plus 15%.
+	maxStreamedTurnAllocs = 168
 )
 
 // cannedModel is an OpenAI-compatible endpoint in process: it reads and
@@ -136,9 +140,6 @@ func TestTurnAllocations(t *testing.T) {
 			}
 			allocs := testing.AllocsPerRun(100, run)
 			t.Logf("allocations per turn: %.0f (ceiling %.0f)", allocs, tc.max)
-			if raceEnabled {
-				t.Skip("the race detector changes allocation counts; the ceiling is checked without -race")
-			}
 			if allocs > tc.max {
 				t.Fatalf("a %s turn allocates %.0f times; the ceiling is %.0f (see maxPlainTurnAllocs for how to update it)", tc.name, allocs, tc.max)
 			}

@@ -27,13 +27,17 @@ import (
 //
 //	go test -run TestWebhookAllocations -v ./channels/slack/
 //
-// (without -race), read the "allocations per request" lines and set the
-// ceiling to the new count plus 15%, saying here what it was and why.
+// with and without -race (the race detector adds a few allocations, and
+// the suite runs with it), read the "allocations per request" lines and set
+// the ceiling to the larger count plus 15%, saying here what it was and
+// why.
 const (
-	// Set at 67 measured (go1.26.8, linux/amd64, when this test was written).
-	maxMentionAllocs = 77
-	// Set at 67 measured (go1.26.8, linux/amd64, when this test was written).
-	maxFollowUpAllocs = 77
+	// Set at 67 measured without -race, up to 72 with it (go1.26.8,
+	// linux/amd64): the larger plus 15%.
+	maxMentionAllocs = 83
+	// Set at 67 measured without -race, up to 72 with it (go1.26.8,
+	// linux/amd64): the larger plus 15%.
+	maxFollowUpAllocs = 83
 )
 
 // nopHandler is a gateway that takes every message and keeps nothing, so
@@ -120,9 +124,6 @@ func TestWebhookAllocations(t *testing.T) {
 			}
 			allocs := testing.AllocsPerRun(200, func() { w.serve(t) })
 			t.Logf("allocations per request: %.0f (ceiling %.0f)", allocs, tc.max)
-			if raceEnabled {
-				t.Skip("the race detector changes allocation counts; the ceiling is checked without -race")
-			}
 			if allocs > tc.max {
 				t.Fatalf("acking a %s event allocates %.0f times; the ceiling is %.0f (see maxMentionAllocs for how to update it)", tc.name, allocs, tc.max)
 			}
