@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -17,13 +18,19 @@ import (
 // replica (in this process without Redis), and a user it would not name
 // for UnknownNameTTL, so that each read does not ask again. A read asks
 // at most NameLookups times: a thread of fifty writers is named in part
-// rather than slowly.
+// rather than slowly. Each replica also keeps the names it read or gave
+// in memory for NameMemoryTTL, so that the same people answered again
+// cost no Redis round trip: a renamed user keeps the old name on a
+// replica that far, as in Redis for NameTTL already.
 const (
 	NameTTL        = 24 * time.Hour
 	UnknownNameTTL = time.Hour
+	NameMemoryTTL  = 5 * time.Minute
 	NameLookups    = 20
 	// MaxNameBytes bounds a display name kept.
 	MaxNameBytes = 256
+	// maxNamesInMemory bounds the names a replica keeps in memory.
+	maxNamesInMemory = 10000
 )
 
 // ErrUnnamed is a lookup's refusal that asking again soon will not
@@ -34,7 +41,7 @@ var ErrUnnamed = errors.New("channels: the platform names no one by this id")
 // NameCache is one platform's cache of user names.
 type NameCache struct {
 	mu     sync.Mutex
-	mem    map[string]cachedName // without Redis
+	mem    map[string]cachedName // all of it without Redis; in front of it with
 	redis  redis.UniversalClient
 	prefix string
 }
@@ -93,33 +100,54 @@ func (c *NameCache) Name(ctx context.Context, space string, msgs []RoomMessage, 
 	}
 }
 
-// get returns the names known of ids.
+// get returns the names known of ids: from memory, then from Redis.
 func (c *NameCache) get(ctx context.Context, space string, ids []string, now time.Time) (map[string]string, error) {
 	out := map[string]string{}
-	if c.redis == nil {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for _, id := range ids {
-			if n, ok := c.mem[c.key(space, id)]; ok && now.Before(n.expires) {
-				out[id] = n.name
-			}
+	var missing []string
+	c.mu.Lock()
+	for _, id := range ids {
+		if n, ok := c.mem[c.key(space, id)]; ok && now.Before(n.expires) {
+			out[id] = n.name
+		} else {
+			missing = append(missing, id)
 		}
+	}
+	c.mu.Unlock()
+	if c.redis == nil || len(missing) == 0 {
 		return out, nil
 	}
-	keys := make([]string, len(ids))
-	for i, id := range ids {
+	keys := make([]string, len(missing))
+	for i, id := range missing {
 		keys[i] = c.key(space, id)
 	}
 	vals, err := c.redis.MGet(ctx, keys...).Result()
 	if err != nil {
 		return out, err
 	}
+	read := map[string]string{}
 	for i, v := range vals {
 		if name, ok := v.(string); ok {
-			out[ids[i]] = name
+			out[missing[i]], read[missing[i]] = name, name
 		}
 	}
+	c.remember(space, read, now, func(string) time.Duration { return NameMemoryTTL })
 	return out, nil
+}
+
+// remember keeps names in memory, each for ttl(name), within
+// maxNamesInMemory: when full, the expired go, and if none had, all.
+func (c *NameCache) remember(space string, names map[string]string, now time.Time, ttl func(string) time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.mem)+len(names) > maxNamesInMemory {
+		maps.DeleteFunc(c.mem, func(_ string, n cachedName) bool { return !now.Before(n.expires) })
+		if len(c.mem)+len(names) > maxNamesInMemory {
+			clear(c.mem)
+		}
+	}
+	for id, name := range names {
+		c.mem[c.key(space, id)] = cachedName{name: name, expires: now.Add(ttl(name))}
+	}
 }
 
 // put remembers names ("" for a user that could not be named).
@@ -134,13 +162,10 @@ func (c *NameCache) put(ctx context.Context, space string, names map[string]stri
 		return NameTTL
 	}
 	if c.redis == nil {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for id, name := range names {
-			c.mem[c.key(space, id)] = cachedName{name: name, expires: now.Add(ttl(name))}
-		}
+		c.remember(space, names, now, ttl)
 		return nil
 	}
+	c.remember(space, names, now, func(name string) time.Duration { return min(ttl(name), NameMemoryTTL) })
 	_, err := c.redis.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for id, name := range names {
 			p.Set(ctx, c.key(space, id), name, ttl(name))

@@ -22,12 +22,27 @@ type roomState struct {
 	names  *channels.NameCache
 	mu     sync.Mutex
 	limits map[string]time.Time // team → no read before
-	redis  redis.UniversalClient
-	prefix string
+	// unlimited is when Redis last said a team's reads were not refused:
+	// it is asked again limitRecheck later, not on every read.
+	unlimited map[string]time.Time
+	redis     redis.UniversalClient
+	prefix    string
 }
 
+// limitRecheck is how long a replica trusts Redis's word that no
+// replica noted a rate limit for a workspace. A read costs a Redis round
+// trip less for each message answered within it; a limit another replica
+// noted meanwhile costs this one at most a refused call of its own,
+// which notes the limit here too.
+const limitRecheck = time.Second
+
+// maxTeamsRemembered bounds the unlimited map of an app installed in
+// many workspaces.
+const maxTeamsRemembered = 10000
+
 func newRoomState(r redis.UniversalClient, prefix string) *roomState {
-	return &roomState{names: channels.NewNameCache(r, prefix+"slack:name:"), limits: map[string]time.Time{}, redis: r, prefix: prefix}
+	return &roomState{names: channels.NewNameCache(r, prefix+"slack:name:"), limits: map[string]time.Time{},
+		unlimited: map[string]time.Time{}, redis: r, prefix: prefix}
 }
 
 // limited reports whether team's reads are refused until a time after
@@ -39,12 +54,22 @@ func (s *roomState) limited(ctx context.Context, team string, now time.Time) (ti
 		delete(s.limits, team)
 		ok = false
 	}
+	checked, recent := s.unlimited[team]
+	recent = recent && !now.Before(checked) && now.Sub(checked) < limitRecheck
 	s.mu.Unlock()
-	if ok || s.redis == nil {
+	if ok || s.redis == nil || recent {
 		return until, ok
 	}
 	ms, err := s.redis.Get(ctx, s.limitKey(team)).Int64()
 	if err != nil || !now.Before(time.UnixMilli(ms)) {
+		if err == nil || errors.Is(err, redis.Nil) {
+			s.mu.Lock()
+			if len(s.unlimited) >= maxTeamsRemembered {
+				clear(s.unlimited) // asked again, not wrong
+			}
+			s.unlimited[team] = now
+			s.mu.Unlock()
+		}
 		return time.Time{}, false // none noted, or Redis unreadable: read
 	}
 	s.limit(ctx, team, now, time.UnixMilli(ms))

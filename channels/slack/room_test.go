@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,8 +9,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/channels/slack/slacktest"
@@ -210,6 +214,65 @@ func TestReadRoomRateLimitedAnswersWithoutAndWaits(t *testing.T) {
 	if err != nil || len(room.Messages) != 6 {
 		t.Errorf("read after Retry-After = %d messages, %v; want the thread", len(room.Messages), err)
 	}
+}
+
+// TestAnotherReplicasRateLimitIsAskedOnceASecond: a replica asks Redis
+// whether another noted a workspace's rate limit at most once per
+// limitRecheck, not before every read, and heeds a limit noted meanwhile
+// once that has passed, without calling Slack.
+func TestAnotherReplicasRateLimitIsAskedOnceASecond(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	f := newFixture(t, func(_ *Config, o *Options) { o.Redis, o.Prefix = r.Client, r.Prefix })
+	if err := f.a.Identify(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	root := fivePeople(t, f)
+	trigger := f.slack.Say("C1", root, "U1", "<@UBOT> hi")
+	q := channels.RoomQuery{Message: mentionAt(trigger, root), Thread: true, Max: 50}
+	gets := &limitReads{}
+	r.Client.AddHook(gets)
+	for range 3 {
+		if _, err := f.a.ReadRoom(t.Context(), q); err != nil {
+			t.Fatal(err)
+		}
+		f.now = f.now.Add(limitRecheck / 4)
+	}
+	if n := gets.n.Load(); n != 1 {
+		t.Errorf("%d reads of the limit in Redis for 3 room reads within %s; want 1", n, limitRecheck)
+	}
+	other, err := New(f.a.cfg, f.a.opts, nil, nil) // another replica, same Redis
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.slack.Fail("conversations.replies", slacktest.Failure{Status: 429, RetryAfter: "30"})
+	if _, err := other.ReadRoom(t.Context(), q); !errors.Is(err, channels.ErrRoomRateLimited) {
+		t.Fatalf("read on a 429 = %v; want ErrRoomRateLimited", err)
+	}
+	calls := f.slack.Count("conversations.replies")
+	f.now = f.now.Add(limitRecheck)
+	if _, err := f.a.ReadRoom(t.Context(), q); !errors.Is(err, channels.ErrRoomRateLimited) {
+		t.Errorf("read %s after another replica noted the limit = %v; want ErrRoomRateLimited", limitRecheck, err)
+	}
+	if n := f.slack.Count("conversations.replies"); n != calls {
+		t.Errorf("%d calls to Slack once the limit was noted; want none", n-calls)
+	}
+}
+
+// limitReads counts the GETs of a workspace's rate-limit note.
+type limitReads struct{ n atomic.Int64 }
+
+func (l *limitReads) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (l *limitReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if args := cmd.Args(); cmd.Name() == "get" && len(args) > 1 && strings.Contains(fmt.Sprint(args[1]), "slack:room_limited:") {
+			l.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (l *limitReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 // TestReadRoomUnderTheNonMarketplaceLimit: 15 messages a call and a 429
