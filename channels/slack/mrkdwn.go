@@ -266,7 +266,50 @@ func formatText(s string, ph *placeholders, allowMentions bool) string {
 	if plainText(s) {
 		return s
 	}
-	s = linkRe().ReplaceAllStringFunc(s, func(m string) string {
+	// Each pattern runs only on text holding what a match must: most
+	// answers have no link, URL or emphasis of one kind or another, and a
+	// pattern that cannot match still costs a scan of the whole text.
+	if strings.Contains(s, "](") {
+		s = formatLinks(s, ph, allowMentions)
+	}
+	if strings.Contains(s, "<http") || strings.Contains(s, "<mailto:") {
+		s = autolinkRe().ReplaceAllStringFunc(s, func(m string) string {
+			return ph.add("<" + escapeURL(m[1:len(m)-1]) + ">")
+		})
+	}
+	if allowMentions && strings.Contains(s, "<") {
+		s = mentionRe().ReplaceAllStringFunc(s, ph.add)
+	}
+	if strings.Contains(s, "http") {
+		s = bareURLRe().ReplaceAllStringFunc(s, func(m string) string {
+			url, tail := trimURL(m)
+			return ph.add(escaper.Replace(url)) + tail
+		})
+	}
+	s = escaper.Replace(s)
+	// Temporary markers keep a converted bold from being read as italics.
+	const bold, italic = "\x01", "\x02"
+	if strings.Contains(s, "***") {
+		s = wrap(s, boldItalicRe(), bold+italic, italic+bold)
+	}
+	if strings.Contains(s, "**") {
+		s = wrap(s, boldRe(), bold, bold)
+	}
+	if strings.Contains(s, "__") {
+		s = wrap(s, boldUnderRe(), bold, bold)
+	}
+	if strings.Contains(s, "~~") {
+		s = wrap(s, strikeRe(), "~", "~")
+	}
+	if strings.Contains(s, "*") {
+		s = wrap(s, italicRe(), italic, italic)
+	}
+	return markers.Replace(s)
+}
+
+// formatLinks turns s's Markdown links into mrkdwn's, each a placeholder.
+func formatLinks(s string, ph *placeholders, allowMentions bool) string {
+	return linkRe().ReplaceAllStringFunc(s, func(m string) string {
 		sub := linkRe().FindStringSubmatch(m)
 		label, target := sub[1], sub[2]
 		if !isWebURL(target) {
@@ -280,25 +323,6 @@ func formatText(s string, ph *placeholders, allowMentions bool) string {
 		}
 		return ph.add("<" + escapeURL(target) + "|" + formatText(label, ph, allowMentions) + ">")
 	})
-	s = autolinkRe().ReplaceAllStringFunc(s, func(m string) string {
-		return ph.add("<" + escapeURL(m[1:len(m)-1]) + ">")
-	})
-	if allowMentions {
-		s = mentionRe().ReplaceAllStringFunc(s, ph.add)
-	}
-	s = bareURLRe().ReplaceAllStringFunc(s, func(m string) string {
-		url, tail := trimURL(m)
-		return ph.add(escaper.Replace(url)) + tail
-	})
-	s = escaper.Replace(s)
-	// Temporary markers keep a converted bold from being read as italics.
-	const bold, italic = "\x01", "\x02"
-	s = wrap(s, boldItalicRe(), bold+italic, italic+bold)
-	s = wrap(s, boldRe(), bold, bold)
-	s = wrap(s, boldUnderRe(), bold, bold)
-	s = wrap(s, strikeRe(), "~", "~")
-	s = wrap(s, italicRe(), italic, italic)
-	return markers.Replace(s)
 }
 
 // markers turns formatText's temporary bold and italic markers into

@@ -11,10 +11,15 @@
 // so that it costs no round trip of its own.
 //
 // A field names what it counts as a JSON array, so that no platform id,
-// whatever characters it holds, can be mistaken for another:
-// ["user","slack","T1","U1","prompt"], ["chat","slack","T1","C1","prompt"],
-// ["channel","slack","prompt"], ["model","backup","prompt"]. The kinds are
-// prompt, completion and cached tokens, and turns.
+// whatever characters it holds, can be mistaken for another: the turns of
+// one user in one chat with one model, and one kind of count,
+// ["turn","slack","T1","C1","U1","default","prompt"]. The kinds are
+// prompt, completion and cached tokens, and turns. A report adds the
+// fields up by what it groups by. A turn is one HINCRBY per kind it
+// counts (three or four); earlier versions wrote a field per grouping
+// (["user","slack","T1","U1","prompt"], ["chat",…], ["channel",…],
+// ["model",…]: twelve or sixteen), and reports still read those in the
+// hours that hold them.
 package usage
 
 import (
@@ -53,6 +58,9 @@ const (
 
 // Bys lists the groupings, in the order the CLI names them.
 var Bys = []string{ByUser, ByChat, ByChannel, ByModel}
+
+// byTurn is the first part of a field of this version's form.
+const byTurn = "turn"
 
 // The kinds counted for each group.
 const (
@@ -163,28 +171,20 @@ func (s *Store) record(t Turn) (key string, args []any, ok bool) {
 		return "", nil, false
 	}
 	now := s.now()
-	groups := [][]string{
-		{ByUser, t.Channel, t.Workspace, t.User},
-		{ByChat, t.Channel, t.Workspace, t.Chat},
-		{ByChannel, t.Channel},
-		{ByModel, t.Model},
-	}
 	counts := []struct {
 		kind string
 		n    int
 	}{{kindPrompt, t.Prompt}, {kindCompletion, t.Completion}, {kindCached, t.Cached}, {kindTurns, 1}}
-	// One script rather than a MULTI of a dozen commands: a turn's
-	// recording cost the gateway as much CPU as its model call.
-	args = make([]any, 0, 2*len(groups)*len(counts)+1)
-	for _, g := range groups {
-		// field(g..., kind) is g's array with the kind added before
-		// the closing bracket; the kinds are plain ASCII.
-		open := field(g...)
-		open = open[:len(open)-1] + `,"`
-		for _, c := range counts {
-			if c.n > 0 {
-				args = append(args, open+c.kind+`"]`, c.n)
-			}
+	// One script rather than a MULTI: a turn's recording cost the gateway
+	// as much CPU as its model call. field(…, kind) is the turn's array
+	// with the kind added before the closing bracket; the kinds are plain
+	// ASCII.
+	open := field(byTurn, t.Channel, t.Workspace, t.Chat, t.User, t.Model)
+	open = open[:len(open)-1] + `,"`
+	args = make([]any, 0, 2*len(counts)+1)
+	for _, c := range counts {
+		if c.n > 0 {
+			args = append(args, open+c.kind+`"]`, c.n)
 		}
 	}
 	// The hour's end plus the retention: the last write sets it.
@@ -248,15 +248,14 @@ func (s *Store) Read(ctx context.Context, since time.Duration, by string) (Repor
 	rows := map[string]*Row{}
 	for _, c := range cmds {
 		for f, v := range c.Val() {
-			var parts []string
-			if json.Unmarshal([]byte(f), &parts) != nil || len(parts) < 3 || parts[0] != by {
+			group, kind, ok := groupOf(f, by)
+			if !ok {
 				continue
 			}
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
 				continue
 			}
-			group, kind := parts[1:len(parts)-1], parts[len(parts)-1]
 			id := field(group...)
 			r, ok := rows[id]
 			if !ok {
@@ -279,6 +278,35 @@ func (s *Store) Read(ctx context.Context, since time.Duration, by string) (Repor
 			cmp.Compare(a.User, b.User), cmp.Compare(a.Chat, b.Chat), cmp.Compare(a.Model, b.Model))
 	})
 	return rep, nil
+}
+
+// groupOf is the group of by that field f counts for, and its kind: from
+// a turn's field, the parts by names; from an earlier version's, the
+// field's own when it is of by. ok is false for a field of no group of by.
+func groupOf(f, by string) (group []string, kind string, ok bool) {
+	var parts []string
+	if json.Unmarshal([]byte(f), &parts) != nil || len(parts) < 3 {
+		return nil, "", false
+	}
+	kind = parts[len(parts)-1]
+	if parts[0] != byTurn {
+		return parts[1 : len(parts)-1], kind, parts[0] == by
+	}
+	if len(parts) != 7 {
+		return nil, "", false
+	}
+	channel, workspace, chat, user, model := parts[1], parts[2], parts[3], parts[4], parts[5]
+	switch by {
+	case ByUser:
+		return []string{channel, workspace, user}, kind, true
+	case ByChat:
+		return []string{channel, workspace, chat}, kind, true
+	case ByChannel:
+		return []string{channel}, kind, true
+	case ByModel:
+		return []string{model}, kind, true
+	}
+	return nil, "", false
 }
 
 // rowOf names a group's row; nil for a field of the wrong shape.

@@ -163,7 +163,7 @@ func TestUsageIdsCannotForgeRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, u := range []string{`U1","prompt`, `U1"]`, "U1\x00", "U1"} {
-		if want := field(ByUser, "slack", "T1", u, kindPrompt); !slices.Contains(fields, want) {
+		if want := field(byTurn, "slack", "T1", "C1", u, "default", kindPrompt); !slices.Contains(fields, want) {
 			t.Errorf("no field %s among %q", want, fields)
 		}
 	}
@@ -177,6 +177,83 @@ func TestUsageIdsCannotForgeRows(t *testing.T) {
 	for _, row := range rep.Rows {
 		if row.Prompt != 10 || row.Turns != 1 {
 			t.Errorf("row %+v, want 10 prompt tokens in one turn", row)
+		}
+	}
+}
+
+// TestATurnIsOneFieldPerKind: a turn writes a field for each kind it
+// counts, not one per grouping: three for a turn without cached tokens,
+// four with them.
+func TestATurnIsOneFieldPerKind(t *testing.T) {
+	r := redistest.New(t)
+	s := New(r.Client, r.Prefix)
+	now := time.Now()
+	s.now = func() time.Time { return now }
+	ctx := context.Background()
+	for i, c := range []struct {
+		turn   Turn
+		fields int64
+	}{
+		{Turn{Channel: "slack", Workspace: "T1", Chat: "C1", User: "U1", Model: "default", Prompt: 10, Completion: 1}, 3},
+		{Turn{Channel: "slack", Workspace: "T1", Chat: "C2", User: "U1", Model: "default", Prompt: 10, Completion: 1, Cached: 8}, 4},
+	} {
+		before, _ := r.Client.HLen(ctx, s.key(now)).Result()
+		if err := s.Record(ctx, c.turn); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := r.Client.HLen(ctx, s.key(now)).Result(); err != nil || n-before != c.fields {
+			t.Errorf("turn %d: %d fields, %v; want %d", i, n-before, err, c.fields)
+		}
+	}
+}
+
+// TestUsageReadsTheEarlierFieldsToo: an hour recorded partly by an
+// earlier version (a field per grouping) and partly by this one (a field
+// per turn's user, chat and model) is reported whole, each turn once.
+func TestUsageReadsTheEarlierFieldsToo(t *testing.T) {
+	r := redistest.New(t)
+	s := New(r.Client, r.Prefix)
+	now := time.Date(2026, 12, 2, 10, 30, 0, 0, time.UTC)
+	s.now = func() time.Time { return now }
+	ctx := context.Background()
+	// The earlier version's record of alice's turn in C1 (700 + 70 tokens).
+	earlier := map[string]any{}
+	for _, g := range [][]string{{ByUser, "slack", "T1", "U-alice"}, {ByChat, "slack", "T1", "C1"}, {ByChannel, "slack"}, {ByModel, "default"}} {
+		for kind, n := range map[string]int{kindPrompt: 700, kindCompletion: 70, kindTurns: 1} {
+			earlier[field(append(slices.Clone(g), kind)...)] = n
+		}
+	}
+	if err := r.Client.HSet(ctx, s.key(now), earlier).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// This version's: alice again in C1, bob in C2 with the backup model.
+	for _, turn := range []Turn{
+		{Channel: "slack", Workspace: "T1", Chat: "C1", User: "U-alice", Model: "default", Prompt: 300, Completion: 30},
+		{Channel: "slack", Workspace: "T1", Chat: "C2", User: "U-bob", Model: "backup", Prompt: 100, Completion: 10, Cached: 50},
+	} {
+		if err := s.Record(ctx, turn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string][]Row{
+		ByUser: {{Channel: "slack", Workspace: "T1", User: "U-alice", Turns: 2, Prompt: 1000, Completion: 100},
+			{Channel: "slack", Workspace: "T1", User: "U-bob", Turns: 1, Prompt: 100, Completion: 10, Cached: 50}},
+		ByChat: {{Channel: "slack", Workspace: "T1", Chat: "C1", Turns: 2, Prompt: 1000, Completion: 100},
+			{Channel: "slack", Workspace: "T1", Chat: "C2", Turns: 1, Prompt: 100, Completion: 10, Cached: 50}},
+		ByChannel: {{Channel: "slack", Turns: 3, Prompt: 1100, Completion: 110, Cached: 50}},
+		ByModel: {{Model: "default", Turns: 2, Prompt: 1000, Completion: 100},
+			{Model: "backup", Turns: 1, Prompt: 100, Completion: 10, Cached: 50}},
+	}
+	for _, by := range Bys {
+		rep, err := s.Read(ctx, time.Hour, by)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !equalRows(rep.Rows, want[by]) {
+			t.Errorf("by %s:\n got %+v\nwant %+v", by, rep.Rows, want[by])
+		}
+		if rep.Total != (Row{Turns: 3, Prompt: 1100, Completion: 110, Cached: 50}) {
+			t.Errorf("by %s: total %+v; want the three turns", by, rep.Total)
 		}
 	}
 }
