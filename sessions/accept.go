@@ -12,7 +12,10 @@ import (
 // a crash can never leave an id marked as seen without its message queued.
 // The inbox is checked against its limit in the same step, so that
 // replicas appending at once cannot overshoot it, and it expires with the
-// history: an abandoned queue does not live forever.
+// history: an abandoned queue does not live forever. The common case costs
+// the fewest commands: the de-dup record is one SET NX, and the message
+// is appended and taken back off when that made the inbox too long
+// (nothing else can see the inbox in between).
 //
 // An arrival from the person the conversation's turn has asked a question
 // (Ask) is that person's answer: it goes to the answers list the waiting
@@ -33,16 +36,18 @@ if ARGV[6] == '1' then required = KEYS[k]; k = k + 1 end
 local asked = ARGV[7] ~= '' and redis.call('GET', KEYS[2]) == ARGV[7]
 if ARGV[8] == '1' and not asked then return -5 end
 if required and not asked and redis.call('EXISTS', required) == 0 then return -3 end
-if seen and redis.call('EXISTS', seen) == 1 then return -2 end
-if seen then redis.call('SET', seen, '1', 'PX', ARGV[4]) end
+if seen and not redis.call('SET', seen, '1', 'NX', 'PX', ARGV[4]) then return -2 end
 if asked then
   redis.call('RPUSH', KEYS[3], ARGV[1])
   redis.call('PEXPIRE', KEYS[3], redis.call('PTTL', KEYS[2]))
   return -4
 end
 for i = k, #KEYS do redis.call('SET', KEYS[i], '1', 'PX', ARGV[3]) end
-if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[2]) then return -1 end
 local n = redis.call('RPUSH', KEYS[1], ARGV[1])
+if n > tonumber(ARGV[2]) then
+  redis.call('RPOP', KEYS[1])
+  return -1
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return n
 `)

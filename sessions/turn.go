@@ -33,10 +33,9 @@ import (
 var claimScript = redis.NewScript(`
 local head = redis.call('LINDEX', KEYS[2], 0)
 if not head then return {0} end
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {-1, redis.call('PTTL', KEYS[1])} end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-elseif not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {-1, redis.call('PTTL', KEYS[1])}
 end
 local h = redis.call('LRANGE', KEYS[3], 0, -1)
 local framed = {}
@@ -113,8 +112,12 @@ if redis.call('GET', KEYS[3]) ~= ARGV[1] then
   if receipt then return {tonumber(receipt), redis.call('LLEN', KEYS[2])} end
   return {-1}
 end
-if ARGV[4] ~= '' and redis.call('LINDEX', KEYS[2], 0) == ARGV[4] then
-  redis.call('LPOP', KEYS[2])
+if ARGV[4] ~= '' then
+  local head = redis.call('LPOP', KEYS[2])
+  if head and head ~= ARGV[4] then
+    redis.call('LPUSH', KEYS[2], head)
+    redis.call('PEXPIRE', KEYS[2], ARGV[2]) -- the pop may have emptied it
+  end
 end
 local trimmed = 0
 if #ARGV > 5 then

@@ -203,3 +203,27 @@ func TestTheEmbeddedStoreRunsTheScripts(t *testing.T) {
 	}
 	c.Lock.Release(ctx)
 }
+
+// TestCompleteLeavesAnotherHeadQueued: a completion whose message is no
+// longer the inbox's head (it was taken already) leaves the inbox as it
+// found it, its expiry too, though taking the head off to look at it
+// emptied the list for a moment.
+func TestCompleteLeavesAnotherHeadQueued(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, r := newStore(t, sessions.Options{HistoryTTL: time.Hour})
+	conv := "console:::head"
+	inbox := r.Prefix + "conv:{" + conv + "}:inbox"
+	accept(t, s, conv, sessions.Arrival{Item: []byte("m1")})
+	c := claim(t, s, conv)
+	done, err := s.Complete(ctx, c.Lock, []byte("m0"), []sessions.Message{user("m0"), {Role: "assistant", Content: "a0"}})
+	if err != nil || done.Queued != 1 {
+		t.Fatalf("Complete = %+v, %v; want m1 still queued", done, err)
+	}
+	if got := r.Client.LRange(ctx, inbox, 0, -1).Val(); len(got) != 1 || got[0] != "m1" {
+		t.Errorf("inbox = %q; want m1", got)
+	}
+	if ttl := r.Client.PTTL(ctx, inbox).Val(); ttl <= 0 || ttl > time.Hour {
+		t.Errorf("inbox TTL = %v; want the history TTL", ttl)
+	}
+}
