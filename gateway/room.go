@@ -51,13 +51,12 @@ func (g *Gateway) keepAmbient(m channels.Message, eff *policy.Effective) result 
 	return result{room: sessions.RoomWrite{Ambient: entry}}
 }
 
-// roomAlong is the completion's share of r's room write (zero: none).
-func (g *Gateway) roomAlong(l *sessions.Lock, w sessions.RoomWrite) sessions.RoomAlong {
-	rs, ok := g.store.(sessions.Rooms)
-	if !ok || w.IsZero() {
-		return sessions.RoomAlong{}
+// writeRoomWithTurn gives the turn's room write w to its lock, for the
+// completion to apply with the turn (zero: nothing to write).
+func (g *Gateway) writeRoomWithTurn(l *sessions.Lock, w sessions.RoomWrite) {
+	if rs, ok := g.store.(sessions.Rooms); ok && !w.IsZero() {
+		rs.WriteWithTurn(l, w)
 	}
-	return rs.RoomAlong(l, w)
 }
 
 // writeRoomNow applies w at once, for a turn that paused for an approval:

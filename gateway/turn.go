@@ -189,7 +189,8 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 	if r.reply != nil {
 		reserve = rt.Reserve(ctx, *r.reply, r.live, &slot)
 	}
-	done, err := g.complete(ctx, c, r.msgs, r.spent, reserve, g.roomAlong(c.Lock, r.room))
+	g.writeRoomWithTurn(c.Lock, r.room)
+	done, err := g.complete(ctx, c, r.msgs, r.spent, reserve)
 	if err != nil {
 		// The message is answered again, here or elsewhere: what was shown
 		// of this answer goes.
@@ -247,9 +248,9 @@ func (g *Gateway) finish(ctx context.Context, c *sessions.Claim, q queued, r res
 // own. It is never sent again with a retry (the first may have landed),
 // and its failure is logged, never the turn's.
 //
-// The room's write (room) goes with every attempt: it lands only with the
-// turn, and once.
-func (g *Gateway) complete(ctx context.Context, c *sessions.Claim, msgs []sessions.Message, s *spent, reserve sessions.Along, room sessions.RoomAlong) (_ sessions.Completion, err error) {
+// The room's write, kept with the lock, goes with every attempt: it lands
+// only with the turn, and once.
+func (g *Gateway) complete(ctx context.Context, c *sessions.Claim, msgs []sessions.Message, s *spent, reserve sessions.Along) (_ sessions.Completion, err error) {
 	ctx, span := g.cfg.Tracer.Start(ctx, "commit")
 	defer func() {
 		tracing.Fail(span, err)
@@ -266,9 +267,6 @@ func (g *Gateway) complete(ctx context.Context, c *sessions.Claim, msgs []sessio
 	var done sessions.Completion
 	err = g.redisRetry.Do(ctx, "complete turn", func(ctx context.Context) (bool, time.Duration, error) {
 		var err error
-		if room.Along != nil {
-			along = append(along, room.Along)
-		}
 		done, err = g.store.Complete(ctx, c.Lock, c.Item, msgs, along...)
 		along = nil
 		if err == nil || errors.Is(err, sessions.ErrLockLost) {
@@ -276,11 +274,6 @@ func (g *Gateway) complete(ctx context.Context, c *sessions.Claim, msgs []sessio
 		}
 		return c.Lock.Held(), 0, retry.Mark(retry.ReasonOf(err, 0), err)
 	})
-	if room.Settle != nil {
-		if err := room.Settle(context.WithoutCancel(ctx)); err != nil {
-			g.log.WarnContext(ctx, "could not record the turn's room; the next turn reads it again", "err", err)
-		}
-	}
 	switch {
 	case settle != nil:
 		settle(context.WithoutCancel(ctx))

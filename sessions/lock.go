@@ -29,6 +29,8 @@ type Lock struct {
 	// renewed is when the holder last knew the lock to be its own for a
 	// whole TTL: when it sent the command that took or renewed it.
 	renewed time.Time
+	// room is the turn's room write, for its Complete (WriteWithTurn).
+	room *RoomWrite
 }
 
 var renewScript = redis.NewScript(`

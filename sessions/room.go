@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/parleyhq/parley/internal/pipescript"
 )
 
 // What a conversation keeps of its room between turns, under its hash tag
@@ -23,7 +21,7 @@ import (
 //	                    kept for the next addressed turn
 //
 // Both are read under the conversation's lock at the start of a turn and
-// written with the turn's completion, and only when the completion wrote
+// written by the turn's completion, in its script, and only when it writes
 // the turn: a turn that is not written (its lock was lost, its replica
 // died) leaves them as they were, so that whoever answers the message
 // next reads the same room again: nothing of it is lost, and nothing is
@@ -68,11 +66,11 @@ type Rooms interface {
 	// Room reads conv's cursor and ambient buffer (one round trip; a
 	// Claim brings them along with it, in Claim.Room).
 	Room(ctx context.Context, conv string) (RoomState, error)
-	// RoomAlong returns the write w of the turn that holds lock, to ride
-	// with its Complete: it is applied only if that Complete wrote the
-	// turn, and at most once however often it is sent (a Complete tried
-	// again may send it again).
-	RoomAlong(lock *Lock, w RoomWrite) RoomAlong
+	// WriteWithTurn keeps w, the write of the turn that holds lock, for
+	// that lock's Complete, which applies it in the same step as the
+	// turn: only if it writes the turn, and once however often it is
+	// sent (a Complete tried again finds its receipt instead).
+	WriteWithTurn(lock *Lock, w RoomWrite)
 	// WriteRoom applies w at once, for a turn whose completion is not a
 	// Complete (one paused for an approval, whose record holds the room it
 	// read).
@@ -80,15 +78,6 @@ type Rooms interface {
 }
 
 var _ Rooms = (*RedisStore)(nil)
-
-// RoomAlong is a room write riding with a Complete: Along goes with it
-// (nil: nothing to write), and Settle, called once that Complete has
-// returned, reads what became of it (and runs it alone when Redis had
-// forgotten the script, which means it did not run).
-type RoomAlong struct {
-	Along  Along
-	Settle func(context.Context) error
-}
 
 // Room implements Rooms.
 func (s *RedisStore) Room(ctx context.Context, conv string) (RoomState, error) {
@@ -123,83 +112,66 @@ func (s *RedisStore) roomState(cursor string, entries []any) RoomState {
 	return st
 }
 
-// roomScript applies a RoomWrite once, and only with its turn: it runs
-// in the completion's pipeline just before the completion's script, while
-// the turn's holder still holds the lock (KEYS[5] is its token), so that
-// no other holder can claim the conversation between the turn's release
-// and its room's write and read the same room again. Run alone later (a
-// Redis that had forgotten the script), it finds the completion's receipt
-// (KEYS[1]) instead, which exists only if the completion wrote the turn.
-// KEYS[2] marks the write as done, for as long as the receipt lives.
-//
-// KEYS: receipt, marker, cursor, ambient, lock. ARGV: cursor, cursor TTL
-// ms, taken, entry, max entries, max bytes, ambient TTL ms, marker TTL ms,
-// check the turn (1/0), token.
-// Returns 0 (the turn was not written), 2 (already applied) or 1.
-var roomScript = redis.NewScript(`
-if ARGV[9] == '1' then
-  if redis.call('GET', KEYS[5]) ~= ARGV[10] and redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-  if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[8]) then return 2 end
-end
-if ARGV[1] ~= '' then redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2]) end
-local taken = tonumber(ARGV[3])
-if taken > 0 then redis.call('LTRIM', KEYS[4], taken, -1) end
-if ARGV[4] ~= '' then
-  local n = redis.call('RPUSH', KEYS[4], ARGV[4])
-  local maxn = tonumber(ARGV[5])
-  if n > maxn then redis.call('LTRIM', KEYS[4], -maxn, -1) end
-  local all = redis.call('LRANGE', KEYS[4], 0, -1)
+// roomLua applies a RoomWrite: a function shared by roomScript and the
+// completion's script (turn.go), which applies a turn's write in the same
+// step as the turn. Its arguments start at ARGV[i]: cursor, cursor TTL ms,
+// taken, entry, max entries, max bytes, ambient TTL ms.
+const roomLua = `
+local function applyRoom(cursorKey, ambientKey, i)
+  if ARGV[i] ~= '' then redis.call('SET', cursorKey, ARGV[i], 'PX', ARGV[i+1]) end
+  local taken = tonumber(ARGV[i+2])
+  if taken > 0 then redis.call('LTRIM', ambientKey, taken, -1) end
+  if ARGV[i+3] == '' then return end
+  local n = redis.call('RPUSH', ambientKey, ARGV[i+3])
+  local maxn = tonumber(ARGV[i+4])
+  if n > maxn then redis.call('LTRIM', ambientKey, -maxn, -1) end
+  local all = redis.call('LRANGE', ambientKey, 0, -1)
   local total = 0
-  for i = 1, #all do total = total + #all[i] end
+  for j = 1, #all do total = total + #all[j] end
   local drop = 0
-  while total > tonumber(ARGV[6]) and drop < #all do
+  while total > tonumber(ARGV[i+5]) and drop < #all do
     drop = drop + 1
     total = total - #all[drop]
   end
-  if drop > 0 then redis.call('LTRIM', KEYS[4], drop, -1) end
-  redis.call('PEXPIRE', KEYS[4], ARGV[7])
+  if drop > 0 then redis.call('LTRIM', ambientKey, drop, -1) end
+  redis.call('PEXPIRE', ambientKey, ARGV[i+6])
 end
+`
+
+// roomArgCount is how many arguments roomArgs gives.
+const roomArgCount = 7
+
+// roomScript applies a RoomWrite by itself (WriteRoom). KEYS: cursor,
+// ambient. ARGV: roomLua's.
+var roomScript = redis.NewScript(roomLua + `
+applyRoom(KEYS[1], KEYS[2], 1)
 return 1
 `)
 
-// roomArgs are roomScript's keys and arguments for w on conv; check makes
-// it wait for the completion's receipt of token.
-func (s *RedisStore) roomArgs(conv, token string, w RoomWrite, check bool) ([]string, []any) {
+// roomKeys are conv's cursor and ambient buffer.
+func (s *RedisStore) roomKeys(conv string) []string {
+	return []string{s.key(conv, "room"), s.key(conv, "ambient")}
+}
+
+// roomArgs are roomLua's arguments for w (w zero: a write of nothing).
+func (s *RedisStore) roomArgs(w RoomWrite) []any {
 	entry := ""
 	if len(w.Ambient) > 0 {
 		entry = strconv.FormatInt(time.Now().UnixMilli(), 10) + "|" + string(w.Ambient)
 	}
-	flag := "0"
-	if check {
-		flag = "1"
-	}
-	keys := []string{s.key(conv, "done:"+token), s.key(conv, "room-written:"+token), s.key(conv, "room"), s.key(conv, "ambient"), s.key(conv, "lock")}
-	return keys, []any{w.Cursor, s.opts.HistoryTTL.Milliseconds(), w.Taken, entry,
-		s.opts.AmbientMessages, s.opts.AmbientBytes, s.opts.AmbientAge.Milliseconds(), s.opts.LockTTL.Milliseconds(), flag, token}
+	return []any{w.Cursor, s.opts.HistoryTTL.Milliseconds(), w.Taken, entry,
+		s.opts.AmbientMessages, s.opts.AmbientBytes, s.opts.AmbientAge.Milliseconds()}
 }
 
-// RoomAlong implements Rooms. A write that changes nothing queues nothing
-// (the Along is nil).
-func (s *RedisStore) RoomAlong(lock *Lock, w RoomWrite) RoomAlong {
+// WriteWithTurn implements Rooms. A write that changes nothing is not
+// kept.
+func (s *RedisStore) WriteWithTurn(lock *Lock, w RoomWrite) {
 	if w.IsZero() {
-		return RoomAlong{}
+		return
 	}
-	keys, args := s.roomArgs(lock.conv, lock.token, w, true)
-	var result func(context.Context) *redis.Cmd
-	return RoomAlong{
-		Along: func(p redis.Pipeliner) {
-			result = pipescript.Queue(context.Background(), p, s.client, roomScript, keys, args...)
-		},
-		Settle: func(ctx context.Context) error {
-			if result == nil {
-				return nil
-			}
-			if err := result(ctx).Err(); err != nil {
-				return fmt.Errorf("sessions: write the room: %w", err)
-			}
-			return nil
-		},
-	}
+	lock.mu.Lock()
+	lock.room = &w
+	lock.mu.Unlock()
 }
 
 // WriteRoom implements Rooms.
@@ -207,8 +179,7 @@ func (s *RedisStore) WriteRoom(ctx context.Context, conv string, w RoomWrite) er
 	if w.IsZero() {
 		return nil
 	}
-	keys, args := s.roomArgs(conv, "", w, false)
-	if err := roomScript.Run(ctx, s.client, keys, args...).Err(); err != nil {
+	if err := roomScript.Run(ctx, s.client, s.roomKeys(conv), s.roomArgs(w)...).Err(); err != nil {
 		return fmt.Errorf("sessions: write the room: %w", err)
 	}
 	return nil

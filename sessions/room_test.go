@@ -11,22 +11,18 @@ import (
 )
 
 // completeWith runs one turn of conv (queued item, claimed, completed)
-// whose Complete carries the room write w, and returns the claim's lock
-// token's write outcome through Settle.
+// whose Complete carries the room write w, sent sends times.
 func completeWith(t *testing.T, s *sessions.RedisStore, conv string, w sessions.RoomWrite, sends int) {
 	t.Helper()
 	ctx := context.Background()
 	accept(t, s, conv, sessions.Arrival{Item: fmt.Appendf(nil, "item %d", time.Now().UnixNano())})
 	c := claim(t, s, conv)
-	ra := s.RoomAlong(c.Lock, w)
 	for i := 0; i < sends; i++ {
 		// A Complete tried again (its first reply lost) sends the write
 		// again; the receipt answers the second.
-		if _, err := s.Complete(ctx, c.Lock, c.Item, nil, ra.Along); err != nil {
+		s.WriteWithTurn(c.Lock, w)
+		if _, err := s.Complete(ctx, c.Lock, c.Item, nil); err != nil {
 			t.Fatalf("Complete #%d: %v", i+1, err)
-		}
-		if err := ra.Settle(ctx); err != nil {
-			t.Fatalf("Settle #%d: %v", i+1, err)
 		}
 	}
 }
@@ -81,12 +77,9 @@ func TestRoomWriteOfAnUnwrittenTurnChangesNothing(t *testing.T) {
 	if err := r.Client.Set(ctx, r.Prefix+"conv:{"+conv+"}:lock", "another", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	ra := s.RoomAlong(c.Lock, sessions.RoomWrite{Cursor: "9", Ambient: []byte("x")})
-	if _, err := s.Complete(ctx, c.Lock, c.Item, nil, ra.Along); err == nil {
+	s.WriteWithTurn(c.Lock, sessions.RoomWrite{Cursor: "9", Ambient: []byte("x")})
+	if _, err := s.Complete(ctx, c.Lock, c.Item, nil); err == nil {
 		t.Fatal("Complete succeeded on a stolen lock")
-	}
-	if err := ra.Settle(ctx); err != nil {
-		t.Fatal(err)
 	}
 	if st := roomOf(t, s, conv); st.Cursor != "5" || len(st.Ambient) != 0 {
 		t.Fatalf("room after a lost lock = %+v, want cursor 5 and no ambient", st)
@@ -132,8 +125,8 @@ func TestAmbientBufferIsBounded(t *testing.T) {
 }
 
 // TestRoomWriteOfARedisThatForgotItsScripts: a Redis that forgot its
-// scripts (restarted) refuses the room's write in the completion's
-// pipeline; run alone after the completion, it still lands, once.
+// scripts (restarted) runs the completion with the room's write in it
+// again by itself: the write lands, once.
 func TestRoomWriteOfARedisThatForgotItsScripts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -43,8 +43,9 @@ for i = 1, #h do
   framed[2*i-1] = #h[i] .. ':'
   framed[2*i] = h[i]
 end
-return {1, head, table.concat(framed), redis.call('LLEN', KEYS[2]), redis.call('EXISTS', KEYS[4]), redis.call('GET', KEYS[5]),
-  redis.call('GET', KEYS[6]) or '', redis.call('LRANGE', KEYS[7], 0, -1)}
+local liveroom = redis.call('MGET', KEYS[5], KEYS[6])
+return {1, head, table.concat(framed), redis.call('LLEN', KEYS[2]), redis.call('EXISTS', KEYS[4]), liveroom[1],
+  liveroom[2] or '', redis.call('LRANGE', KEYS[7], 0, -1)}
 `)
 
 // Claim implements Store.
@@ -103,10 +104,14 @@ func (s *RedisStore) Claim(ctx context.Context, conv string) (*Claim, error) {
 // turn is written instead of believing its lock lost; and it forgets the
 // turn's live reply (RecordLiveReply), answered now.
 //
-// KEYS: history, inbox, lock, receipt, live. ARGV: token, history TTL ms, max
-// messages, item, lock TTL ms, messages…
+// The turn's room write (WriteWithTurn) is applied in the same step, so
+// that it lands with the turn and never without it, and once.
+//
+// KEYS: history, inbox, lock, receipt, live, room cursor, ambient. ARGV:
+// token, history TTL ms, max messages, item, lock TTL ms, has a room write
+// (0/1), roomLua's 7 arguments, messages…
 // Returns {-1} (lock lost) or {trimmed 0/1, messages still queued}.
-var completeScript = redis.NewScript(`
+var completeScript = redis.NewScript(roomLua + `
 if redis.call('GET', KEYS[3]) ~= ARGV[1] then
   local receipt = redis.call('GET', KEYS[4])
   if receipt then return {tonumber(receipt), redis.call('LLEN', KEYS[2])} end
@@ -119,9 +124,10 @@ if ARGV[4] ~= '' then
     redis.call('PEXPIRE', KEYS[2], ARGV[2]) -- the pop may have emptied it
   end
 end
+if ARGV[6] == '1' then applyRoom(KEYS[6], KEYS[7], 7) end
 local trimmed = 0
-if #ARGV > 5 then
-  local n = redis.call('RPUSH', KEYS[1], unpack(ARGV, 6))
+if #ARGV > 13 then
+  local n = redis.call('RPUSH', KEYS[1], unpack(ARGV, 14))
   local max = tonumber(ARGV[3])
   if n > max then
     redis.call('LTRIM', KEYS[1], -max, -1)
@@ -144,8 +150,16 @@ type Along func(p redis.Pipeliner)
 
 // Complete implements Store.
 func (s *RedisStore) Complete(ctx context.Context, lock *Lock, item []byte, msgs []Message, along ...Along) (Completion, error) {
-	args := make([]any, 0, 5+len(msgs))
+	args := make([]any, 0, 6+roomArgCount+len(msgs))
 	args = append(args, lock.token, s.opts.HistoryTTL.Milliseconds(), s.opts.MaxMessages, item, s.opts.LockTTL.Milliseconds())
+	lock.mu.Lock()
+	room := lock.room
+	lock.mu.Unlock()
+	if room != nil {
+		args = append(append(args, "1"), s.roomArgs(*room)...)
+	} else {
+		args = append(append(args, "0"), s.roomArgs(RoomWrite{})...)
+	}
 	for i := range msgs {
 		b, err := json.Marshal(&msgs[i])
 		if err != nil {
@@ -153,7 +167,8 @@ func (s *RedisStore) Complete(ctx context.Context, lock *Lock, item []byte, msgs
 		}
 		args = append(args, b)
 	}
-	keys := []string{s.key(lock.conv, "history"), s.key(lock.conv, "inbox"), s.key(lock.conv, "lock"), s.key(lock.conv, "done:"+lock.token), s.key(lock.conv, liveReplyPart)}
+	keys := []string{s.key(lock.conv, "history"), s.key(lock.conv, "inbox"), s.key(lock.conv, "lock"), s.key(lock.conv, "done:"+lock.token),
+		s.key(lock.conv, liveReplyPart), s.key(lock.conv, "room"), s.key(lock.conv, "ambient")}
 	var cmd *redis.Cmd
 	if len(along) == 0 {
 		cmd = completeScript.Run(ctx, s.client, keys, args...)
@@ -164,6 +179,9 @@ func (s *RedisStore) Complete(ctx context.Context, lock *Lock, item []byte, msgs
 	if err != nil {
 		return Completion{}, fmt.Errorf("sessions: complete turn: %w", err)
 	}
+	lock.mu.Lock()
+	lock.room = nil // written with the turn, or never: either way, done
+	lock.mu.Unlock()
 	switch {
 	case len(res) == 1 && res[0] < 0:
 		lock.markLost()
@@ -181,10 +199,8 @@ func (s *RedisStore) Complete(ctx context.Context, lock *Lock, item []byte, msgs
 // sends each node its share at once, so the scripts never span a slot.
 func (s *RedisStore) completeAlong(ctx context.Context, keys []string, args []any, along []Along) *redis.Cmd {
 	p := s.client.Pipeline()
-	// What rides with the turn goes first, while the lock is still held:
-	// the room's write must land before the release lets another holder
-	// claim the conversation and read the room (room.go); the others
-	// (usage, a post's place in its chat's pace) stand on their own.
+	// What rides with the turn (usage, a post's place in its chat's pace)
+	// stands on its own; it goes first, as it always has.
 	for _, a := range along {
 		a(p)
 	}
