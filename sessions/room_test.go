@@ -141,3 +141,22 @@ func TestRoomWriteOfARedisThatForgotItsScripts(t *testing.T) {
 		t.Fatalf("cursor = %q, want 7", st.Cursor)
 	}
 }
+
+// TestTheEmbeddedStoreWritesTheRoomWithTheTurn: the in-memory store's Lua
+// (miniredis) runs the completion's room write as Redis does.
+func TestTheEmbeddedStoreWritesTheRoomWithTheTurn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := sessions.NewMemory(sessions.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	const conv = "console:::room"
+	completeWith(t, s, conv, sessions.RoomWrite{Ambient: []byte("one")}, 2)
+	completeWith(t, s, conv, sessions.RoomWrite{Cursor: "c1", Ambient: []byte("two")}, 1)
+	st, err := s.Room(ctx, conv)
+	if err != nil || st.Cursor != "c1" || fmt.Sprintf("%s", st.Ambient) != "[one two]" {
+		t.Fatalf("room = %+v, %v; want cursor c1 and [one two], once each", st, err)
+	}
+}
