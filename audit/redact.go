@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -26,32 +27,46 @@ const (
 	redacted = "[redacted]"
 )
 
-// secretKey matches the names of fields whose values are secrets,
-// whatever they hold: "password", "api_key", "X-Auth-Token", "clientSecret".
-var secretKey = regexp.MustCompile(`(?i)(pass(word|wd|phrase)?|secret|token|api[-_]?key|apikey|access[-_]?key|private[-_]?key|auth(orization)?|credential|cookie|session|signature|^key$|[-_]key$)`)
+// The patterns are compiled when the first text is redacted, not at
+// start-up: a bounded repetition compiles to an instruction a repeat, and
+// a process that never audits a tool call needs none of them.
+var patterns = sync.OnceValue(func() redactPatterns {
+	return redactPatterns{
+		secretKey: regexp.MustCompile(`(?i)(pass(word|wd|phrase)?|secret|token|api[-_]?key|apikey|access[-_]?key|private[-_]?key|auth(orization)?|credential|cookie|session|signature|^key$|[-_]key$)`),
+		secretText: []*regexp.Regexp{
+			regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)`),
+			regexp.MustCompile(`(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}`),
+			regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*`),
+			regexp.MustCompile(`\b(xox[abposr]|xapp)-[A-Za-z0-9-]{8,}`),
+			regexp.MustCompile(`\b(sk|pk|rk)[-_](live[-_]|test[-_]|proj[-_])?[A-Za-z0-9_-]{16,}`),
+			regexp.MustCompile(`\b(gh[pousr]|github_pat)_[A-Za-z0-9_]{16,}`),
+			regexp.MustCompile(`\bglpat-[A-Za-z0-9_-]{16,}`),
+			regexp.MustCompile(`\b(AKIA|ASIA)[0-9A-Z]{16}\b`),
+			regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{30,}`),
+			regexp.MustCompile(`(?i)([?&;\s"']|^)((pass(word|wd)?|secret|token|api[-_]?key|access[-_]?token|auth|key|sig|signature)=)[^&\s"']+`),
+			regexp.MustCompile(`(://[^/\s:@]+:)[^@\s/]+@`),
+		},
+		longRun: regexp.MustCompile(`[A-Za-z0-9+=_-]{32,}`),
+	}
+})
 
-// secretText matches secrets that announce themselves inside any text: the
-// token formats of common services, bearer credentials, PEM keys, JWTs,
-// key=value pairs of URLs and forms, and passwords in URLs.
-var secretText = []*regexp.Regexp{
-	regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)`),
-	regexp.MustCompile(`(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}`),
-	regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*`),
-	regexp.MustCompile(`\b(xox[abposr]|xapp)-[A-Za-z0-9-]{8,}`),
-	regexp.MustCompile(`\b(sk|pk|rk)[-_](live[-_]|test[-_]|proj[-_])?[A-Za-z0-9_-]{16,}`),
-	regexp.MustCompile(`\b(gh[pousr]|github_pat)_[A-Za-z0-9_]{16,}`),
-	regexp.MustCompile(`\bglpat-[A-Za-z0-9_-]{16,}`),
-	regexp.MustCompile(`\b(AKIA|ASIA)[0-9A-Z]{16}\b`),
-	regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{30,}`),
-	regexp.MustCompile(`(?i)([?&;\s"']|^)((pass(word|wd)?|secret|token|api[-_]?key|access[-_]?token|auth|key|sig|signature)=)[^&\s"']+`),
-	regexp.MustCompile(`(://[^/\s:@]+:)[^@\s/]+@`),
+// redactPatterns are what redaction looks for.
+type redactPatterns struct {
+	// secretKey matches the names of fields whose values are secrets,
+	// whatever they hold: "password", "api_key", "X-Auth-Token",
+	// "clientSecret".
+	secretKey *regexp.Regexp
+	// secretText matches secrets that announce themselves inside any
+	// text: the token formats of common services, bearer credentials,
+	// PEM keys, JWTs, key=value pairs of URLs and forms, and passwords in
+	// URLs.
+	secretText []*regexp.Regexp
+	// longRun is a long unbroken run of letters and digits: with both in
+	// it, more likely a key than a word (an id of a few dozen hex digits
+	// goes too, which is the right side to err on). A slash ends a run,
+	// so a path stays readable.
+	longRun *regexp.Regexp
 }
-
-// longRun is a long unbroken run of letters and digits: with both in it,
-// more likely a key than a word (an id of a few dozen hex digits goes
-// too, which is the right side to err on). A slash ends a run, so a path
-// stays readable.
-var longRun = regexp.MustCompile(`[A-Za-z0-9+=_-]{32,}`)
 
 // HashArgs is the hex SHA-256 of a call's arguments as the model sent
 // them: what ties a ledger entry to the call without keeping it.
@@ -88,7 +103,7 @@ func writeRedacted(b *strings.Builder, v any) {
 			}
 			writeString(b, RedactText(k))
 			b.WriteByte(':')
-			if secretKey.MatchString(k) {
+			if patterns().secretKey.MatchString(k) {
 				writeString(b, redacted)
 				continue
 			}
@@ -136,7 +151,8 @@ func mapKeys(m map[string]any) func(func(string) bool) {
 
 // RedactText replaces whatever in s looks like a token, key or password.
 func RedactText(s string) string {
-	for _, re := range secretText {
+	p := patterns()
+	for _, re := range p.secretText {
 		s = re.ReplaceAllStringFunc(s, func(m string) string {
 			sub := re.FindStringSubmatch(m)
 			// Keep what names the secret (a "token=", a URL's user) so
@@ -150,7 +166,7 @@ func RedactText(s string) string {
 			return redacted
 		})
 	}
-	return longRun.ReplaceAllStringFunc(s, func(m string) string {
+	return p.longRun.ReplaceAllStringFunc(s, func(m string) string {
 		if strings.ContainsAny(m, "0123456789") && strings.ContainsFunc(m, unicode.IsLetter) {
 			return redacted
 		}

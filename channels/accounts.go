@@ -4,14 +4,22 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 
 	"github.com/parleyhq/parley/config"
+	"github.com/parleyhq/parley/internal/ident"
 )
 
-// accountName is what an account's name may be: it is part of its routes.
-var accountName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+// accountFirst and accountRest are the bytes of an account's name.
+var (
+	accountFirst = ident.Of("a-z0-9")
+	accountRest  = ident.Of("a-z0-9_-")
+)
+
+// validAccountName reports whether name may name an account: it is part
+// of its routes, so 1 to 32 lower-case letters, digits, '-' and '_', led
+// by a letter or a digit.
+func validAccountName(name string) bool { return ident.Led(name, accountFirst, accountRest, 0, 31) }
 
 // Credential is one of an account's credentials, by its key.
 type Credential struct{ Key, Value string }
@@ -49,7 +57,7 @@ func ValidateAccounts[C any](a Accounts[C]) error {
 				errs = append(errs, fmt.Errorf("%s: the section's own keys are the account named %s; name this account otherwise", key, name))
 			}
 			key = ""
-		case !accountName.MatchString(name):
+		case !validAccountName(name):
 			errs = append(errs, fmt.Errorf("%s: an account's name is part of its routes (%s/NAME): use 1 to 32 lower-case letters, digits, - and _, starting with a letter or digit", key, a.Route))
 			continue
 		default:

@@ -7,10 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/internal/ident"
 )
 
 // A live card's process may die mid-answer. Its sink names what it shows
@@ -51,8 +51,12 @@ const (
 	maxSeq = 1<<31 - 1
 )
 
-// idPattern is the form of a Feishu message or card id.
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+// idChars are the bytes of a Feishu message or card id, which is 1 to
+// 128 of them (isID).
+var idChars = ident.Of("A-Za-z0-9_-")
+
+// isID reports whether s has the form of a Feishu message or card id.
+func isID(s string) bool { return idChars.Match(s, 1, 128) }
 
 // Reference implements channels.Referenced. It changes when the card is
 // sent, not with its updates.
@@ -83,7 +87,7 @@ func (a *Adapter) AdoptReply(_ context.Context, m channels.Message, ref string) 
 	if err := json.Unmarshal([]byte(ref), &r); err != nil {
 		return nil, fmt.Errorf("%w: %w", errForeignRef, err)
 	}
-	if r.Chat == "" || r.Chat != m.Chat || !idPattern.MatchString(r.Msg) {
+	if r.Chat == "" || r.Chat != m.Chat || !isID(r.Msg) {
 		return nil, errForeignRef
 	}
 	var nonce [8]byte
@@ -92,7 +96,7 @@ func (a *Adapter) AdoptReply(_ context.Context, m channels.Message, ref string) 
 	switch r.Mode {
 	case modePatch:
 	case modeCardKit:
-		if !idPattern.MatchString(r.Card) || r.At <= 0 {
+		if !isID(r.Card) || r.At <= 0 {
 			return nil, errForeignRef
 		}
 		s.cardID = r.Card

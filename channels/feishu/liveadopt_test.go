@@ -2,6 +2,7 @@ package feishu
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +107,19 @@ func TestAdoptReplyRefusesForeignCards(t *testing.T) {
 	}
 	if calls := f.api.Calls()[before:]; len(calls) != 0 {
 		t.Errorf("refused references made calls %+v", calls)
+	}
+}
+
+// TestIsIDIsThePattern holds isID to the pattern it replaced,
+// ^[A-Za-z0-9_-]{1,128}$, at every edge.
+func TestIsIDIsThePattern(t *testing.T) {
+	pattern := regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+	for _, id := range []string{
+		"", "a", "om_dc13264520392913993dd051dba21dcf", "-", "_", "a.b", "a b", "a/b", "é", "a\n",
+		strings.Repeat("a", 128), strings.Repeat("a", 129),
+	} {
+		if got, want := isID(id), pattern.MatchString(id); got != want {
+			t.Errorf("isID(%q) = %v, want %v", id, got, want)
+		}
 	}
 }

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
+	"strings"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/internal/ident"
 )
 
 // A live reply's process may die mid-answer. Its sink names what it shows
@@ -38,9 +39,16 @@ const maxRefMessages = maxLiveChars/MaxStreamChars + 1
 // maxRefBytes bounds a reference read back.
 const maxRefBytes = 1 << 10
 
-// tsPattern is the form of a Slack message ts: a reference or a room
-// cursor that is not one is refused.
-var tsPattern = regexp.MustCompile(`^[0-9]{1,12}\.[0-9]{1,9}$`)
+// digits are the bytes of either part of a Slack message ts.
+var digits = ident.Of("0-9")
+
+// isTS reports whether ts has the form of a Slack message ts, 1 to 12
+// digits, a dot and 1 to 9 digits: a reference or a room cursor that is
+// not one is refused.
+func isTS(ts string) bool {
+	sec, frac, ok := strings.Cut(ts, ".")
+	return ok && digits.Match(sec, 1, 12) && digits.Match(frac, 1, 9)
+}
 
 // Reference implements channels.Referenced.
 func (s *liveSink) Reference() string {
@@ -81,7 +89,7 @@ func (a *Adapter) AdoptReply(_ context.Context, m channels.Message, ref string) 
 		return nil, errForeignRef
 	}
 	for _, ts := range r.TS {
-		if !tsPattern.MatchString(ts) {
+		if !isTS(ts) {
 			return nil, errForeignRef
 		}
 	}

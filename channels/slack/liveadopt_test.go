@@ -2,6 +2,7 @@ package slack
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -127,5 +128,19 @@ func TestAdoptReplyRefusesForeignReferences(t *testing.T) {
 	}
 	if calls := f.slack.Calls(); len(calls) != 0 {
 		t.Errorf("refused references made calls %v", calls)
+	}
+}
+
+// TestIsTSIsThePattern holds isTS to the pattern it replaced,
+// ^[0-9]{1,12}\.[0-9]{1,9}$, at every edge.
+func TestIsTSIsThePattern(t *testing.T) {
+	pattern := regexp.MustCompile(`^[0-9]{1,12}\.[0-9]{1,9}$`)
+	for _, ts := range []string{
+		"", ".", "1.", ".1", "1.1", "1712345678.123456", "123456789012.123456789", "1234567890123.1",
+		"1.1234567890", "1.2.3", "a.1", "1.a", "-1.1", " 1.1", "1.1\n", "１.1",
+	} {
+		if got, want := isTS(ts), pattern.MatchString(ts); got != want {
+			t.Errorf("isTS(%q) = %v, want %v", ts, got, want)
+		}
 	}
 }

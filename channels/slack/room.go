@@ -88,11 +88,11 @@ var roomSubtypes = map[string]bool{"": true, "file_share": true, "thread_broadca
 func (a *Adapter) ReadRoom(ctx context.Context, q channels.RoomQuery) (channels.Room, error) {
 	m := q.Message
 	trigger, thread := m.Meta[MetaTS], m.Meta[MetaThreadTS]
-	if m.Chat == "" || !tsPattern.MatchString(trigger) || q.Max <= 0 {
+	if m.Chat == "" || !isTS(trigger) || q.Max <= 0 {
 		return channels.Room{}, nil // a slash command has no place in a channel
 	}
 	since := q.Since
-	if !tsPattern.MatchString(since) {
+	if !isTS(since) {
 		since = ""
 	}
 	if lead := tsTime(since).Sub(tsTime(trigger)); since != "" && lead > 0 {

@@ -186,6 +186,18 @@ func TestMeasureIdleSelf(t *testing.T) {
 	if mk.Binary[".text"][0] == 0 || mk.Anon == 0 || mk.VmRSS == 0 {
 		t.Fatalf("make-up %+v: nothing resident", mk)
 	}
+	var file uint64
+	for name, v := range mk.Binary {
+		if name != ".bss" && name != ".noptrbss" {
+			file += v[0]
+		}
+	}
+	// Every resident page is in a window, and a window holds 16 pages
+	// (a page two sections share is counted by both: a page a section).
+	slack := uint64(len(mk.Binary)) * pageSize
+	if mk.Windows == 0 || uint64(mk.Windows)*faultAround+slack < file || uint64(mk.Windows)*pageSize > file {
+		t.Errorf("%d windows for %d bytes of the binary's pages", mk.Windows, file)
+	}
 	for _, name := range []string{".text", ".rodata", ".gopclntab"} {
 		v := mk.Binary[name]
 		if v[0] > (v[1]+2*pageSize)&^(pageSize-1)+pageSize {

@@ -86,6 +86,14 @@ type IdleMakeup struct {
 	// the writable segment past the file), counted page by page with
 	// /proc/PID/pagemap: [0] resident, [1] the section's size.
 	Binary map[string][2]uint64
+	// Windows is how many of the 64 KiB-aligned windows of the binary's
+	// file-backed pages have a page resident. The kernel maps a whole
+	// window of a file already in the page cache for one page touched
+	// (fault-around, /sys/kernel/debug/fault_around_bytes): Windows is
+	// at least the number of places touched, and Windows × 64 KiB close
+	// to the binary's resident pages says RSS is what fault-around
+	// mapped, not what was read.
+	Windows int
 	// Anon is the resident anonymous memory outside the binary's
 	// sections: the Go heap, goroutine stacks and the runtime's own
 	// structures (and [stack], the main thread's).
@@ -100,9 +108,13 @@ type IdleMakeup struct {
 // pageSize is the size pagemap counts in; smaps says kB anyway.
 const pageSize = 4096
 
+// faultAround is the kernel's default fault-around window.
+const faultAround = 64 << 10
+
 // residentPages counts the pages of [start, end) present in memory, from
-// /proc/PID/pagemap (bit 63 of each page's 64-bit entry).
-func residentPages(pm io.ReaderAt, start, end uint64) (uint64, error) {
+// /proc/PID/pagemap (bit 63 of each page's 64-bit entry), and adds the
+// fault-around windows holding one to windows.
+func residentPages(pm io.ReaderAt, start, end uint64, windows map[uint64]bool) (uint64, error) {
 	start &^= pageSize - 1
 	n := (end - start + pageSize - 1) / pageSize
 	buf := make([]byte, n*8)
@@ -113,6 +125,7 @@ func residentPages(pm io.ReaderAt, start, end uint64) (uint64, error) {
 	for i := uint64(0); i < n; i++ {
 		if binary.LittleEndian.Uint64(buf[i*8:])&(1<<63) != 0 {
 			present++
+			windows[(start+i*pageSize)/faultAround] = true
 		}
 	}
 	return present * pageSize, nil
@@ -155,11 +168,16 @@ func MeasureIdle(pid int, bin string) (IdleMakeup, error) {
 		}
 	}
 	mk.Binary = map[string][2]uint64{}
+	windows := map[uint64]bool{}
 	for _, s := range ef.Sections {
 		if s.Flags&elf.SHF_ALLOC == 0 || s.Size == 0 {
 			continue
 		}
-		res, err := residentPages(pm, bias+s.Addr, bias+s.Addr+s.Size)
+		w := windows
+		if s.Type == elf.SHT_NOBITS {
+			w = map[uint64]bool{} // .bss: anonymous, never faulted around
+		}
+		res, err := residentPages(pm, bias+s.Addr, bias+s.Addr+s.Size, w)
 		if err != nil {
 			return mk, fmt.Errorf("pagemap: %w", err)
 		}
@@ -172,6 +190,7 @@ func MeasureIdle(pid int, bin string) (IdleMakeup, error) {
 		v[1] += s.Size
 		mk.Binary[name] = v
 	}
+	mk.Windows = len(windows)
 	// Two sections sharing a page both count it: at most a page a
 	// boundary, a few dozen KiB in all.
 	lo, hi := ^uint64(0), uint64(0)
@@ -296,6 +315,8 @@ func printIdle(out io.Writer, i int, mk IdleMakeup) {
 		fmt.Fprintf(out, "  %-14s %6s of %6s MiB resident\n", name, mib(v[0]), mib(v[1]))
 	}
 	fmt.Fprintf(out, "  %-14s %6s of %6s MiB resident\n", "other sections", mib(rest[0]), mib(rest[1]))
+	fmt.Fprintf(out, "  the binary's resident pages lie in %d windows of 64 KiB (%s MiB): what fault-around maps for a page touched in each\n",
+		mk.Windows, mib(uint64(mk.Windows)*faultAround))
 	r := mk.Runtime
 	if len(r) > 0 {
 		fmt.Fprintf(out, "  Go runtime (/metrics, read after): heap in use %s MiB, heap idle %s (released %s), stacks %s, sys %s; %.0f goroutines, %.0f threads\n",

@@ -3,7 +3,6 @@ package schedule
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"time"
 
@@ -77,10 +76,6 @@ func FromConfig(c config.Config) *Config {
 // Env implements config.SectionConfig: no variable overrides the part.
 func (c *Config) Env() []config.EnvVar { return nil }
 
-// nameRE is what a schedule's name may be: it is a metric label and a
-// part of Redis keys.
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-
 // Validate implements config.SectionConfig.
 func (c *Config) Validate() error {
 	var errs []error
@@ -97,7 +92,7 @@ func (c *Config) Validate() error {
 	slices.Sort(names)
 	for _, name := range names {
 		key := "schedules." + name
-		if !nameRE.MatchString(name) {
+		if !triggers.ValidName(name) {
 			errs = append(errs, fmt.Errorf("%s: a name is lower-case letters, digits, '-' and '_'", key))
 		}
 		s := c.Schedules[name]

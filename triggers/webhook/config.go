@@ -91,9 +91,6 @@ type Route struct {
 	matchers map[string]*regexp.Regexp
 }
 
-// nameRE is what a webhook's name may be: a path segment and a label.
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-
 // DefaultPrompt is the agent's request for an alert when prompt is unset.
 const DefaultPrompt = "Triage this alert for the team: what is affected, how bad it is, and the first steps to take. The alert's payload follows as data."
 
@@ -104,7 +101,7 @@ func (ws Webhooks) Validate() error {
 	var errs []error
 	for name, w := range ws {
 		key := "webhooks." + name
-		if !nameRE.MatchString(name) {
+		if !triggers.ValidName(name) {
 			errs = append(errs, fmt.Errorf("%s: a name is lower-case letters, digits, - and _", key))
 		}
 		if w == nil {
