@@ -204,15 +204,18 @@ func (loadSkill) Description() string {
 	return "Load a skill's full instructions by name (from the skill index) before acting on a task it covers. " +
 		"With file, read one of the skill's own files instead (a path relative to the skill folder, e.g. references/x.md; a folder gives a listing), paged by offset."
 }
-func (loadSkill) Parameters() json.RawMessage {
-	return json.RawMessage(`{"type":"object","properties":{` +
-		`"name":{"type":"string","description":"skill name from the index"},` +
-		`"file":{"type":"string","description":"optional path relative to the skill folder"},` +
-		`"offset":{"type":"integer","minimum":0,"description":"byte offset to continue reading from"}},` +
-		`"required":["name"],"additionalProperties":false}`)
-}
-func (loadSkill) Writes() bool     { return false }
-func (loadSkill) Sequential() bool { return true }
+
+// loadSkillParams is loadSkill's schema, made once: a conversion in
+// Parameters would copy it for every request.
+var loadSkillParams = json.RawMessage(`{"type":"object","properties":{` +
+	`"name":{"type":"string","description":"skill name from the index"},` +
+	`"file":{"type":"string","description":"optional path relative to the skill folder"},` +
+	`"offset":{"type":"integer","minimum":0,"description":"byte offset to continue reading from"}},` +
+	`"required":["name"],"additionalProperties":false}`)
+
+func (loadSkill) Parameters() json.RawMessage { return loadSkillParams }
+func (loadSkill) Writes() bool                { return false }
+func (loadSkill) Sequential() bool            { return true }
 
 func (l loadSkill) Call(ctx context.Context, tc *TurnContext, raw json.RawMessage) (Result, error) {
 	var args struct {
@@ -301,10 +304,13 @@ func (findSkills) Name() string { return "find_skills" }
 func (findSkills) Description() string {
 	return "Search every available skill by keywords (English or Chinese) when none in the skill index fits the task. Returns up to five names with descriptions; then call load_skill(name)."
 }
-func (findSkills) Parameters() json.RawMessage {
-	return json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"what the task is about"}},"required":["query"],"additionalProperties":false}`)
-}
-func (findSkills) Writes() bool { return false }
+
+// findSkillsParams is findSkills's schema, made once: a conversion in
+// Parameters would copy it for every request.
+var findSkillsParams = json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"what the task is about"}},"required":["query"],"additionalProperties":false}`)
+
+func (findSkills) Parameters() json.RawMessage { return findSkillsParams }
+func (findSkills) Writes() bool                { return false }
 
 func (f findSkills) Call(_ context.Context, tc *TurnContext, raw json.RawMessage) (Result, error) {
 	var args struct {
@@ -341,15 +347,18 @@ func (saveSkillReference) Description() string {
 	return "Save a note you learned while using a skill (a site quirk, a fixed procedure) as a Markdown reference file of that skill, " +
 		"so later conversations can read it with load_skill(name, file=\"references/…\"). Appends by default; overwrite=true replaces the file."
 }
-func (saveSkillReference) Parameters() json.RawMessage {
-	return json.RawMessage(`{"type":"object","properties":{` +
-		`"name":{"type":"string","description":"skill name"},` +
-		`"file":{"type":"string","description":"path under references/, ending in .md, e.g. references/notes.md"},` +
-		`"content":{"type":"string","description":"Markdown to save (at most 8000 characters)"},` +
-		`"overwrite":{"type":"boolean","description":"replace the file instead of appending"}},` +
-		`"required":["name","file","content"],"additionalProperties":false}`)
-}
-func (saveSkillReference) Writes() bool { return true }
+
+// saveSkillReferenceParams is saveSkillReference's schema, made once: a conversion in
+// Parameters would copy it for every request.
+var saveSkillReferenceParams = json.RawMessage(`{"type":"object","properties":{` +
+	`"name":{"type":"string","description":"skill name"},` +
+	`"file":{"type":"string","description":"path under references/, ending in .md, e.g. references/notes.md"},` +
+	`"content":{"type":"string","description":"Markdown to save (at most 8000 characters)"},` +
+	`"overwrite":{"type":"boolean","description":"replace the file instead of appending"}},` +
+	`"required":["name","file","content"],"additionalProperties":false}`)
+
+func (saveSkillReference) Parameters() json.RawMessage { return saveSkillReferenceParams }
+func (saveSkillReference) Writes() bool                { return true }
 
 func (s saveSkillReference) Call(_ context.Context, tc *TurnContext, raw json.RawMessage) (Result, error) {
 	var args struct {

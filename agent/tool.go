@@ -28,7 +28,9 @@ type Tool interface {
 	// Description tells the model when to use the tool.
 	Description() string
 	// Parameters is the JSON schema of the arguments object. Nil means the
-	// tool takes no arguments.
+	// tool takes no arguments. It is asked for every model request, and
+	// callers never modify what it returns, so a tool may return the same
+	// bytes each time.
 	Parameters() json.RawMessage
 	// Writes reports whether the tool changes state. Write tools run one at
 	// a time, in the order the model called them, and policies may exclude

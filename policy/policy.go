@@ -33,6 +33,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/parleyhq/parley/config"
@@ -119,6 +121,38 @@ type Resolver struct {
 	// profiles are the profiles a level may choose, by name (see
 	// WithProfiles).
 	profiles map[string]Profile
+	// resolved keeps the Effective of each scope resolved: a Resolver
+	// never changes, so neither does the answer. Each copy With… makes
+	// starts its own.
+	resolved *resolvedScopes
+}
+
+// maxResolved bounds the scopes a Resolver keeps: a chat is a scope, and
+// past this many the kept ones are dropped and resolved again.
+const maxResolved = 4096
+
+// resolvedScopes is Resolve's memory of the scopes it answered.
+type resolvedScopes struct {
+	m sync.Map // Scope → *Effective
+	n atomic.Int64
+}
+
+// load returns the kept Effective of s, or nil.
+func (c *resolvedScopes) load(s Scope) *Effective {
+	if e, ok := c.m.Load(s); ok {
+		return e.(*Effective)
+	}
+	return nil
+}
+
+// store keeps e as s's Effective, dropping every kept one first when
+// there are maxResolved.
+func (c *resolvedScopes) store(s Scope, e *Effective) {
+	if c.n.Add(1) > maxResolved {
+		c.m.Clear()
+		c.n.Store(1)
+	}
+	c.m.Store(s, e)
 }
 
 // WithOperator returns a copy of r in which user, on platform, may run
@@ -130,6 +164,7 @@ type Resolver struct {
 func (r *Resolver) WithOperator(platform, user string) *Resolver {
 	c := *r
 	c.operator, c.operatorOn = user, platform
+	c.resolved = new(resolvedScopes)
 	return &c
 }
 
@@ -138,6 +173,7 @@ func (r *Resolver) WithOperator(platform, user string) *Resolver {
 func (r *Resolver) WithModels(describe map[string]string) *Resolver {
 	c := *r
 	c.models = maps.Clone(describe)
+	c.resolved = new(resolvedScopes)
 	return &c
 }
 
@@ -147,7 +183,7 @@ func (r *Resolver) WithModels(describe map[string]string) *Resolver {
 // decisions. Patterns are expected to have passed config validation; a
 // malformed glob matches only its own exact text.
 func New(p Config) *Resolver {
-	r := &Resolver{p: clonePolicies(p), platforms: map[string]*config.Level{}}
+	r := &Resolver{p: clonePolicies(p), platforms: map[string]*config.Level{}, resolved: new(resolvedScopes)}
 	for _, pl := range config.Platforms() {
 		var builtin *config.Level
 		if pl.Policy != nil {
@@ -254,10 +290,20 @@ func accountLevel(levels []level, missing []string, pname string, pp PlatformPol
 	return levels, missing
 }
 
-// Resolve returns the effective policy of s. It does a handful of map lookups
-// and no copying of lists, cheap enough to call on every turn, so nothing is
-// cached and a config reload is just a new Resolver.
+// Resolve returns the effective policy of s. Every message asks it, so
+// the answer for a scope is kept (the Resolver never changes; a config
+// reload is a new Resolver); the Effective is shared and read-only.
 func (r *Resolver) Resolve(s Scope) *Effective {
+	if e := r.resolved.load(s); e != nil {
+		return e
+	}
+	e := r.resolve(s)
+	r.resolved.store(s, e)
+	return e
+}
+
+// resolve is Resolve without the memory.
+func (r *Resolver) resolve(s Scope) *Effective {
 	levels, _ := r.chain(s)
 	e := resolve(levels)
 	e.channel, e.global = s.Channel, r.p.Default.Admins

@@ -198,6 +198,7 @@ func (r *Resolver) withProfile(levels []level) []level {
 // share the copy's lists, as they share the tree's.
 func (r *Resolver) WithProfiles(p *Profiles) *Resolver {
 	c := *r
+	c.resolved = new(resolvedScopes)
 	c.profiles = make(map[string]Profile, len(p.ByName))
 	for name, prof := range p.ByName {
 		l := cloneLevel(prof.level())

@@ -37,14 +37,16 @@ func (SendFile) Description() string {
 		"The file goes out after your answer; say it is attached, not that it was sent."
 }
 
-func (SendFile) Parameters() json.RawMessage {
-	return json.RawMessage(`{"type":"object","properties":{` +
-		`"id":{"type":"string","description":"the id of a file a tool made, e.g. att_1"},` +
-		`"caption":{"type":"string","description":"a short text shown with the file"},` +
-		`"chart":{"type":"object","description":"a chart to draw instead of a file: type line or bar, title, series of {name, points: [[t, v]…]}",` +
-		`"properties":{"type":{"type":"string","enum":["line","bar"]},"title":{"type":"string"},` +
-		`"series":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"},"points":{"type":"array","items":{"type":"array"}}}}}}}}}`)
-}
+// sendFileParams is SendFile's schema, made once: a conversion in
+// Parameters would copy it for every request.
+var sendFileParams = json.RawMessage(`{"type":"object","properties":{` +
+	`"id":{"type":"string","description":"the id of a file a tool made, e.g. att_1"},` +
+	`"caption":{"type":"string","description":"a short text shown with the file"},` +
+	`"chart":{"type":"object","description":"a chart to draw instead of a file: type line or bar, title, series of {name, points: [[t, v]…]}",` +
+	`"properties":{"type":{"type":"string","enum":["line","bar"]},"title":{"type":"string"},` +
+	`"series":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"},"points":{"type":"array","items":{"type":"array"}}}}}}}}}`)
+
+func (SendFile) Parameters() json.RawMessage { return sendFileParams }
 
 func (SendFile) Writes() bool { return false }
 func (SendFile) Sends() bool  { return true }

@@ -81,12 +81,14 @@ func (*fetchTool) Description() string {
 		"Reads HTML, plain text, Markdown, JSON and XML; refuses private and internal addresses. Use web_search to find URLs."
 }
 
-func (*fetchTool) Parameters() json.RawMessage {
-	return json.RawMessage(`{"type":"object","properties":{` +
-		`"url":{"type":"string","description":"absolute http or https URL"},` +
-		`"offset":{"type":"integer","minimum":0,"description":"byte offset to continue reading from, as given by the previous page"}},` +
-		`"required":["url"],"additionalProperties":false}`)
-}
+// fetchToolParams is fetchTool's schema, made once: a conversion in
+// Parameters would copy it for every request.
+var fetchToolParams = json.RawMessage(`{"type":"object","properties":{` +
+	`"url":{"type":"string","description":"absolute http or https URL"},` +
+	`"offset":{"type":"integer","minimum":0,"description":"byte offset to continue reading from, as given by the previous page"}},` +
+	`"required":["url"],"additionalProperties":false}`)
+
+func (*fetchTool) Parameters() json.RawMessage { return fetchToolParams }
 
 func (*fetchTool) Writes() bool { return false }
 

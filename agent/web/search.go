@@ -154,11 +154,13 @@ func (t *searchTool) Description() string {
 		"Use it for current or unfamiliar facts, then web_fetch the most relevant URLs to read them before answering; cite the URLs you used.", t.cfg.MaxResults)
 }
 
-func (*searchTool) Parameters() json.RawMessage {
-	return json.RawMessage(`{"type":"object","properties":{` +
-		`"query":{"type":"string","description":"what to search for, in the words a good search would use"}},` +
-		`"required":["query"],"additionalProperties":false}`)
-}
+// searchToolParams is searchTool's schema, made once: a conversion in
+// Parameters would copy it for every request.
+var searchToolParams = json.RawMessage(`{"type":"object","properties":{` +
+	`"query":{"type":"string","description":"what to search for, in the words a good search would use"}},` +
+	`"required":["query"],"additionalProperties":false}`)
+
+func (*searchTool) Parameters() json.RawMessage { return searchToolParams }
 
 func (*searchTool) Writes() bool { return false }
 
