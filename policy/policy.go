@@ -33,8 +33,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/parleyhq/parley/config"
@@ -125,34 +123,6 @@ type Resolver struct {
 	// never changes, so neither does the answer. Each copy With… makes
 	// starts its own.
 	resolved *resolvedScopes
-}
-
-// maxResolved bounds the scopes a Resolver keeps: a chat is a scope, and
-// past this many the kept ones are dropped and resolved again.
-const maxResolved = 4096
-
-// resolvedScopes is Resolve's memory of the scopes it answered.
-type resolvedScopes struct {
-	m sync.Map // Scope → *Effective
-	n atomic.Int64
-}
-
-// load returns the kept Effective of s, or nil.
-func (c *resolvedScopes) load(s Scope) *Effective {
-	if e, ok := c.m.Load(s); ok {
-		return e.(*Effective)
-	}
-	return nil
-}
-
-// store keeps e as s's Effective, dropping every kept one first when
-// there are maxResolved.
-func (c *resolvedScopes) store(s Scope, e *Effective) {
-	if c.n.Add(1) > maxResolved {
-		c.m.Clear()
-		c.n.Store(1)
-	}
-	c.m.Store(s, e)
 }
 
 // WithOperator returns a copy of r in which user, on platform, may run
@@ -288,18 +258,6 @@ func accountLevel(levels []level, missing []string, pname string, pp PlatformPol
 		missing = append(missing, aname)
 	}
 	return levels, missing
-}
-
-// Resolve returns the effective policy of s. Every message asks it, so
-// the answer for a scope is kept (the Resolver never changes; a config
-// reload is a new Resolver); the Effective is shared and read-only.
-func (r *Resolver) Resolve(s Scope) *Effective {
-	if e := r.resolved.load(s); e != nil {
-		return e
-	}
-	e := r.resolve(s)
-	r.resolved.store(s, e)
-	return e
 }
 
 // resolve is Resolve without the memory.
