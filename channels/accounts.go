@@ -86,6 +86,36 @@ func subKey(key, sub string) string {
 	return key + "." + sub
 }
 
+// AccountNames lists a platform section's accounts: DefaultAccount first
+// when withOwn (the section's own keys configure an app), then the named
+// ones, sorted. The policy tree's accounts levels may name only these.
+func AccountNames[A any](withOwn bool, named map[string]A) []string {
+	var names []string
+	if withOwn {
+		names = append(names, DefaultAccount)
+	}
+	return append(names, slices.Sorted(maps.Keys(named))...)
+}
+
+// AccountConfigs is every account of a platform section by name: own as
+// DefaultAccount when withOwn, and each named account as config makes it
+// from its keys. An account written with nothing under it ("hr:") is an
+// account with nothing set, which validation then refuses by its key,
+// not one left out without a word.
+func AccountConfigs[C, A any](withOwn bool, own C, named map[string]*A, config func(*A) C) map[string]C {
+	out := make(map[string]C, len(named)+1)
+	if withOwn {
+		out[DefaultAccount] = own
+	}
+	for name, acc := range named {
+		if acc == nil {
+			acc = new(A)
+		}
+		out[name] = config(acc)
+	}
+	return out
+}
+
 // OpenEachAccount opens one adapter per account of a platform's section,
 // in the order of their names: open is given each account's
 // configuration and its name as Message.Account carries it ("" for the

@@ -2,8 +2,7 @@ package feishu
 
 import (
 	"context"
-	"maps"
-	"slices"
+	"errors"
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
@@ -61,27 +60,14 @@ func (c *Config) defaultEnabled() bool { return c.AppID != "" || c.AppSecret.IsS
 // when its own keys turn Feishu on; the policy tree's accounts levels may
 // name only these.
 func (c *Config) AccountNames() []string {
-	var names []string
-	if c.defaultEnabled() {
-		names = append(names, channels.DefaultAccount)
-	}
-	return append(names, slices.Sorted(maps.Keys(c.Accounts))...)
+	return channels.AccountNames(c.defaultEnabled(), c.Accounts)
 }
 
 // accounts returns every configured account's configuration by name.
 func (c *Config) accounts() map[string]Config {
-	out := map[string]Config{}
-	if c.defaultEnabled() {
-		own := *c
-		own.Accounts = nil
-		out[channels.DefaultAccount] = own
-	}
-	for name, acc := range c.Accounts {
-		if acc != nil {
-			out[name] = acc.config(*c)
-		}
-	}
-	return out
+	own := *c
+	own.Accounts = nil
+	return channels.AccountConfigs(c.defaultEnabled(), own, c.Accounts, func(acc *Account) Config { return acc.config(*c) })
 }
 
 // validateAccounts checks every account as the section is checked (see
@@ -90,7 +76,14 @@ func (c *Config) validateAccounts() error {
 	_, declared := c.Accounts[channels.DefaultAccount]
 	return channels.ValidateAccounts(channels.Accounts[Config]{
 		ByName: c.accounts(), DeclaredDefault: declared, Route: EventsPath,
-		Validate: func(acc Config) error { return acc.Validate() },
+		Validate: func(acc Config) error {
+			if !acc.defaultEnabled() {
+				// The section's own keys may stay unset (Feishu off); an
+				// account is there to be an app.
+				return errors.New("app_id: an account is an app: set its app_id and app_secret")
+			}
+			return acc.Validate()
+		},
 		Credentials: func(acc Config) []channels.Credential {
 			return []channels.Credential{{Key: "app_id", Value: acc.AppID}, {Key: "app_secret", Value: acc.AppSecret.Reveal()}, {Key: "verification_token", Value: acc.VerificationToken.Reveal()}, {Key: "encrypt_key", Value: acc.EncryptKey.Reveal()}}
 		},

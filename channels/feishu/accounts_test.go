@@ -55,6 +55,8 @@ func TestFeishuAccountsConfig(t *testing.T) {
 		{"named default", map[string]*Account{"default": {AppID: "cli_hr", AppSecret: "s2", EncryptKey: "k2"}}, "accounts.default: the section's own keys"},
 		{"no route", map[string]*Account{"HR Bot": {AppID: "cli_hr", AppSecret: "s2", EncryptKey: "k2"}}, "accounts.HR Bot: an account's name is part of its route"},
 		{"no secret", map[string]*Account{"hr": {AppID: "cli_hr", EncryptKey: "k2"}}, "accounts.hr.app_id: set both"},
+		{"nothing under it", map[string]*Account{"hr": nil}, "accounts.hr.app_id: an account is an app"},
+		{"no credentials", map[string]*Account{"hr": {Mode: ModeWebsocket}}, "accounts.hr.app_id: an account is an app"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			bad := *c

@@ -2,8 +2,6 @@ package slack
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/parleyhq/parley/channels"
@@ -61,11 +59,7 @@ func (acc *Account) config(section Config) Config {
 // when its own keys turn Slack on; the policy tree's accounts levels may
 // name only these.
 func (c *Config) AccountNames() []string {
-	var names []string
-	if c.defaultEnabled() {
-		names = append(names, channels.DefaultAccount)
-	}
-	return append(names, slices.Sorted(maps.Keys(c.Accounts))...)
+	return channels.AccountNames(c.defaultEnabled(), c.Accounts)
 }
 
 // defaultEnabled reports whether the section's own keys configure an app.
@@ -75,18 +69,9 @@ func (c *Config) defaultEnabled() bool {
 
 // accounts returns every configured account's configuration by name.
 func (c *Config) accounts() map[string]Config {
-	out := map[string]Config{}
-	if c.defaultEnabled() {
-		own := *c
-		own.Accounts = nil
-		out[channels.DefaultAccount] = own
-	}
-	for name, acc := range c.Accounts {
-		if acc != nil {
-			out[name] = acc.config(*c)
-		}
-	}
-	return out
+	own := *c
+	own.Accounts = nil
+	return channels.AccountConfigs(c.defaultEnabled(), own, c.Accounts, func(acc *Account) Config { return acc.config(*c) })
 }
 
 // validateAccounts checks every account as the section is checked (see

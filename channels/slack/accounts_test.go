@@ -116,6 +116,12 @@ func TestAccountsConfig(t *testing.T) {
     hr:
       bot_tokn: xoxb-a
 `, []string{"line 4", "bot_tokn"}},
+		{"an account with nothing under it", `slack:
+  bot_token: xoxb-one
+  signing_secret: s1
+  accounts:
+    hr:
+`, []string{"slack.accounts.hr.bot_token:"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := loadFile(t, tt.file)

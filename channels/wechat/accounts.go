@@ -2,8 +2,6 @@ package wechat
 
 import (
 	"context"
-	"maps"
-	"slices"
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
@@ -56,7 +54,7 @@ func (acc *AccountConfig) config(section Config) Config {
 // always there: its iLink bots are turned on by a login, which the file
 // does not show.
 func (c *Config) AccountNames() []string {
-	return append([]string{channels.DefaultAccount}, slices.Sorted(maps.Keys(c.Accounts))...)
+	return channels.AccountNames(true, c.Accounts)
 }
 
 // ForAccount is the configuration of the account named name ("" or
@@ -74,14 +72,7 @@ func (c *Config) ForAccount(name string) (Config, bool) {
 func (c *Config) accounts() map[string]Config {
 	own := *c
 	own.Accounts = nil
-	out := map[string]Config{channels.DefaultAccount: own}
-	for name, acc := range c.Accounts {
-		if acc == nil {
-			acc = &AccountConfig{} // "name:" with nothing under it
-		}
-		out[name] = acc.config(*c)
-	}
-	return out
+	return channels.AccountConfigs(true, own, c.Accounts, func(acc *AccountConfig) Config { return acc.config(*c) })
 }
 
 // validateAccounts checks every account as the section is checked (see

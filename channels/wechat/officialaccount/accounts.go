@@ -3,8 +3,6 @@ package officialaccount
 import (
 	"context"
 	"errors"
-	"maps"
-	"slices"
 
 	"github.com/parleyhq/parley/channels"
 	"github.com/parleyhq/parley/config"
@@ -42,28 +40,14 @@ func (acc *AccountConfig) config(section Config) Config {
 // when its own keys turn the Official Account on; the policy tree's
 // accounts levels may name only these.
 func (c *Config) AccountNames() []string {
-	var names []string
-	if c.defaultEnabled() {
-		names = append(names, channels.DefaultAccount)
-	}
-	return append(names, slices.Sorted(maps.Keys(c.Accounts))...)
+	return channels.AccountNames(c.defaultEnabled(), c.Accounts)
 }
 
 // accounts returns every configured account's configuration by name.
 func (c *Config) accounts() map[string]Config {
-	out := map[string]Config{}
-	if c.defaultEnabled() {
-		own := *c
-		own.Accounts = nil
-		out[channels.DefaultAccount] = own
-	}
-	for name, acc := range c.Accounts {
-		if acc == nil {
-			acc = &AccountConfig{} // "name:" with nothing under it
-		}
-		out[name] = acc.config(*c)
-	}
-	return out
+	own := *c
+	own.Accounts = nil
+	return channels.AccountConfigs(c.defaultEnabled(), own, c.Accounts, func(acc *AccountConfig) Config { return acc.config(*c) })
 }
 
 // validateAccounts checks every account as the section is checked (see
