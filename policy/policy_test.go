@@ -24,7 +24,7 @@ var (
 // tree builds a slack policy tree in which each of the config levels 0..depth
 // (default, platform, workspace, chat) is passed to set with its index, and
 // the more specific levels exist but set nothing.
-func tree(t *testing.T, depth int, set func(l *config.Level, i int)) Config {
+func tree(t testing.TB, depth int, set func(l *config.Level, i int)) Config {
 	t.Helper()
 	var ls [4]config.Level
 	for i := 0; i <= depth; i++ {

@@ -49,3 +49,26 @@ func TestResolveKeepsEachScopesAnswer(t *testing.T) {
 		t.Errorf("after the memory was dropped: %+v, want %+v", got, want)
 	}
 }
+
+// BenchmarkResolve: a scope resolved afresh (what every message did
+// before the answers were kept) and a kept one.
+func BenchmarkResolve(b *testing.B) {
+	no := false
+	r := New(tree(b, 3, func(l *config.Level, i int) {
+		if i == 3 {
+			l.Tools.Write = &no
+		}
+	})).WithProfiles(&Profiles{})
+	b.Run("fresh", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			r.resolve(fullScope)
+		}
+	})
+	b.Run("kept", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			r.Resolve(fullScope)
+		}
+	})
+}
