@@ -99,10 +99,10 @@ func (r *Reader) Read(ctx context.Context, a Ask) Turn {
 		t.Write.Cursor = room.Cursor
 	}
 	shown, cut := Budget(Others(msgs, a.Message), c.MaxMessages, c.MaxBytes)
-	t.Messages, t.Omitted = len(shown), t.Omitted+cut
+	t.Messages, t.Omitted = len(shown.Messages), t.Omitted+cut
 	t.Text = Render(shown, t.Omitted)
 	if t.Text != "" || q != nil {
-		r.Metrics.ContextMessages.WithLabelValues(a.Message.Channel).Observe(float64(len(shown)))
+		r.Metrics.ContextMessages.WithLabelValues(a.Message.Channel).Observe(float64(len(shown.Messages)))
 		r.Metrics.ContextBytes.WithLabelValues(a.Message.Channel).Observe(float64(len(t.Text)))
 	}
 	return t
