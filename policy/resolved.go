@@ -32,10 +32,10 @@ type resolvedKey struct {
 
 // keyOf is s's resolvedKey.
 func (r *Resolver) keyOf(s Scope) resolvedKey {
-	k := resolvedKey{channel: s.Channel, account: s.Account}
 	if !r.isPlatform(s.Channel) {
 		return resolvedKey{channel: s.Channel}
 	}
+	k := resolvedKey{channel: s.Channel, account: s.Account}
 	switch {
 	case s.Chat != "":
 		k.asked = 2
