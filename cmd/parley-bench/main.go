@@ -76,8 +76,10 @@ be answered once.
 
 With -idle N, no messages: N fresh servers in turn, each measured one second
 after it is ready: VmRSS (and its RssAnon and RssFile), the binary's resident pages by ELF section (.text,
-.rodata, .gopclntab, .data, .bss; counted with /proc/PID/pagemap), anonymous
-memory (Go heap, stacks, runtime) and the Go runtime's own figures.
+.rodata, .gopclntab, .data, .bss; counted with /proc/PID/pagemap), the 64 KiB
+windows they lie in, the .text windows shared out by package (by bytes of code
+in each window: whose code start-up touched), anonymous memory (Go heap,
+stacks, runtime) and the Go runtime's own figures.
 
 With -profile DIR, parley is built with -tags parleyprofile and each run
 writes DIR/cN-runI/cpu.pprof (the run's CPU profile) and allocs.pprof

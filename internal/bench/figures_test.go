@@ -206,6 +206,22 @@ func TestMeasureIdleSelf(t *testing.T) {
 	}
 }
 
+func TestSymbolPackage(t *testing.T) {
+	t.Parallel()
+	for sym, want := range map[string]string{
+		"runtime.mallocgc":       "runtime",
+		"net/http.(*conn).serve": "net/http",
+		"github.com/redis/go-redis/v9.(*baseClient).process": "github.com/redis/go-redis/v9",
+		"slices.SortFunc[go.shape.string]":                   "slices",
+		"go:buildid":                                         "go:buildid",
+		"github.com/parleyhq/parley/channels/wechat.init.0":  "github.com/parleyhq/parley/channels/wechat",
+	} {
+		if got := symbolPackage(sym); got != want {
+			t.Errorf("symbolPackage(%q) = %q, want %q", sym, got, want)
+		}
+	}
+}
+
 func TestParseRSS(t *testing.T) {
 	t.Parallel()
 	got, err := ParseRSS("Name:\tparley\nVmRSS:\t   19456 kB\nRssAnon:\t    7000 kB\nRssFile:\t   12456 kB\nRssShmem:\t       0 kB\n")

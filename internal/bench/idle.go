@@ -94,6 +94,11 @@ type IdleMakeup struct {
 	// to the binary's resident pages says RSS is what fault-around
 	// mapped, not what was read.
 	Windows int
+	// Packages is the resident .text windows shared out among the
+	// packages whose functions lie in each, by bytes of code: which
+	// packages' code start-up touched (a window holding code of three
+	// packages counts a third to each).
+	Packages map[string]float64
 	// Anon is the resident anonymous memory outside the binary's
 	// sections: the Go heap, goroutine stacks and the runtime's own
 	// structures (and [stack], the main thread's).
@@ -191,6 +196,9 @@ func MeasureIdle(pid int, bin string) (IdleMakeup, error) {
 		mk.Binary[name] = v
 	}
 	mk.Windows = len(windows)
+	if text := ef.Section(".text"); text != nil {
+		mk.Packages = packageWindows(ef, bias, bias+text.Addr, bias+text.Addr+text.Size, windows)
+	}
 	// Two sections sharing a page both count it: at most a page a
 	// boundary, a few dozen KiB in all.
 	lo, hi := ^uint64(0), uint64(0)
@@ -210,6 +218,57 @@ func MeasureIdle(pid int, bin string) (IdleMakeup, error) {
 		}
 	}
 	return mk, nil
+}
+
+// packageWindows shares out each resident window of [lo, hi) among the
+// packages whose function symbols overlap it, by bytes.
+func packageWindows(ef *elf.File, bias, lo, hi uint64, windows map[uint64]bool) map[string]float64 {
+	syms, err := ef.Symbols()
+	if err != nil {
+		return nil
+	}
+	type fn struct {
+		start, end uint64
+		pkg        string
+	}
+	var fns []fn
+	for _, s := range syms {
+		a := bias + s.Value
+		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Size == 0 || a < lo || a >= hi {
+			continue
+		}
+		fns = append(fns, fn{a, a + s.Size, symbolPackage(s.Name)})
+	}
+	sort.Slice(fns, func(i, j int) bool { return fns[i].start < fns[j].start })
+	out := map[string]float64{}
+	for w := range windows {
+		ws, we := w*faultAround, (w+1)*faultAround
+		if we <= lo || ws >= hi {
+			continue
+		}
+		i := sort.Search(len(fns), func(i int) bool { return fns[i].end > ws })
+		share := map[string]uint64{}
+		var total uint64
+		for ; i < len(fns) && fns[i].start < we; i++ {
+			n := min(fns[i].end, we) - max(fns[i].start, ws)
+			share[fns[i].pkg] += n
+			total += n
+		}
+		for pkg, n := range share {
+			out[pkg] += float64(n) / float64(total)
+		}
+	}
+	return out
+}
+
+// symbolPackage is the import path of a Go symbol: "net/http" for
+// "net/http.(*conn).serve", "runtime" for "runtime.mallocgc".
+func symbolPackage(name string) string {
+	slash := strings.LastIndexByte(name, '/') + 1
+	if dot := strings.IndexByte(name[slash:], '.'); dot >= 0 {
+		return name[:slash+dot]
+	}
+	return name
 }
 
 // runtimeFigures scrapes a few of the Go collector's gauges from /metrics.
@@ -317,6 +376,21 @@ func printIdle(out io.Writer, i int, mk IdleMakeup) {
 	fmt.Fprintf(out, "  %-14s %6s of %6s MiB resident\n", "other sections", mib(rest[0]), mib(rest[1]))
 	fmt.Fprintf(out, "  the binary's resident pages lie in %d windows of 64 KiB (%s MiB): what fault-around maps for a page touched in each\n",
 		mk.Windows, mib(uint64(mk.Windows)*faultAround))
+	pkgs := make([]string, 0, len(mk.Packages))
+	for pkg := range mk.Packages {
+		pkgs = append(pkgs, pkg)
+	}
+	sort.Slice(pkgs, func(a, b int) bool { return mk.Packages[pkgs[a]] > mk.Packages[pkgs[b]] })
+	if len(pkgs) > 0 {
+		fmt.Fprintf(out, "  .text windows by package (a window shared by bytes of code):")
+		for i, pkg := range pkgs[:min(len(pkgs), 20)] {
+			if i%4 == 0 {
+				fmt.Fprintf(out, "\n   ")
+			}
+			fmt.Fprintf(out, " %s %.1f", pkg, mk.Packages[pkg])
+		}
+		fmt.Fprintln(out)
+	}
 	r := mk.Runtime
 	if len(r) > 0 {
 		fmt.Fprintf(out, "  Go runtime (/metrics, read after): heap in use %s MiB, heap idle %s (released %s), stacks %s, sys %s; %.0f goroutines, %.0f threads\n",

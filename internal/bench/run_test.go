@@ -67,6 +67,45 @@ func TestSmoke(t *testing.T) {
 	}
 }
 
+// TestIdleMakeupOfAServer measures one idle parley serve (a binary built
+// with its symbols, which `go test`'s own binaries lack): its code in
+// windows shared out by package, the Redis client's and net/http's among
+// them, adding up to no more than the windows there are.
+func TestIdleMakeupOfAServer(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs parley serve and redis-server")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("no redis-server")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	mk, err := idleOnce(ctx, Options{Parley: parleybin.Path(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shares float64
+	for _, n := range mk.Packages {
+		shares += n
+	}
+	for _, pkg := range []string{"runtime", "net/http", "github.com/redis/go-redis/v9"} {
+		if mk.Packages[pkg] <= 0 {
+			t.Errorf("no window of %s's code: %v", pkg, mk.Packages)
+		}
+	}
+	if shares > float64(mk.Windows)+0.001 || shares < 1 {
+		t.Errorf("windows by package add up to %.2f of %d", shares, mk.Windows)
+	}
+	var out bytes.Buffer
+	printIdle(&out, 1, mk)
+	for _, want := range []string{"RssAnon", "windows of 64 KiB", ".text windows by package", "net/http"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
 // TestSlackCallsWithContextOnAndOff: reading each mention's thread back
 // costs one conversations.replies per answered message, and the names of
 // its two writers at most once (cached across threads); with -context off
