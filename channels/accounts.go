@@ -10,16 +10,10 @@ import (
 	"github.com/parleyhq/parley/internal/ident"
 )
 
-// accountFirst and accountRest are the bytes of an account's name.
-var (
-	accountFirst = ident.Of("a-z0-9")
-	accountRest  = ident.Of("a-z0-9_-")
-)
-
 // validAccountName reports whether name may name an account: it is part
 // of its routes, so 1 to 32 lower-case letters, digits, '-' and '_', led
 // by a letter or a digit.
-func validAccountName(name string) bool { return ident.Led(name, accountFirst, accountRest, 0, 31) }
+func validAccountName(name string) bool { return ident.Name(name, 32) }
 
 // Credential is one of an account's credentials, by its key.
 type Credential struct{ Key, Value string }

@@ -16,17 +16,11 @@ import (
 	"github.com/parleyhq/parley/internal/ident"
 )
 
-// nameFirst and nameRest are the bytes of a trigger's name.
-var (
-	nameFirst = ident.Of("a-z0-9")
-	nameRest  = ident.Of("a-z0-9_-")
-)
-
 // ValidName reports whether name may name a webhook or a schedule: it is
 // a path segment, a metric label and a part of Redis keys, so lower-case
 // letters, digits, '-' and '_', at most 63 bytes, led by a letter or a
 // digit.
-func ValidName(name string) bool { return ident.Led(name, nameFirst, nameRest, 0, 62) }
+func ValidName(name string) bool { return ident.Name(name, 63) }
 
 // Destination is the chat a trigger's turn is answered in, as written in
 // the configuration: `to: {platform: slack, workspace: T0123, chat: C0456}`

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/channels"
-	"github.com/parleyhq/parley/internal/ident"
 )
 
 // A live card's process may die mid-answer. Its sink names what it shows
@@ -51,12 +50,9 @@ const (
 	maxSeq = 1<<31 - 1
 )
 
-// idChars are the bytes of a Feishu message or card id, which is 1 to
-// 128 of them (isID).
-var idChars = ident.Of("A-Za-z0-9_-")
-
-// isID reports whether s has the form of a Feishu message or card id.
-func isID(s string) bool { return idChars.Match(s, 1, 128) }
+// isID reports whether s has the form of a Feishu message or card id: 1
+// to 128 of keyChars.
+func isID(s string) bool { return keyChars.Match(s, 1, 128) }
 
 // Reference implements channels.Referenced. It changes when the card is
 // sent, not with its updates.

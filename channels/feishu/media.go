@@ -41,6 +41,8 @@ const maxErrorBody = 64 << 10
 // the request path, so anything else is refused before a request is made.
 func isResourceKey(k string) bool { return keyChars.Match(k, 1, 256) }
 
+// keyChars are the bytes of Feishu's ids and keys (messages, cards,
+// users, images, files).
 var keyChars = ident.Of("A-Za-z0-9_-")
 
 var _ channels.AttachmentFetcher = (*Adapter)(nil)

@@ -51,6 +51,15 @@ func (s Set) Match(str string, min, max int) bool {
 	return true
 }
 
+// nameFirst and nameRest are the bytes of a name written in configuration.
+var nameFirst, nameRest = Of("a-z0-9"), Of("a-z0-9_-")
+
+// Name reports whether s is 1 to max bytes of lower-case letters, digits,
+// '-' and '_', led by a letter or a digit: the names operators give
+// accounts, triggers and apps, which go into URL paths, metric labels and
+// Redis keys. What ^[a-z0-9][a-z0-9_-]{0,max-1}$ matches.
+func Name(s string, max int) bool { return Led(s, nameFirst, nameRest, 0, max-1) }
+
 // Led reports whether str is a byte of first followed by min to max bytes
 // of rest: what ^[first][rest]{min,max}$ matches.
 func Led(str string, first, rest Set, min, max int) bool {

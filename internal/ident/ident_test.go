@@ -20,6 +20,8 @@ func TestSameAsTheExpression(t *testing.T) {
 		{`^[a-z][a-z0-9_]{0,47}$`, func(s string) bool { return ident.Led(s, ident.Of("a-z"), ident.Of("a-z0-9_"), 0, 47) }},
 		{`^[-.]{2,5}$`, func(s string) bool { return ident.Of("-.").Match(s, 2, 5) }},
 		{`^[.-]{2,5}$`, func(s string) bool { return ident.Of(".-").Match(s, 2, 5) }},
+		{`^[a-z0-9][a-z0-9_-]{0,31}$`, func(s string) bool { return ident.Name(s, 32) }},
+		{`^[a-z0-9][a-z0-9_-]{0,2}$`, func(s string) bool { return ident.Name(s, 3) }},
 	} {
 		identtest.Same(t, c.re, c.check)
 	}

@@ -92,9 +92,7 @@ func (c *Config) Env() []config.EnvVar {
 
 // validName says whether s may be a name in a URL path and a conversation
 // key: ^[a-z0-9][a-z0-9_-]{0,63}$.
-func validName(s string) bool { return ident.Led(s, nameFirst, nameRest, 0, 63) }
-
-var nameFirst, nameRest = ident.Of("a-z0-9"), ident.Of("a-z0-9_-")
+func validName(s string) bool { return ident.Name(s, 64) }
 
 // Validate implements config.PlatformConfig.
 func (c *Config) Validate() error {
