@@ -2,12 +2,12 @@ package console
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,6 +37,11 @@ func (c *Adapter) FileLimits(channels.Message) channels.FileLimits {
 // with a part of key's hash, so that two files never share a name and a
 // second try of one key finds the file the first wrote instead of
 // writing it again. The path is printed, with the caption.
+//
+// The bytes go to a hidden part file first, synced, then renamed to the
+// name: a file under its name is always whole, so someone opening it as
+// soon as it appears reads all of it, and a try cut short (a crash, a full
+// disk) leaves no file a second try would take for done.
 func (c *Adapter) Upload(_ context.Context, _ channels.Message, f channels.File, key string, _ bool) (string, error) {
 	dir := c.opts.FilesDir
 	if dir == "" {
@@ -51,25 +56,42 @@ func (c *Adapter) Upload(_ context.Context, _ channels.Message, f channels.File,
 	}
 	defer root.Close()
 	name := uniqueName(f.Name, key)
-	out, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	switch {
-	case errors.Is(err, fs.ErrExist):
-		// An earlier try of this key wrote it: found, not written twice.
-		return filepath.Join(dir, name), nil
-	case err != nil:
-		return "", &channels.PostError{Err: fmt.Errorf("console: write file: %w", err)}
-	}
-	_, werr := out.Write(f.Data)
-	if cerr := out.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		_ = root.Remove(name)
-		return "", &channels.PostError{Retry: true, Err: fmt.Errorf("console: write file: %w", werr)}
-	}
 	path := filepath.Join(dir, name)
+	if _, err := root.Stat(name); err == nil {
+		// An earlier try of this key wrote it: found, not written twice.
+		return path, nil
+	}
+	if err := writeWhole(root, name, f.Data); err != nil {
+		return "", &channels.PostError{Retry: true, Err: fmt.Errorf("console: write file: %w", err)}
+	}
 	c.printFile(path, f)
 	return path, nil
+}
+
+// writeWhole writes data to name in root through a part file renamed to
+// name once synced; on failure nothing is left under either name.
+func writeWhole(root *os.Root, name string, data []byte) error {
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	part := "." + name + ".part-" + hex.EncodeToString(suffix[:])
+	out, err := root.OpenFile(part, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = out.Write(data)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Rename(part, name)
+	}
+	if err != nil {
+		_ = root.Remove(part)
+	}
+	return err
 }
 
 // uniqueName is name (already a safe base name) with 8 hex digits of

@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,5 +57,48 @@ func TestUploadWritesUnderTheFilesDirOnce(t *testing.T) {
 	}
 	if lim := New("c", "u", Options{}).FileLimits(channels.Message{}); lim != (channels.FileLimits{}) {
 		t.Errorf("FileLimits without FilesDir = %+v; want none", lim)
+	}
+}
+
+// TestAFileAppearsWhole: someone watching the files directory (the person
+// at the terminal, a script) never finds a file under its name with less
+// than all of its bytes, and no part file is left once it is written.
+func TestAFileAppearsWhole(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "files")
+	c := New("c", "u", Options{FilesDir: dir})
+	data := bytes.Repeat([]byte("0123456789abcdef"), 2<<20) // 32 MiB: a write that takes a while
+	done := make(chan struct{})
+	seen := make(chan string, 1)
+	go func() {
+		defer close(seen)
+		for {
+			entries, _ := os.ReadDir(dir)
+			for _, e := range entries {
+				if strings.HasPrefix(e.Name(), ".") {
+					continue
+				}
+				if info, err := e.Info(); err == nil && info.Size() != int64(len(data)) {
+					seen <- fmt.Sprintf("%s with %d of %d bytes", e.Name(), info.Size(), len(data))
+					return
+				}
+			}
+			select {
+			case <-done:
+				return
+			default:
+			}
+		}
+	}()
+	path, err := c.Upload(context.Background(), channels.Message{}, channels.File{Name: "big.bin", Data: data}, "item.att_1", false)
+	close(done)
+	if partial, ok := <-seen; ok {
+		t.Errorf("found %s while it was written", partial)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 || filepath.Join(dir, entries[0].Name()) != path {
+		t.Errorf("files under %s: %v; want only %s", dir, entries, path)
 	}
 }
