@@ -2,7 +2,6 @@ package skills
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/parleyhq/parley/internal/atomicfile"
 )
 
 // State persists the only skill settings Parley keeps: which skills are
@@ -168,30 +169,18 @@ func (f *FileState) update(ctx context.Context, change func(*stateFile)) error {
 	return writeFileAtomic(f.path, append(data, '\n'), 0o600)
 }
 
-// writeFileAtomic writes data to a temporary file in the same folder and
-// renames it over path.
+// writeFileAtomic writes data over path (atomicfile), creating its folder.
 func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create state folder: %w", err)
 	}
-	tmp := filepath.Join(dir, "."+filepath.Base(path)+".tmp-"+rand.Text())
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
+	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return fmt.Errorf("write skill state: %w", err)
 	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
+	defer root.Close()
+	if err := atomicfile.Write(root, filepath.Base(path), data, perm); err != nil {
 		return fmt.Errorf("write skill state: %w", err)
 	}
 	return nil

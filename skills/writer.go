@@ -1,7 +1,6 @@
 package skills
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/parleyhq/parley/internal/atomicfile"
 )
 
 // Write-back limits for save_skill_reference.
@@ -269,28 +270,11 @@ func mkdirChain(root *os.Root, dirs []string, file string) error {
 	return nil
 }
 
-// replaceFile writes content to a temporary file beside target and renames
-// it over target, so readers see the old or the new file, never a mix.
+// replaceFile writes content over target, so readers see the old or the
+// new file, never a mix.
 func replaceFile(root *os.Root, target, content string) (int, error) {
-	dir, base := path.Split(target)
-	tmp := dir + "." + base + ".tmp-" + rand.Text()
-	f, err := root.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return 0, fmt.Errorf("create temporary file: %w", cleanPathErr(err))
-	}
-	n, err := f.WriteString(content)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = root.Rename(tmp, target)
-	}
-	if err != nil {
-		_ = root.Remove(tmp)
+	if err := atomicfile.Write(root, target, []byte(content), 0o644); err != nil {
 		return 0, fmt.Errorf("replace: %w", cleanPathErr(err))
 	}
-	return n, nil
+	return len(content), nil
 }

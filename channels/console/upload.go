@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -13,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/parleyhq/parley/channels"
+	"github.com/parleyhq/parley/internal/atomicfile"
 )
 
 // Files a turn sends (send_file) are written under Options.FilesDir
@@ -38,10 +38,10 @@ func (c *Adapter) FileLimits(channels.Message) channels.FileLimits {
 // second try of one key finds the file the first wrote instead of
 // writing it again. The path is printed, with the caption.
 //
-// The bytes go to a hidden part file first, synced, then renamed to the
-// name: a file under its name is always whole, so someone opening it as
-// soon as it appears reads all of it, and a try cut short (a crash, a full
-// disk) leaves no file a second try would take for done.
+// The bytes go to a hidden temporary file first, synced, then renamed to
+// the name (atomicfile): a file under its name is always whole, so someone
+// opening it as soon as it appears reads all of it, and a try cut short (a
+// crash, a full disk) leaves no file a second try would take for done.
 func (c *Adapter) Upload(_ context.Context, _ channels.Message, f channels.File, key string, _ bool) (string, error) {
 	dir := c.opts.FilesDir
 	if dir == "" {
@@ -61,37 +61,11 @@ func (c *Adapter) Upload(_ context.Context, _ channels.Message, f channels.File,
 		// An earlier try of this key wrote it: found, not written twice.
 		return path, nil
 	}
-	if err := writeWhole(root, name, f.Data); err != nil {
+	if err := atomicfile.Write(root, name, f.Data, 0o600); err != nil {
 		return "", &channels.PostError{Retry: true, Err: fmt.Errorf("console: write file: %w", err)}
 	}
 	c.printFile(path, f)
 	return path, nil
-}
-
-// writeWhole writes data to name in root through a part file renamed to
-// name once synced; on failure nothing is left under either name.
-func writeWhole(root *os.Root, name string, data []byte) error {
-	var suffix [4]byte
-	_, _ = rand.Read(suffix[:])
-	part := "." + name + ".part-" + hex.EncodeToString(suffix[:])
-	out, err := root.OpenFile(part, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = out.Write(data)
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = root.Rename(part, name)
-	}
-	if err != nil {
-		_ = root.Remove(part)
-	}
-	return err
 }
 
 // uniqueName is name (already a safe base name) with 8 hex digits of
