@@ -380,7 +380,12 @@ func printIdle(out io.Writer, i int, mk IdleMakeup) {
 	for pkg := range mk.Packages {
 		pkgs = append(pkgs, pkg)
 	}
-	sort.Slice(pkgs, func(a, b int) bool { return mk.Packages[pkgs[a]] > mk.Packages[pkgs[b]] })
+	sort.Slice(pkgs, func(a, b int) bool {
+		if x, y := mk.Packages[pkgs[a]], mk.Packages[pkgs[b]]; x != y {
+			return x > y
+		}
+		return pkgs[a] < pkgs[b] // ties in a steady order, run to run
+	})
 	if len(pkgs) > 0 {
 		fmt.Fprintf(out, "  .text windows by package (a window shared by bytes of code):")
 		for i, pkg := range pkgs[:min(len(pkgs), 20)] {

@@ -12,18 +12,25 @@ import (
 	"github.com/parleyhq/parley/internal/parleybin"
 )
 
-// TestSmoke runs the whole bench once, briefly, in each way it sends: 50
-// messages, each in its own channel and thread, through a real parley
-// serve and redis-server, from 8 senders in a closed loop and at 200 a
-// second in an open one.
-func TestSmoke(t *testing.T) {
-	t.Parallel()
+// needServers skips a test that runs parley serve and redis-server in
+// -short mode or where there is no redis-server.
+func needServers(t *testing.T) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs parley serve and redis-server")
 	}
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("no redis-server")
 	}
+}
+
+// TestSmoke runs the whole bench once, briefly, in each way it sends: 50
+// messages, each in its own channel and thread, through a real parley
+// serve and redis-server, from 8 senders in a closed loop and at 200 a
+// second in an open one.
+func TestSmoke(t *testing.T) {
+	t.Parallel()
+	needServers(t)
 	for _, tc := range []struct {
 		load  load
 		label string
@@ -73,12 +80,7 @@ func TestSmoke(t *testing.T) {
 // them, adding up to no more than the windows there are.
 func TestIdleMakeupOfAServer(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("runs parley serve and redis-server")
-	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("no redis-server")
-	}
+	needServers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	mk, err := idleOnce(ctx, Options{Parley: parleybin.Path(t)})
@@ -113,12 +115,7 @@ func TestIdleMakeupOfAServer(t *testing.T) {
 // the typing reaction, are the same either way.)
 func TestSlackCallsWithContextOnAndOff(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("runs parley serve and redis-server")
-	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("no redis-server")
-	}
+	needServers(t)
 	calls, reads := map[bool]float64{}, map[bool]float64{}
 	for _, off := range []bool{false, true} {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -144,12 +141,7 @@ func TestSlackCallsWithContextOnAndOff(t *testing.T) {
 // trip, and once the model answers every message is answered once.
 func TestAckProbe(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("runs parley serve and redis-server")
-	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("no redis-server")
-	}
+	needServers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	o := Options{Parley: parleybin.Path(t), Timeout: 30 * time.Second}
@@ -180,12 +172,7 @@ func TestAckProbe(t *testing.T) {
 // channel's pace of about one a second.
 func TestCallsAndThreadSeries(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("runs parley serve and redis-server")
-	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("no redis-server")
-	}
+	needServers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	o := Options{Parley: parleybin.Path(t), Calls: 8, Timeout: 30 * time.Second, NoContext: true}
